@@ -1,0 +1,372 @@
+//! Starting, waiting for and stopping an Azurite process.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::install::AzuriteInstall;
+
+/// The well-known Azurite account name.
+pub const ACCOUNT: &str = "devstoreaccount1";
+/// The well-known Azurite account key (public; it protects nothing).
+pub const ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+const START_ATTEMPTS: usize = 4;
+
+/// Why Azurite could not be used. Every message is one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AzuriteError {
+    /// Azurite (the pinned version) is not installed where tablekit looks for it.
+    #[error(
+        "Azurite {want} is not installed in {dir} (found: {found}); install it with `{cmd}` (needs Node >= 20 and npm)",
+        want = crate::AZURITE_VERSION,
+        found = found.as_deref().unwrap_or("nothing"),
+        cmd = crate::INSTALL_COMMAND
+    )]
+    NotInstalled {
+        /// Where tablekit looked.
+        dir: PathBuf,
+        /// The version found there, if any.
+        found: Option<String>,
+    },
+    /// `node` could not be started.
+    #[error("could not run `node` ({0}); install Node.js >= 20 and make sure `node` is on PATH")]
+    NodeMissing(std::io::Error),
+    /// The process exited before it was ready.
+    #[error("Azurite exited during start-up ({status}); its output: {output}")]
+    Exited {
+        /// The exit status.
+        status: String,
+        /// The last lines it printed, joined on one line.
+        output: String,
+    },
+    /// The ports did not accept connections in time.
+    #[error(
+        "Azurite did not accept connections on {ports:?} within {secs} s; its output: {output}"
+    )]
+    NotReady {
+        /// The ports waited on.
+        ports: [u16; 3],
+        /// How long tablekit waited.
+        secs: u64,
+        /// The last lines it printed.
+        output: String,
+    },
+    /// Another I/O failure (log file, free port search).
+    #[error("Azurite start-up failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The three service endpoints of a running emulator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoints {
+    /// e.g. `http://127.0.0.1:49152/devstoreaccount1`
+    pub blob: String,
+    /// e.g. `http://127.0.0.1:49153/devstoreaccount1`
+    pub queue: String,
+    /// e.g. `http://127.0.0.1:49154/devstoreaccount1`
+    pub table: String,
+}
+
+/// Options for starting Azurite. Obtain with [`Azurite::builder`].
+#[derive(Debug, Clone, Default)]
+pub struct AzuriteBuilder {
+    ports: Option<[u16; 3]>,
+    location: Option<PathBuf>,
+    install: Option<AzuriteInstall>,
+    inherit_output: bool,
+    ready_timeout: Option<Duration>,
+}
+
+impl AzuriteBuilder {
+    /// Fixed blob, queue and table ports (default: three free loopback ports).
+    #[must_use]
+    pub fn with_ports(mut self, blob: u16, queue: u16, table: u16) -> Self {
+        self.ports = Some([blob, queue, table]);
+        self
+    }
+
+    /// Persist data on disk in `dir` instead of in memory (used to restart an emulator and
+    /// keep its data).
+    #[must_use]
+    pub fn with_disk_persistence(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.location = Some(dir.into());
+        self
+    }
+
+    /// Use this installation instead of [`AzuriteInstall::locate`].
+    #[must_use]
+    pub fn with_install(mut self, install: AzuriteInstall) -> Self {
+        self.install = Some(install);
+        self
+    }
+
+    /// How long to wait for the ports to accept connections (default and maximum: 30 s).
+    #[must_use]
+    pub fn with_ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = Some(timeout.min(READY_TIMEOUT));
+        self
+    }
+
+    /// Let Azurite print to this process's stdout/stderr (for `cargo xtask azurite`).
+    #[must_use]
+    pub fn with_inherited_output(mut self) -> Self {
+        self.inherit_output = true;
+        self
+    }
+
+    /// Starts Azurite and waits until its blob, queue and table ports accept connections
+    /// (at most 30 s).
+    ///
+    /// # Errors
+    /// [`AzuriteError`] when Azurite is not installed, Node is missing, or the emulator exits or
+    /// does not become ready. With free ports a lost port race is retried with new ports.
+    pub fn start(self) -> Result<Azurite, AzuriteError> {
+        let install = match self.install.clone() {
+            Some(install) => install,
+            None => AzuriteInstall::locate()?,
+        };
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            let ports = match self.ports {
+                Some(ports) => ports,
+                None => free_ports()?,
+            };
+            match self.start_once(&install, ports) {
+                Ok(azurite) => return Ok(azurite),
+                // Another process may have taken a free port between our probe and Azurite's
+                // bind: try again with fresh ports. Fixed ports are not retried.
+                Err(e @ AzuriteError::Exited { .. }) if self.ports.is_none() => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(AzuriteError::Io(std::io::Error::other(
+            "no start attempt made",
+        ))))
+    }
+
+    fn start_once(
+        &self,
+        install: &AzuriteInstall,
+        ports: [u16; 3],
+    ) -> Result<Azurite, AzuriteError> {
+        let log_path = std::env::temp_dir().join(format!(
+            "tablekit-azurite-{}-{}.log",
+            std::process::id(),
+            crate::unique_queue_name("")
+        ));
+        let mut cmd = Command::new("node");
+        cmd.arg(install.launcher());
+        for (name, port) in ["blob", "queue", "table"].iter().zip(ports) {
+            cmd.arg(format!("--{name}Host")).arg("127.0.0.1");
+            cmd.arg(format!("--{name}Port")).arg(port.to_string());
+        }
+        match &self.location {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                cmd.arg("--location").arg(dir);
+            }
+            None => {
+                cmd.arg("--inMemoryPersistence");
+            }
+        }
+        cmd.args(["--skipApiVersionCheck", "--disableTelemetry", "--silent"]);
+        // Azurite writes its debug/db files relative to the working directory: keep them out
+        // of the caller's tree.
+        cmd.current_dir(std::env::temp_dir());
+        // The launcher exits when this pipe closes, i.e. when this process dies in any way.
+        cmd.stdin(Stdio::piped());
+        if self.inherit_output {
+            cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+        } else {
+            let log = File::create(&log_path)?;
+            cmd.stdout(log.try_clone()?).stderr(log);
+        }
+        let child = cmd.spawn().map_err(AzuriteError::NodeMissing)?;
+        let endpoints = Endpoints {
+            blob: format!("http://127.0.0.1:{}/{ACCOUNT}", ports[0]),
+            queue: format!("http://127.0.0.1:{}/{ACCOUNT}", ports[1]),
+            table: format!("http://127.0.0.1:{}/{ACCOUNT}", ports[2]),
+        };
+        let mut azurite = Azurite {
+            child: Some(child),
+            ports,
+            endpoints,
+            log_path: (!self.inherit_output).then_some(log_path),
+        };
+        azurite.wait_ready(self.ready_timeout.unwrap_or(READY_TIMEOUT))?;
+        Ok(azurite)
+    }
+}
+
+/// A running Azurite emulator. The process is killed when this value is dropped, including
+/// during a panic; if this process dies without unwinding, the emulator notices its closed
+/// stdin and exits by itself.
+#[derive(Debug)]
+pub struct Azurite {
+    child: Option<Child>,
+    ports: [u16; 3],
+    endpoints: Endpoints,
+    log_path: Option<PathBuf>,
+}
+
+impl Azurite {
+    /// Starts Azurite on free loopback ports with in-memory storage.
+    ///
+    /// # Errors
+    /// See [`AzuriteBuilder::start`].
+    pub fn start() -> Result<Self, AzuriteError> {
+        AzuriteBuilder::default().start()
+    }
+
+    /// Options for starting Azurite.
+    pub fn builder() -> AzuriteBuilder {
+        AzuriteBuilder::default()
+    }
+
+    /// A connection string for this emulator with explicit endpoints (well-known key).
+    pub fn connection_string(&self) -> String {
+        format!(
+            "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};BlobEndpoint={};QueueEndpoint={};TableEndpoint={};",
+            self.endpoints.blob, self.endpoints.queue, self.endpoints.table
+        )
+    }
+
+    /// The service endpoints.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    /// The blob, queue and table ports.
+    pub fn ports(&self) -> [u16; 3] {
+        self.ports
+    }
+
+    /// The process id of the emulator.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the emulator and waits for it to exit.
+    pub fn stop(mut self) {
+        self.kill();
+    }
+
+    /// Stops the emulator gracefully (SIGINT, as on Ctrl-C: it closes its servers and flushes
+    /// persisted data) and waits up to `timeout` before killing it. Data persisted on disk
+    /// survives a restart with the same directory.
+    pub fn stop_gracefully(mut self, timeout: Duration) {
+        if let Some(child) = self.child.as_mut() {
+            // std has no signal API and this crate forbids unsafe code: use kill(1).
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    self.child = None;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.kill();
+    }
+
+    /// Blocks until the emulator exits (used by `cargo xtask azurite`).
+    ///
+    /// # Errors
+    /// The I/O error of waiting on the process.
+    pub fn wait(mut self) -> std::io::Result<std::process::ExitStatus> {
+        let mut child = self
+            .child
+            .take()
+            .ok_or_else(|| std::io::Error::other("not running"))?;
+        child.wait()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(path) = self.log_path.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn output_tail(&self) -> String {
+        let Some(path) = &self.log_path else {
+            return "(printed to the terminal)".into();
+        };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(4)..].join(" | ");
+        if tail.is_empty() {
+            "(nothing)".into()
+        } else {
+            tail
+        }
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), AzuriteError> {
+        let start = Instant::now();
+        let mut pending: Vec<u16> = self.ports.to_vec();
+        while !pending.is_empty() {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let output = self.output_tail();
+                    self.child = None;
+                    self.kill();
+                    return Err(AzuriteError::Exited {
+                        status: status.to_string(),
+                        output,
+                    });
+                }
+            }
+            if start.elapsed() > timeout {
+                let output = self.output_tail();
+                self.kill();
+                return Err(AzuriteError::NotReady {
+                    ports: self.ports,
+                    secs: timeout.as_secs(),
+                    output,
+                });
+            }
+            pending.retain(|&port| {
+                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+                TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
+            });
+            if !pending.is_empty() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three distinct free loopback ports. They are held open together so they differ, then
+/// released for Azurite to bind.
+fn free_ports() -> std::io::Result<[u16; 3]> {
+    let listeners = [
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?,
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?,
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?,
+    ];
+    let mut ports = [0u16; 3];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr()?.port();
+    }
+    Ok(ports)
+}

@@ -1,0 +1,169 @@
+//! The emulator harness keeps its promises: ready when returned, distinct ports, nothing left
+//! behind (on drop, on panic, on SIGKILL of the owner), one-line errors instead of hangs.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tablekit_testkit::{Azurite, AzuriteError, AzuriteInstall};
+
+fn alive(pid: u32) -> bool {
+    // A zombie has no command line; it has exited for our purposes.
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty())
+}
+
+fn wait_gone(pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !alive(pid)
+}
+
+#[test]
+fn started_emulators_are_ready_use_distinct_ports_and_die_on_drop() {
+    let a = Azurite::start().unwrap();
+    let b = Azurite::start().unwrap();
+    let mut ports: Vec<u16> = a.ports().into_iter().chain(b.ports()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 6, "six distinct ports: {ports:?}");
+    for port in a.ports().into_iter().chain(b.ports()) {
+        assert!(
+            !(10000..=10002).contains(&port),
+            "tests never use the standard ports"
+        );
+        TcpStream::connect(("127.0.0.1", port)).expect("ready means every port accepts");
+    }
+    let cs = a.connection_string();
+    assert!(
+        cs.contains(&a.endpoints().table) && cs.contains("AccountKey="),
+        "{cs}"
+    );
+    let (pa, pb) = (a.pid().unwrap(), b.pid().unwrap());
+    drop(a);
+    b.stop();
+    assert!(wait_gone(pa, Duration::from_secs(5)) && wait_gone(pb, Duration::from_secs(5)));
+}
+
+#[test]
+fn a_panicking_test_still_stops_its_emulator() {
+    let pid = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = pid.clone();
+    let result = std::thread::spawn(move || {
+        let azurite = Azurite::start().unwrap();
+        *seen.lock().unwrap() = azurite.pid();
+        panic!("test failure while the emulator runs");
+    })
+    .join();
+    assert!(result.is_err());
+    let pid = pid.lock().unwrap().expect("emulator was started");
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)),
+        "emulator {pid} outlived the panic"
+    );
+}
+
+/// Run as a child by `a_killed_owner_leaves_no_emulator`: start Azurite, report its pid, wait.
+#[test]
+fn child_owner_helper() {
+    if std::env::var_os("TABLEKIT_TESTKIT_CHILD").is_none() {
+        return;
+    }
+    let azurite = Azurite::start().unwrap();
+    println!("AZURITE_PID={}", azurite.pid().unwrap());
+    std::thread::sleep(Duration::from_secs(120));
+    drop(azurite);
+}
+
+#[test]
+fn a_killed_owner_leaves_no_emulator() {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_owner_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TABLEKIT_TESTKIT_CHILD", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let pid: u32 = stdout
+        .lines()
+        .map_while(Result::ok)
+        // libtest may print `test child_owner_helper ... ` on the same line first.
+        .find_map(|line| {
+            line.split_once("AZURITE_PID=")
+                .map(|(_, p)| p.trim().parse().unwrap())
+        })
+        .expect("child reports the emulator pid");
+    assert!(alive(pid));
+    child.kill().unwrap(); // SIGKILL: no destructor runs in the owner.
+    child.wait().unwrap();
+    assert!(
+        wait_gone(pid, Duration::from_secs(10)),
+        "emulator {pid} outlived its killed owner"
+    );
+}
+
+fn fake_install(launch_js: &str) -> AzuriteInstall {
+    let dir = std::env::temp_dir().join(tablekit_testkit::unique_queue_name("fake-azurite"));
+    let pkg = dir.join("node_modules/azurite");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"azurite","version":"3.35.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("launch.js"), launch_js).unwrap();
+    AzuriteInstall::at(&dir).unwrap()
+}
+
+fn one_line(e: &AzuriteError) -> String {
+    let text = e.to_string();
+    assert!(!text.contains('\n'), "errors are one line: {text}");
+    text
+}
+
+#[test]
+fn an_emulator_that_exits_gives_its_output_not_a_hang() {
+    let install = fake_install("console.error('listen EADDRINUSE: boom'); process.exit(3);");
+    let started = Instant::now();
+    let err = Azurite::builder()
+        .with_install(install)
+        .with_ports(1, 2, 3)
+        .start()
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let text = one_line(&err);
+    assert!(
+        matches!(err, AzuriteError::Exited { .. }) && text.contains("EADDRINUSE"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_emulator_that_never_listens_times_out() {
+    let install = fake_install("setInterval(() => {}, 1000);");
+    let err = Azurite::builder()
+        .with_install(install)
+        .with_ready_timeout(Duration::from_secs(1))
+        .start()
+        .unwrap_err();
+    let text = one_line(&err);
+    assert!(matches!(err, AzuriteError::NotReady { .. }), "{text}");
+}
+
+#[test]
+fn a_missing_install_says_how_to_install() {
+    let err = AzuriteInstall::at(Path::new("/nonexistent/azurite")).unwrap_err();
+    let text = one_line(&err);
+    assert!(text.contains("cargo xtask install-azurite"), "{text}");
+}

@@ -1,0 +1,1 @@
+//! Cross-crate scenarios live in `tests/`; this library is intentionally empty.

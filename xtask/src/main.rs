@@ -1,0 +1,46 @@
+//! `cargo xtask` — tablekit's developer commands.
+//!
+//! - `cargo xtask demo` — install and start Azurite, run every example against it, stop it.
+//! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, and the whole test
+//!   suite. `.ci/run` runs exactly this.
+//! - `cargo xtask azurite` — run Azurite in the foreground on the standard ports until Ctrl-C.
+//! - `cargo xtask install-azurite` — install the pinned Azurite into `target/azurite`.
+
+mod install;
+mod run;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  demo              install and start Azurite, run every example against it, stop it
+  test [--long]     install Azurite, then fmt check, clippy and the whole test suite
+                    (--long runs the load scenario for 60 s instead of 10 s)
+  azurite           run Azurite in the foreground on ports 10000-10002 until Ctrl-C
+  install-azurite   install the pinned Azurite into target/azurite";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("demo") => run::demo(),
+        Some("test") => run::test(args[1..].iter().any(|a| a == "--long")),
+        Some("azurite") => run::azurite_foreground(),
+        Some("install-azurite") => install::ensure().map(|_| ()),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!(
+            "unknown command {}\n\n{USAGE}",
+            other.map_or_else(|| "(none)".to_owned(), |o| format!("`{o}`"))
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The `demo`, `test` and `azurite` commands.
+
+use std::path::Path;
+use std::process::Command;
+
+use tablekit_testkit::Azurite;
+
+use crate::install::{self, workspace_root};
+
+/// Runs `cargo` with `args` in the workspace root; fails with the command line on error.
+fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(args).current_dir(workspace_root());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+pub(crate) fn test(long: bool) -> Result<(), String> {
+    let install = install::ensure()?;
+    let dir = install.dir().to_string_lossy().into_owned();
+    let mut envs = vec![("TABLEKIT_AZURITE_DIR", dir.as_str())];
+    if long {
+        envs.push(("TABLEKIT_LONG", "1"));
+    }
+    cargo(&["fmt", "--all", "--check"], &[])?;
+    cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    cargo(&["test", "--workspace", "--quiet"], &envs)?;
+    eprintln!("xtask: all checks passed");
+    Ok(())
+}
+
+pub(crate) fn demo() -> Result<(), String> {
+    let install = install::ensure()?;
+    let examples = example_names(&workspace_root().join("examples/src/bin"))?;
+    cargo(
+        &["build", "--quiet", "-p", "tablekit-examples", "--bins"],
+        &[],
+    )?;
+    let azurite = Azurite::builder()
+        .with_install(install)
+        .start()
+        .map_err(|e| e.to_string())?;
+    let connection_string = azurite.connection_string();
+    let mut failed = Vec::new();
+    for name in &examples {
+        println!("\n=== example `{name}` ===");
+        let ok = cargo(
+            &["run", "--quiet", "-p", "tablekit-examples", "--bin", name],
+            &[("AZURE_STORAGE_CONNECTION_STRING", &connection_string)],
+        );
+        if let Err(e) = ok {
+            failed.push(format!("{name}: {e}"));
+        }
+    }
+    azurite.stop();
+    println!(
+        "\n=== demo: {} of {} examples succeeded ===",
+        examples.len() - failed.len(),
+        examples.len()
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+pub(crate) fn azurite_foreground() -> Result<(), String> {
+    let install = install::ensure()?;
+    let azurite = Azurite::builder()
+        .with_install(install)
+        .with_ports(10000, 10001, 10002)
+        .with_inherited_output()
+        .start()
+        .map_err(|e| e.to_string())?;
+    println!("Azurite is running; connect with UseDevelopmentStorage=true. Ctrl-C stops it.");
+    azurite.wait().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn example_names(dir: &Path) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".rs").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
