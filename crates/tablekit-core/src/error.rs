@@ -1,0 +1,505 @@
+//! The one error type shared by every tablekit crate.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::filter::QueryShape;
+use crate::keys::Keys;
+
+/// A boxed error from a lower layer (HTTP client, I/O).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `Result` with tablekit's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which key of an entity a key error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// The `PartitionKey`.
+    PartitionKey,
+    /// The `RowKey`.
+    RowKey,
+}
+
+impl fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyKind::PartitionKey => "PartitionKey",
+            KeyKind::RowKey => "RowKey",
+        })
+    }
+}
+
+/// What kind of name an [`Error::InvalidName`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NameKind {
+    /// A table name (`^[A-Za-z][A-Za-z0-9]{2,62}$`, not `tables`).
+    Table,
+    /// A property name (≤ 255 characters, identifier-like, not a system name).
+    Property,
+    /// A queue name (3–63 lowercase letters, digits and single hyphens).
+    Queue,
+    /// A blob container name (same rules as queues).
+    Container,
+    /// A blob name.
+    Blob,
+}
+
+impl fmt::Display for NameKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NameKind::Table => "table",
+            NameKind::Property => "property",
+            NameKind::Queue => "queue",
+            NameKind::Container => "container",
+            NameKind::Blob => "blob",
+        })
+    }
+}
+
+/// A service limit that a request would exceed. [`Limit::max`] gives the largest value allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    /// Size of a PartitionKey or RowKey: 1 KiB, counted as UTF-16 code units × 2.
+    KeyBytes(KeyKind),
+    /// User properties per entity: 252 (255 including PartitionKey, RowKey, Timestamp).
+    UserProperties,
+    /// Size of an entity: 1 MiB, counted the way the service counts.
+    EntityBytes,
+    /// Size of one String (UTF-16 units × 2) or Binary property: 64 KiB.
+    PropertyBytes {
+        /// The property.
+        property: String,
+    },
+    /// Length of a property name: 255 characters.
+    PropertyNameChars,
+    /// Operations in one entity group transaction: 100.
+    TransactionOperations,
+    /// Request body of one entity group transaction: less than 4 MiB.
+    TransactionBytes,
+    /// Entities per query page (`$top` / page size): 1,000.
+    PageSize,
+    /// Queue message size: 64 KiB (of base64-encoded text).
+    QueueMessageBytes,
+    /// A limit set by the caller (e.g. a pattern's declared capacity).
+    Custom {
+        /// What is limited.
+        what: String,
+        /// The largest value allowed.
+        max: usize,
+    },
+}
+
+impl Limit {
+    /// The largest value allowed.
+    pub fn max(&self) -> usize {
+        match self {
+            Limit::KeyBytes(_) => crate::limits::MAX_KEY_BYTES,
+            Limit::UserProperties => crate::limits::MAX_USER_PROPERTIES,
+            Limit::EntityBytes => crate::limits::MAX_ENTITY_BYTES,
+            Limit::PropertyBytes { .. } => crate::limits::MAX_PROPERTY_BYTES,
+            Limit::PropertyNameChars => crate::limits::MAX_PROPERTY_NAME_CHARS,
+            Limit::TransactionOperations => crate::limits::MAX_TRANSACTION_OPERATIONS,
+            Limit::TransactionBytes => crate::limits::MAX_TRANSACTION_BYTES,
+            Limit::PageSize => crate::limits::MAX_PAGE_SIZE,
+            Limit::QueueMessageBytes => crate::limits::MAX_QUEUE_MESSAGE_BYTES,
+            Limit::Custom { max, .. } => *max,
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::KeyBytes(kind) => write!(f, "{kind} size in bytes"),
+            Limit::UserProperties => f.write_str("user properties per entity"),
+            Limit::EntityBytes => f.write_str("entity size in bytes"),
+            Limit::PropertyBytes { property } => write!(f, "size in bytes of property `{property}`"),
+            Limit::PropertyNameChars => f.write_str("property name length"),
+            Limit::TransactionOperations => f.write_str("operations per transaction"),
+            Limit::TransactionBytes => f.write_str("transaction body size in bytes"),
+            Limit::PageSize => f.write_str("entities per page"),
+            Limit::QueueMessageBytes => f.write_str("queue message size in bytes"),
+            Limit::Custom { what, .. } => f.write_str(what),
+        }?;
+        write!(f, " (max {})", self.max())
+    }
+}
+
+/// Where an entity error happened: the table and, when known, the entity's keys.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Target {
+    /// The table name (empty when not known).
+    pub table: String,
+    /// The entity's keys, when the request addressed one entity.
+    pub keys: Option<Keys>,
+}
+
+impl Target {
+    /// A target naming a table only.
+    pub fn table(table: impl Into<String>) -> Self {
+        Self { table: table.into(), keys: None }
+    }
+
+    /// A target naming one entity of a table.
+    pub fn entity(table: impl Into<String>, keys: Keys) -> Self {
+        Self { table: table.into(), keys: Some(keys) }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.keys {
+            Some(keys) => write!(f, "entity {keys} in table `{}`", self.table),
+            None => write!(f, "table `{}`", self.table),
+        }
+    }
+}
+
+/// Every failure tablekit reports. Match on [`Error::kind`] for a stable classification; the
+/// variants carry the context (table, keys, operation index, limit) needed to act on it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The table or entity does not exist (HTTP 404).
+    #[error("{target} not found")]
+    NotFound {
+        /// What was addressed.
+        target: Target,
+    },
+    /// The table or entity already exists (HTTP 409 on create or insert).
+    #[error("{target} already exists")]
+    AlreadyExists {
+        /// What was addressed.
+        target: Target,
+    },
+    /// The ETag condition did not hold: someone else changed the entity (HTTP 412).
+    #[error("{target} was changed by another writer (ETag condition not met)")]
+    PreconditionFailed {
+        /// What was addressed.
+        target: Target,
+    },
+    /// The service is throttling or timed out (HTTP 503, 500 OperationTimedOut, 429).
+    #[error("throttled by the service (HTTP {status}{})", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    Throttled {
+        /// The HTTP status.
+        status: u16,
+        /// The service's error code.
+        code: Option<String>,
+        /// How long the service asked us to wait, if it said.
+        retry_after: Option<Duration>,
+    },
+    /// A PartitionKey or RowKey contains a character the service does not allow.
+    #[error("invalid {kind}: character {character:?} at position {position} is not allowed ({reason})")]
+    InvalidKey {
+        /// Which key.
+        kind: KeyKind,
+        /// The offending character.
+        character: char,
+        /// Its position, counted in characters from 0.
+        position: usize,
+        /// Why it is not allowed.
+        reason: &'static str,
+    },
+    /// A table, property, queue, container or blob name breaks the naming rules.
+    #[error("invalid {kind} name {name:?}: {reason}")]
+    InvalidName {
+        /// What kind of name.
+        kind: NameKind,
+        /// The name given.
+        name: String,
+        /// The rule it breaks.
+        reason: String,
+    },
+    /// A filter cannot be rendered or is not supported.
+    #[error("invalid filter: {reason}")]
+    InvalidFilter {
+        /// Why.
+        reason: String,
+    },
+    /// A value cannot be represented in the Table service's type system (or read back into the
+    /// requested Rust type).
+    #[error("property `{property}`: {reason}")]
+    InvalidValue {
+        /// The property (empty for a whole entity).
+        property: String,
+        /// Why.
+        reason: String,
+    },
+    /// A request would exceed a service limit. Nothing was sent.
+    #[error("{limit} exceeded: {actual}")]
+    LimitExceeded {
+        /// The limit, including its maximum.
+        limit: Limit,
+        /// The value the request would have had.
+        actual: usize,
+    },
+    /// Two operations in one transaction address the same entity.
+    #[error("operations {first} and {second} both address {keys}; a transaction may touch an entity once")]
+    DuplicateInTransaction {
+        /// The entity.
+        keys: Keys,
+        /// The caller's index of the first operation.
+        first: usize,
+        /// The caller's index of the second operation.
+        second: usize,
+    },
+    /// Operations that must be atomic span more than one partition.
+    #[error("operations {first} and {second} are in different partitions ({a:?} and {b:?}); a transaction covers one partition")]
+    CrossPartitionTransaction {
+        /// The caller's index of an operation in the first partition.
+        first: usize,
+        /// The caller's index of an operation in another partition.
+        second: usize,
+        /// The first partition.
+        a: String,
+        /// The other partition.
+        b: String,
+    },
+    /// An operation of an entity group transaction failed; the whole transaction was rolled
+    /// back. `index` is the caller's index of the failing operation.
+    #[error("transaction failed at operation {index}: {source}")]
+    BatchFailed {
+        /// The caller's index of the failing operation.
+        index: usize,
+        /// Why it failed.
+        #[source]
+        source: Box<Error>,
+    },
+    /// The scan policy refused a query before it was sent.
+    #[error("{shape:?} refused by the scan policy: {filter}")]
+    ScanDenied {
+        /// The query's shape.
+        shape: QueryShape,
+        /// The rendered filter.
+        filter: String,
+    },
+    /// A configuration value (connection string, SAS, settings) is malformed.
+    #[error("invalid configuration `{part}`: {reason}")]
+    InvalidConfig {
+        /// The offending part (a connection-string key, a setting name). Never a secret value.
+        part: String,
+        /// Why.
+        reason: String,
+    },
+    /// Authentication or authorization failed (HTTP 401/403).
+    #[error("access denied (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    Unauthorized {
+        /// The HTTP status.
+        status: u16,
+        /// The service's error code.
+        code: Option<String>,
+        /// The service's message.
+        message: String,
+    },
+    /// Any other error response from the service.
+    #[error("service error on {target} (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    Service {
+        /// What was addressed.
+        target: Target,
+        /// The HTTP status.
+        status: u16,
+        /// The service's error code.
+        code: Option<String>,
+        /// The service's message.
+        message: String,
+    },
+    /// The request did not complete: connection refused or reset, timeout, body error.
+    #[error("transport error: {message}")]
+    Transport {
+        /// What happened.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The outcome of a write is unknown (its response was lost and the state could not be
+    /// verified).
+    #[error("outcome unknown for {target}: {reason}")]
+    Indeterminate {
+        /// What was written.
+        target: Target,
+        /// Why it could not be verified.
+        reason: String,
+    },
+}
+
+/// A stable classification of [`Error`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// 404: table or entity missing.
+    NotFound,
+    /// 409: table or entity exists.
+    AlreadyExists,
+    /// 412: ETag condition not met.
+    PreconditionFailed,
+    /// 429/500/503: the service asks us to slow down.
+    Throttled,
+    /// Bad input refused before any request (keys, names, filters, values, config).
+    InvalidInput,
+    /// A service limit would be exceeded; nothing was sent.
+    LimitExceeded,
+    /// 401/403.
+    Unauthorized,
+    /// Another service error.
+    Service,
+    /// Network failure or timeout.
+    Transport,
+    /// The outcome of a write is unknown.
+    Indeterminate,
+}
+
+impl Error {
+    /// The classification of this error. For [`Error::BatchFailed`], that of its cause.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            Error::PreconditionFailed { .. } => ErrorKind::PreconditionFailed,
+            Error::Throttled { .. } => ErrorKind::Throttled,
+            Error::InvalidKey { .. }
+            | Error::InvalidName { .. }
+            | Error::InvalidFilter { .. }
+            | Error::InvalidValue { .. }
+            | Error::DuplicateInTransaction { .. }
+            | Error::CrossPartitionTransaction { .. }
+            | Error::ScanDenied { .. }
+            | Error::InvalidConfig { .. } => ErrorKind::InvalidInput,
+            Error::LimitExceeded { .. } => ErrorKind::LimitExceeded,
+            Error::BatchFailed { source, .. } => source.kind(),
+            Error::Unauthorized { .. } => ErrorKind::Unauthorized,
+            Error::Service { .. } => ErrorKind::Service,
+            Error::Transport { .. } => ErrorKind::Transport,
+            Error::Indeterminate { .. } => ErrorKind::Indeterminate,
+        }
+    }
+
+    /// Whether retrying the same request may succeed: throttling, timeouts (408, 500, 502, 503,
+    /// 504) and transport failures. Never 400, 401, 403, 404, 409 or 412 — a 412 belongs to
+    /// the caller's ETag loop, not to a blind retry.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Throttled { .. } | Error::Transport { .. } => true,
+            Error::Service { status, .. } => is_retryable_status(*status),
+            Error::BatchFailed { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The HTTP status behind this error, if it came from a response.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::NotFound { .. } => Some(404),
+            Error::AlreadyExists { .. } => Some(409),
+            Error::PreconditionFailed { .. } => Some(412),
+            Error::Throttled { status, .. }
+            | Error::Unauthorized { status, .. }
+            | Error::Service { status, .. } => Some(*status),
+            Error::BatchFailed { source, .. } => source.status(),
+            _ => None,
+        }
+    }
+
+    /// A transport error with a message and its cause.
+    pub fn transport(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Transport { message: message.into(), source: Some(source.into()) }
+    }
+
+    /// An [`Error::InvalidValue`].
+    pub fn invalid_value(property: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidValue { property: property.into(), reason: reason.into() }
+    }
+
+    /// Maps an error response of the service to the matching variant.
+    ///
+    /// `code` is the service's error code (`x-ms-error-code` or the body's `odata.error.code`).
+    pub fn from_response(
+        status: u16,
+        code: Option<String>,
+        message: String,
+        target: Target,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let code_is = |c: &str| code.as_deref() == Some(c);
+        match status {
+            404 => Error::NotFound { target },
+            409 if code_is("EntityAlreadyExists")
+                || code_is("TableAlreadyExists")
+                || code_is("QueueAlreadyExists")
+                || code_is("ContainerAlreadyExists")
+                || code_is("BlobAlreadyExists") =>
+            {
+                Error::AlreadyExists { target }
+            }
+            409 if code.is_none() => Error::AlreadyExists { target },
+            412 => Error::PreconditionFailed { target },
+            401 | 403 => Error::Unauthorized { status, code, message },
+            429 | 503 => Error::Throttled { status, code, retry_after },
+            500 if code_is("OperationTimedOut") || code_is("InternalError") => {
+                Error::Throttled { status, code, retry_after }
+            }
+            _ => Error::Service { target, status, code, message },
+        }
+    }
+}
+
+/// Whether an HTTP status is transient: 408, 429, 500, 502, 503, 504.
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+
+    fn keys() -> Keys {
+        Keys::new("Sales", "000223").unwrap()
+    }
+
+    #[test]
+    fn statuses_map_to_variants_and_retryability() {
+        let t = || Target::entity("Employees", keys());
+        let e = Error::from_response(404, Some("ResourceNotFound".into()), String::new(), t(), None);
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(!e.is_retryable());
+        let e = Error::from_response(409, Some("EntityAlreadyExists".into()), String::new(), t(), None);
+        assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+        let e = Error::from_response(409, Some("TableBeingDeleted".into()), "x".into(), t(), None);
+        assert_eq!(e.kind(), ErrorKind::Service, "a table being deleted is not `exists`");
+        let e = Error::from_response(412, None, String::new(), t(), None);
+        assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
+        assert!(!e.is_retryable());
+        for status in [429, 503] {
+            let e = Error::from_response(status, Some("ServerBusy".into()), String::new(), t(), None);
+            assert_eq!(e.kind(), ErrorKind::Throttled);
+            assert!(e.is_retryable());
+        }
+        let e = Error::from_response(500, Some("OperationTimedOut".into()), String::new(), t(), None);
+        assert!(e.is_retryable());
+        let e = Error::from_response(400, Some("InvalidInput".into()), "bad".into(), t(), None);
+        assert!(!e.is_retryable());
+        let e = Error::from_response(403, Some("AuthenticationFailed".into()), "no".into(), t(), None);
+        assert_eq!(e.kind(), ErrorKind::Unauthorized);
+        let e = Error::from_response(504, None, "gw".into(), t(), None);
+        assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn messages_carry_context() {
+        let e = Error::NotFound { target: Target::entity("Employees", keys()) };
+        let text = e.to_string();
+        assert!(text.contains("Employees") && text.contains("Sales") && text.contains("000223"), "{text}");
+        let e = Error::LimitExceeded { limit: Limit::UserProperties, actual: 253 };
+        assert_eq!(e.to_string(), "user properties per entity (max 252) exceeded: 253");
+        let e = Error::BatchFailed {
+            index: 7,
+            source: Box::new(Error::AlreadyExists { target: Target::entity("T", keys()) }),
+        };
+        assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+        assert!(e.to_string().starts_with("transaction failed at operation 7"));
+    }
+}
