@@ -116,7 +116,9 @@ impl fmt::Display for Limit {
             Limit::KeyBytes(kind) => write!(f, "{kind} size in bytes"),
             Limit::UserProperties => f.write_str("user properties per entity"),
             Limit::EntityBytes => f.write_str("entity size in bytes"),
-            Limit::PropertyBytes { property } => write!(f, "size in bytes of property `{property}`"),
+            Limit::PropertyBytes { property } => {
+                write!(f, "size in bytes of property `{property}`")
+            }
             Limit::PropertyNameChars => f.write_str("property name length"),
             Limit::TransactionOperations => f.write_str("operations per transaction"),
             Limit::TransactionBytes => f.write_str("transaction body size in bytes"),
@@ -133,19 +135,26 @@ impl fmt::Display for Limit {
 pub struct Target {
     /// The table name (empty when not known).
     pub table: String,
-    /// The entity's keys, when the request addressed one entity.
-    pub keys: Option<Keys>,
+    /// The entity's keys, when the request addressed one entity (boxed to keep [`Error`]
+    /// small on the happy path).
+    pub keys: Option<Box<Keys>>,
 }
 
 impl Target {
     /// A target naming a table only.
     pub fn table(table: impl Into<String>) -> Self {
-        Self { table: table.into(), keys: None }
+        Self {
+            table: table.into(),
+            keys: None,
+        }
     }
 
     /// A target naming one entity of a table.
     pub fn entity(table: impl Into<String>, keys: Keys) -> Self {
-        Self { table: table.into(), keys: Some(keys) }
+        Self {
+            table: table.into(),
+            keys: Some(Box::new(keys)),
+        }
     }
 }
 
@@ -192,7 +201,9 @@ pub enum Error {
         retry_after: Option<Duration>,
     },
     /// A PartitionKey or RowKey contains a character the service does not allow.
-    #[error("invalid {kind}: character {character:?} at position {position} is not allowed ({reason})")]
+    #[error(
+        "invalid {kind}: character {character:?} at position {position} is not allowed ({reason})"
+    )]
     InvalidKey {
         /// Which key.
         kind: KeyKind,
@@ -237,7 +248,9 @@ pub enum Error {
         actual: usize,
     },
     /// Two operations in one transaction address the same entity.
-    #[error("operations {first} and {second} both address {keys}; a transaction may touch an entity once")]
+    #[error(
+        "operations {first} and {second} both address {keys}; a transaction may touch an entity once"
+    )]
     DuplicateInTransaction {
         /// The entity.
         keys: Keys,
@@ -247,7 +260,9 @@ pub enum Error {
         second: usize,
     },
     /// Operations that must be atomic span more than one partition.
-    #[error("operations {first} and {second} are in different partitions ({a:?} and {b:?}); a transaction covers one partition")]
+    #[error(
+        "operations {first} and {second} are in different partitions ({a:?} and {b:?}); a transaction covers one partition"
+    )]
     CrossPartitionTransaction {
         /// The caller's index of an operation in the first partition.
         first: usize,
@@ -405,12 +420,18 @@ impl Error {
 
     /// A transport error with a message and its cause.
     pub fn transport(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Transport { message: message.into(), source: Some(source.into()) }
+        Error::Transport {
+            message: message.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// An [`Error::InvalidValue`].
     pub fn invalid_value(property: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidValue { property: property.into(), reason: reason.into() }
+        Error::InvalidValue {
+            property: property.into(),
+            reason: reason.into(),
+        }
     }
 
     /// Maps an error response of the service to the matching variant.
@@ -436,12 +457,27 @@ impl Error {
             }
             409 if code.is_none() => Error::AlreadyExists { target },
             412 => Error::PreconditionFailed { target },
-            401 | 403 => Error::Unauthorized { status, code, message },
-            429 | 503 => Error::Throttled { status, code, retry_after },
-            500 if code_is("OperationTimedOut") || code_is("InternalError") => {
-                Error::Throttled { status, code, retry_after }
-            }
-            _ => Error::Service { target, status, code, message },
+            401 | 403 => Error::Unauthorized {
+                status,
+                code,
+                message,
+            },
+            429 | 503 => Error::Throttled {
+                status,
+                code,
+                retry_after,
+            },
+            500 if code_is("OperationTimedOut") || code_is("InternalError") => Error::Throttled {
+                status,
+                code,
+                retry_after,
+            },
+            _ => Error::Service {
+                target,
+                status,
+                code,
+                message,
+            },
         }
     }
 }
@@ -463,43 +499,97 @@ mod tests {
     #[test]
     fn statuses_map_to_variants_and_retryability() {
         let t = || Target::entity("Employees", keys());
-        let e = Error::from_response(404, Some("ResourceNotFound".into()), String::new(), t(), None);
+        let e = Error::from_response(
+            404,
+            Some("ResourceNotFound".into()),
+            String::new(),
+            t(),
+            None,
+        );
         assert_eq!(e.kind(), ErrorKind::NotFound);
         assert!(!e.is_retryable());
-        let e = Error::from_response(409, Some("EntityAlreadyExists".into()), String::new(), t(), None);
+        let e = Error::from_response(
+            409,
+            Some("EntityAlreadyExists".into()),
+            String::new(),
+            t(),
+            None,
+        );
         assert_eq!(e.kind(), ErrorKind::AlreadyExists);
         let e = Error::from_response(409, Some("TableBeingDeleted".into()), "x".into(), t(), None);
-        assert_eq!(e.kind(), ErrorKind::Service, "a table being deleted is not `exists`");
+        assert_eq!(
+            e.kind(),
+            ErrorKind::Service,
+            "a table being deleted is not `exists`"
+        );
         let e = Error::from_response(412, None, String::new(), t(), None);
         assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
         assert!(!e.is_retryable());
         for status in [429, 503] {
-            let e = Error::from_response(status, Some("ServerBusy".into()), String::new(), t(), None);
+            let e =
+                Error::from_response(status, Some("ServerBusy".into()), String::new(), t(), None);
             assert_eq!(e.kind(), ErrorKind::Throttled);
             assert!(e.is_retryable());
         }
-        let e = Error::from_response(500, Some("OperationTimedOut".into()), String::new(), t(), None);
+        let e = Error::from_response(
+            500,
+            Some("OperationTimedOut".into()),
+            String::new(),
+            t(),
+            None,
+        );
         assert!(e.is_retryable());
         let e = Error::from_response(400, Some("InvalidInput".into()), "bad".into(), t(), None);
         assert!(!e.is_retryable());
-        let e = Error::from_response(403, Some("AuthenticationFailed".into()), "no".into(), t(), None);
+        let e = Error::from_response(
+            403,
+            Some("AuthenticationFailed".into()),
+            "no".into(),
+            t(),
+            None,
+        );
         assert_eq!(e.kind(), ErrorKind::Unauthorized);
         let e = Error::from_response(504, None, "gw".into(), t(), None);
         assert!(e.is_retryable());
     }
 
     #[test]
+    fn errors_stay_small() {
+        assert!(
+            std::mem::size_of::<Error>() <= 96,
+            "{}",
+            std::mem::size_of::<Error>()
+        );
+    }
+
+    #[test]
     fn messages_carry_context() {
-        let e = Error::NotFound { target: Target::entity("Employees", keys()) };
+        let e = Error::NotFound {
+            target: Target::entity("Employees", keys()),
+        };
         let text = e.to_string();
-        assert!(text.contains("Employees") && text.contains("Sales") && text.contains("000223"), "{text}");
-        let e = Error::LimitExceeded { limit: Limit::UserProperties, actual: 253 };
-        assert_eq!(e.to_string(), "user properties per entity (max 252) exceeded: 253");
+        assert!(
+            text.contains("Employees") && text.contains("Sales") && text.contains("000223"),
+            "{text}"
+        );
+        let e = Error::LimitExceeded {
+            limit: Limit::UserProperties,
+            actual: 253,
+        };
+        assert_eq!(
+            e.to_string(),
+            "user properties per entity (max 252) exceeded: 253"
+        );
         let e = Error::BatchFailed {
             index: 7,
-            source: Box::new(Error::AlreadyExists { target: Target::entity("T", keys()) }),
+            source: Box::new(Error::AlreadyExists {
+                target: Target::entity("T", keys()),
+            }),
         };
         assert_eq!(e.kind(), ErrorKind::AlreadyExists);
-        assert!(e.to_string().starts_with("transaction failed at operation 7"));
+        assert!(
+            e.to_string()
+                .starts_with("transaction failed at operation 7")
+        );
     }
 }

@@ -1,12 +1,14 @@
 #![doc = include_str!("../README.md")]
 
 pub mod edm;
+pub mod entity;
 pub mod error;
 pub mod filter;
 pub mod keys;
 pub mod limits;
 
-pub use edm::{EdmType, EdmValue};
+pub use edm::{EdmType, EdmValue, Properties};
+pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{Error, ErrorKind, KeyKind, Limit, NameKind, Result, Target};
 pub use filter::QueryShape;
 pub use keys::{Keys, PartitionKey, RowKey};

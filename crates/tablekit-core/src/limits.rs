@@ -28,3 +28,144 @@ pub const MAX_QUEUE_MESSAGE_BYTES: usize = 64 * 1024;
 pub const TARGET_ENTITIES_PER_SEC_PARTITION: u32 = 2_000;
 /// Entities per second one account is designed to serve (1 KiB entities).
 pub const TARGET_ENTITIES_PER_SEC_ACCOUNT: u32 = 20_000;
+
+use crate::error::{Error, Limit, NameKind, Result};
+
+/// Names the service reserves for system properties.
+pub const SYSTEM_PROPERTIES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"];
+
+/// Checks a table name: `^[A-Za-z][A-Za-z0-9]{2,62}$`, and not the reserved `tables`.
+///
+/// # Errors
+/// [`Error::InvalidName`] saying which rule is broken.
+pub fn validate_table_name(name: &str) -> Result<()> {
+    let fail = |reason: &str| {
+        Err(Error::InvalidName {
+            kind: NameKind::Table,
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    if !(3..=63).contains(&name.len()) {
+        return fail("must be 3 to 63 characters long");
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return fail("must start with a letter");
+    }
+    if let Some(c) = name.chars().find(|c| !c.is_ascii_alphanumeric()) {
+        return fail(&format!("may contain only letters and digits, not {c:?}"));
+    }
+    if name.eq_ignore_ascii_case("tables") {
+        return fail("`tables` is reserved");
+    }
+    Ok(())
+}
+
+/// Checks a property name: 1 to 255 characters, an identifier (letters, digits, `_`; not
+/// starting with a digit), and not a system property name.
+///
+/// # Errors
+/// [`Error::LimitExceeded`] for a name over 255 characters, [`Error::InvalidName`] otherwise.
+pub fn validate_property_name(name: &str) -> Result<()> {
+    let fail = |reason: String| {
+        Err(Error::InvalidName {
+            kind: NameKind::Property,
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    let chars = name.chars().count();
+    if chars == 0 {
+        return fail("must not be empty".into());
+    }
+    if chars > MAX_PROPERTY_NAME_CHARS {
+        return Err(Error::LimitExceeded {
+            limit: Limit::PropertyNameChars,
+            actual: chars,
+        });
+    }
+    if SYSTEM_PROPERTIES.contains(&name) {
+        return fail(format!(
+            "`{name}` is a system property; keys go in `Keys`, the server sets Timestamp"
+        ));
+    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        return fail("must not start with a digit".into());
+    }
+    if let Some(c) = name.chars().find(|&c| !(c.is_alphanumeric() || c == '_')) {
+        return fail(format!(
+            "may contain only letters, digits and `_`, not {c:?}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_follow_the_service_rules() {
+        for ok in [
+            "abc",
+            "Employees",
+            "Signins20261122",
+            &format!("a{}", "b".repeat(62)),
+        ] {
+            assert!(validate_table_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ab",
+            "1abc",
+            "a-b",
+            "tables",
+            "Tables",
+            &format!("a{}", "b".repeat(63)),
+            "ab_c",
+        ] {
+            assert!(
+                matches!(
+                    validate_table_name(bad),
+                    Err(Error::InvalidName {
+                        kind: NameKind::Table,
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn property_names_follow_the_service_rules() {
+        for ok in [
+            "Email",
+            "EmployeeCount",
+            "_x",
+            "H00",
+            "Überstunden",
+            &"p".repeat(255),
+        ] {
+            assert!(validate_property_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "Manager Rating",
+            "E-mail",
+            "1st",
+            "PartitionKey",
+            "RowKey",
+            "Timestamp",
+            "a.b",
+        ] {
+            assert!(validate_property_name(bad).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            validate_property_name(&"p".repeat(256)),
+            Err(Error::LimitExceeded {
+                limit: Limit::PropertyNameChars,
+                actual: 256
+            })
+        ));
+    }
+}

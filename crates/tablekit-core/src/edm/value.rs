@@ -274,8 +274,14 @@ mod tests {
         assert_eq!(format_datetime(&dt), "2026-11-22T10:00:00.0000000Z");
         let dt = parse_datetime("2026-11-22T11:00:00+01:00").unwrap();
         assert_eq!(format_datetime(&dt), "2026-11-22T10:00:00.0000000Z");
-        assert_eq!(format_datetime(&min_datetime()), "1601-01-01T00:00:00.0000000Z");
-        assert_eq!(format_datetime(&max_datetime()), "9999-12-31T23:59:59.9999999Z");
+        assert_eq!(
+            format_datetime(&min_datetime()),
+            "1601-01-01T00:00:00.0000000Z"
+        );
+        assert_eq!(
+            format_datetime(&max_datetime()),
+            "9999-12-31T23:59:59.9999999Z"
+        );
     }
 
     #[test]

@@ -23,11 +23,19 @@ use crate::limits::MAX_KEY_BYTES;
 pub fn validate_key(kind: KeyKind, value: &str) -> Result<()> {
     let bytes = utf16_bytes(value);
     if bytes > MAX_KEY_BYTES {
-        return Err(Error::LimitExceeded { limit: Limit::KeyBytes(kind), actual: bytes });
+        return Err(Error::LimitExceeded {
+            limit: Limit::KeyBytes(kind),
+            actual: bytes,
+        });
     }
     for (position, character) in value.chars().enumerate() {
         if let Some(reason) = forbidden_reason(character) {
-            return Err(Error::InvalidKey { kind, character, position, reason });
+            return Err(Error::InvalidKey {
+                kind,
+                character,
+                position,
+                reason,
+            });
         }
     }
     Ok(())
@@ -37,7 +45,9 @@ pub fn validate_key(kind: KeyKind, value: &str) -> Result<()> {
 pub(crate) fn forbidden_reason(c: char) -> Option<&'static str> {
     match c {
         '/' | '\\' | '#' | '?' => Some("the service forbids / \\ # ? in keys"),
-        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => Some("control characters are not allowed in keys"),
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => {
+            Some("control characters are not allowed in keys")
+        }
         _ => None,
     }
 }
@@ -62,6 +72,11 @@ macro_rules! key_type {
                 let value = value.into();
                 validate_key($kind, &value)?;
                 Ok(Self(value))
+            }
+
+            /// Wraps a key read from the service, which is valid by construction.
+            pub(crate) fn from_service(value: String) -> Self {
+                Self(value)
             }
 
             /// The key as a string slice.
@@ -188,12 +203,18 @@ impl Keys {
     /// # Errors
     /// See [`validate_key`].
     pub fn new(partition_key: impl Into<String>, row_key: impl Into<String>) -> Result<Self> {
-        Ok(Self { partition_key: PartitionKey::new(partition_key)?, row_key: RowKey::new(row_key)? })
+        Ok(Self {
+            partition_key: PartitionKey::new(partition_key)?,
+            row_key: RowKey::new(row_key)?,
+        })
     }
 
     /// Combines already validated keys.
     pub fn from_parts(partition_key: PartitionKey, row_key: RowKey) -> Self {
-        Self { partition_key, row_key }
+        Self {
+            partition_key,
+            row_key,
+        }
     }
 
     /// The PartitionKey as a string.
@@ -215,7 +236,11 @@ impl fmt::Debug for Keys {
 
 impl fmt::Display for Keys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "(PartitionKey={:?}, RowKey={:?})", self.partition_key.0, self.row_key.0)
+        write!(
+            f,
+            "(PartitionKey={:?}, RowKey={:?})",
+            self.partition_key.0, self.row_key.0
+        )
     }
 }
 
@@ -226,12 +251,26 @@ mod tests {
 
     #[test]
     fn forbidden_characters_are_named_with_their_position() {
-        for (key, ch, pos) in
-            [("a/b", '/', 1), ("\\", '\\', 0), ("ab#", '#', 2), ("x?", '?', 1), ("ok\u{7}", '\u{7}', 2), ("é\u{85}", '\u{85}', 1)]
-        {
+        for (key, ch, pos) in [
+            ("a/b", '/', 1),
+            ("\\", '\\', 0),
+            ("ab#", '#', 2),
+            ("x?", '?', 1),
+            ("ok\u{7}", '\u{7}', 2),
+            ("é\u{85}", '\u{85}', 1),
+        ] {
             match RowKey::new(key) {
-                Err(Error::InvalidKey { kind, character, position, .. }) => {
-                    assert_eq!((kind, character, position), (KeyKind::RowKey, ch, pos), "{key:?}");
+                Err(Error::InvalidKey {
+                    kind,
+                    character,
+                    position,
+                    ..
+                }) => {
+                    assert_eq!(
+                        (kind, character, position),
+                        (KeyKind::RowKey, ch, pos),
+                        "{key:?}"
+                    );
                 }
                 other => panic!("{key:?}: {other:?}"),
             }
@@ -244,7 +283,10 @@ mod tests {
         let err = PartitionKey::new("a".repeat(513)).unwrap_err();
         assert!(matches!(
             err,
-            Error::LimitExceeded { limit: Limit::KeyBytes(KeyKind::PartitionKey), actual: 1026 }
+            Error::LimitExceeded {
+                limit: Limit::KeyBytes(KeyKind::PartitionKey),
+                actual: 1026
+            }
         ));
         assert_eq!(err.kind(), ErrorKind::LimitExceeded);
         // A character outside the BMP is two UTF-16 units.
@@ -254,7 +296,15 @@ mod tests {
 
     #[test]
     fn ordinary_keys_and_awkward_but_legal_ones_pass() {
-        for key in ["", "Sales", "O'Brien", "a%20b", "x+y", "naïve 東京", "email_jonesj@contoso.com"] {
+        for key in [
+            "",
+            "Sales",
+            "O'Brien",
+            "a%20b",
+            "x+y",
+            "naïve 東京",
+            "email_jonesj@contoso.com",
+        ] {
             assert!(Keys::new(key, key).is_ok(), "{key:?}");
         }
     }
