@@ -1,12 +1,15 @@
 #![doc = include_str!("../README.md")]
 
+pub mod batch;
 pub mod edm;
 pub mod entity;
 pub mod error;
 pub mod filter;
 pub mod keys;
 pub mod limits;
+pub mod resource;
 
+pub use batch::{BatchPlan, Operation, OperationKind};
 pub use edm::{EdmType, EdmValue, Properties};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{Error, ErrorKind, KeyKind, Limit, NameKind, Result, Target};

@@ -1,0 +1,320 @@
+//! Entity group transactions: planning (group by partition, split at 100 operations and below
+//! the 4 MiB body limit, refuse duplicates) and the multipart wire format.
+//!
+//! A transaction is atomic within one partition of one table. [`BatchPlan::atomic`] refuses
+//! anything that cannot be one transaction; [`BatchPlan::best_effort`] groups and splits, and
+//! then each resulting transaction is atomic on its own — not the plan as a whole.
+
+mod multipart;
+mod response;
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+pub use multipart::EncodedTransaction;
+pub use response::{PartResponse, parse_response};
+
+use crate::edm::write_entity;
+use crate::entity::{Entity, IfMatch};
+use crate::error::{Error, Limit, Result};
+use crate::keys::{Keys, PartitionKey};
+use crate::limits::MAX_TRANSACTION_OPERATIONS;
+
+/// What an operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OperationKind {
+    /// Create; fails if the entity exists (409).
+    Insert,
+    /// Overwrite the whole entity; fails if it does not exist (404) or the ETag differs (412).
+    Replace,
+    /// Overwrite the given properties; fails like Replace.
+    Merge,
+    /// Create or overwrite the whole entity.
+    UpsertReplace,
+    /// Create or overwrite the given properties.
+    UpsertMerge,
+    /// Remove; fails if it does not exist (404) or the ETag differs (412).
+    Delete,
+}
+
+impl OperationKind {
+    /// The HTTP method of this operation.
+    pub fn method(self) -> &'static str {
+        match self {
+            OperationKind::Insert => "POST",
+            OperationKind::Replace | OperationKind::UpsertReplace => "PUT",
+            OperationKind::Merge | OperationKind::UpsertMerge => "MERGE",
+            OperationKind::Delete => "DELETE",
+        }
+    }
+
+    /// Whether the operation writes a body.
+    pub fn writes(self) -> bool {
+        self != OperationKind::Delete
+    }
+}
+
+/// One write, already encoded and validated (keys, property names, limits), ready to be sent
+/// alone or in a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operation {
+    kind: OperationKind,
+    keys: Keys,
+    if_match: Option<IfMatch>,
+    body: Option<Vec<u8>>,
+}
+
+impl Operation {
+    fn with_body<T: Serialize + ?Sized>(
+        kind: OperationKind,
+        keys: Keys,
+        value: &T,
+        if_match: Option<IfMatch>,
+    ) -> Result<Self> {
+        let mut body = Vec::with_capacity(128);
+        write_entity(&mut body, &keys, value)?;
+        Ok(Self {
+            kind,
+            keys,
+            if_match,
+            body: Some(body),
+        })
+    }
+
+    /// Insert `entity`; fails if it exists.
+    ///
+    /// # Errors
+    /// Encoding errors of [`crate::edm::write_entity`] (invalid values, names, limits).
+    pub fn insert<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+        Self::with_body(
+            OperationKind::Insert,
+            entity.keys.clone(),
+            &entity.value,
+            None,
+        )
+    }
+
+    /// Replace `entity` if `if_match` holds.
+    ///
+    /// # Errors
+    /// As [`Operation::insert`].
+    pub fn replace<T: Serialize>(entity: &Entity<T>, if_match: IfMatch) -> Result<Self> {
+        Self::with_body(
+            OperationKind::Replace,
+            entity.keys.clone(),
+            &entity.value,
+            Some(if_match),
+        )
+    }
+
+    /// Merge `entity`'s properties into the stored entity if `if_match` holds.
+    ///
+    /// # Errors
+    /// As [`Operation::insert`].
+    pub fn merge<T: Serialize>(entity: &Entity<T>, if_match: IfMatch) -> Result<Self> {
+        Self::with_body(
+            OperationKind::Merge,
+            entity.keys.clone(),
+            &entity.value,
+            Some(if_match),
+        )
+    }
+
+    /// Insert or replace `entity`.
+    ///
+    /// # Errors
+    /// As [`Operation::insert`].
+    pub fn upsert_replace<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+        Self::with_body(
+            OperationKind::UpsertReplace,
+            entity.keys.clone(),
+            &entity.value,
+            None,
+        )
+    }
+
+    /// Insert `entity` or merge its properties into the stored one.
+    ///
+    /// # Errors
+    /// As [`Operation::insert`].
+    pub fn upsert_merge<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+        Self::with_body(
+            OperationKind::UpsertMerge,
+            entity.keys.clone(),
+            &entity.value,
+            None,
+        )
+    }
+
+    /// Delete the entity at `keys` if `if_match` holds.
+    pub fn delete(keys: Keys, if_match: IfMatch) -> Self {
+        Self {
+            kind: OperationKind::Delete,
+            keys,
+            if_match: Some(if_match),
+            body: None,
+        }
+    }
+
+    /// What the operation does.
+    pub fn kind(&self) -> OperationKind {
+        self.kind
+    }
+
+    /// The entity it addresses.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Its ETag condition (replace, merge, delete).
+    pub fn if_match(&self) -> Option<&IfMatch> {
+        self.if_match.as_ref()
+    }
+
+    /// The encoded entity JSON (absent for deletes).
+    pub fn body(&self) -> Option<&[u8]> {
+        self.body.as_deref()
+    }
+}
+
+/// A planned operation and the caller's index for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The caller's index: the operation's position in the input.
+    pub index: usize,
+    /// The operation.
+    pub operation: Operation,
+}
+
+/// Operations grouped by partition, ready to be encoded into entity group transactions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchPlan {
+    atomic: bool,
+    groups: Vec<(PartitionKey, Vec<Planned>)>,
+}
+
+impl BatchPlan {
+    /// One transaction: all or nothing.
+    ///
+    /// # Errors
+    /// Before any request: [`Error::LimitExceeded`] for more than 100 operations,
+    /// [`Error::CrossPartitionTransaction`] for two partitions,
+    /// [`Error::DuplicateInTransaction`] for two operations on one entity (with both caller
+    /// indices), [`Error::InvalidValue`] for an empty plan. The 4 MiB body limit is checked by
+    /// [`BatchPlan::encode`].
+    pub fn atomic(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
+        let plan = Self::group(operations, true)?;
+        if plan.groups.len() > 1 {
+            let (a, first) = (&plan.groups[0].0, plan.groups[0].1[0].index);
+            let (b, second) = (&plan.groups[1].0, plan.groups[1].1[0].index);
+            let (first, second) = (first.min(second), first.max(second));
+            return Err(Error::CrossPartitionTransaction {
+                first,
+                second,
+                a: a.to_string(),
+                b: b.to_string(),
+            });
+        }
+        let count = plan.len();
+        if count > MAX_TRANSACTION_OPERATIONS {
+            return Err(Error::LimitExceeded {
+                limit: Limit::TransactionOperations,
+                actual: count,
+            });
+        }
+        Ok(plan)
+    }
+
+    /// As many transactions as needed: grouped by partition (in order of first appearance),
+    /// split at 100 operations and below 4 MiB. Each transaction is atomic; the plan is not.
+    ///
+    /// # Errors
+    /// [`Error::DuplicateInTransaction`] for two operations on one entity,
+    /// [`Error::InvalidValue`] for an empty plan.
+    pub fn best_effort(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
+        Self::group(operations, false)
+    }
+
+    fn group(operations: impl IntoIterator<Item = Operation>, atomic: bool) -> Result<Self> {
+        let mut groups: Vec<(PartitionKey, Vec<Planned>)> = Vec::new();
+        let mut group_of: HashMap<PartitionKey, usize> = HashMap::new();
+        let mut seen: HashMap<Keys, usize> = HashMap::new();
+        for (index, operation) in operations.into_iter().enumerate() {
+            if let Some(&first) = seen.get(&operation.keys) {
+                return Err(Error::DuplicateInTransaction {
+                    keys: operation.keys.clone(),
+                    first,
+                    second: index,
+                });
+            }
+            seen.insert(operation.keys.clone(), index);
+            let pk = &operation.keys.partition_key;
+            let slot = match group_of.get(pk) {
+                Some(&slot) => slot,
+                None => {
+                    group_of.insert(pk.clone(), groups.len());
+                    groups.push((pk.clone(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[slot].1.push(Planned { index, operation });
+        }
+        if groups.is_empty() {
+            return Err(Error::invalid_value(
+                "",
+                "a batch needs at least one operation",
+            ));
+        }
+        Ok(Self { atomic, groups })
+    }
+
+    /// Whether the plan must be a single transaction.
+    pub fn is_atomic(&self) -> bool {
+        self.atomic
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.groups.iter().map(|(_, ops)| ops.len()).sum()
+    }
+
+    /// Whether the plan has no operations (never true for a constructed plan).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The partitions the plan touches, in order of first appearance.
+    pub fn partitions(&self) -> impl Iterator<Item = &PartitionKey> {
+        self.groups.iter().map(|(pk, _)| pk)
+    }
+
+    /// The planned operations, grouped by partition.
+    pub fn groups(&self) -> impl Iterator<Item = (&PartitionKey, &[Planned])> {
+        self.groups.iter().map(|(pk, ops)| (pk, ops.as_slice()))
+    }
+
+    /// The operation with the caller's index `index`.
+    pub fn operation(&self, index: usize) -> Option<&Operation> {
+        self.groups
+            .iter()
+            .flat_map(|(_, ops)| ops)
+            .find(|p| p.index == index)
+            .map(|p| &p.operation)
+    }
+
+    /// Encodes the plan into transaction request bodies for `table` of the service at
+    /// `service_url` (e.g. `https://acct.table.core.windows.net`), splitting best-effort plans
+    /// at 100 operations and wherever the exact encoded body would reach 4 MiB.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] with [`Limit::TransactionBytes`] when an atomic plan's body
+    /// would reach 4 MiB.
+    pub fn encode(&self, service_url: &str, table: &str) -> Result<Vec<EncodedTransaction>> {
+        let mut out = Vec::new();
+        for (pk, ops) in &self.groups {
+            multipart::encode_group(service_url, table, pk, ops, self.atomic, &mut out)?;
+        }
+        Ok(out)
+    }
+}
