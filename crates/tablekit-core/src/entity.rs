@@ -30,6 +30,16 @@ impl ETag {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The entity's last-modified time encoded in the ETag
+    /// (`W/"datetime'2026-11-22T10%3A00%3A00.1234567Z'"`), so a write's result carries the
+    /// same Timestamp a later read would return. `None` for ETags of another shape.
+    pub fn timestamp(&self) -> Option<DateTime<Utc>> {
+        let start = self.0.find("datetime'")? + "datetime'".len();
+        let rest = &self.0[start..];
+        let text = rest[..rest.find('\'')?].replace("%3A", ":").replace("%3a", ":");
+        crate::edm::parse_datetime(&text)
+    }
 }
 
 impl fmt::Debug for ETag {
@@ -41,6 +51,18 @@ impl fmt::Debug for ETag {
 impl fmt::Display for ETag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_etag_carries_the_write_time() {
+        let tag = ETag::new("W/\"datetime'2026-11-22T10%3A00%3A00.1234567Z'\"");
+        assert_eq!(crate::edm::format_datetime(&tag.timestamp().unwrap()), "2026-11-22T10:00:00.1234567Z");
+        assert_eq!(ETag::new("\"0x8D\"").timestamp(), None);
     }
 }
 

@@ -7,6 +7,7 @@
 mod adapters;
 mod bag;
 mod de;
+mod fields;
 mod markers;
 mod raw;
 mod read;
@@ -15,6 +16,7 @@ mod value;
 
 pub use adapters::{Binary, json};
 pub use bag::Properties;
+pub use fields::field_names;
 pub use read::{from_properties, parse_entity, parse_page, to_properties};
 pub use ser::{EntityStats, to_entity_json, write_entity};
 pub use value::{

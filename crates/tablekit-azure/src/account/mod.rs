@@ -1,0 +1,270 @@
+//! [`Account`]: credentials, endpoints, settings, metrics and the HTTP stack, shared by every
+//! table, queue and container handle made from it.
+
+mod connection_string;
+pub(crate) mod sas_token;
+
+use std::fmt;
+use std::sync::Arc;
+
+use azure_core::auth::Secret;
+use azure_core::{ClientOptions, Pipeline, RetryOptions, TransportOptions, Url};
+use azure_storage::clients::ServiceType;
+use azure_storage::{CloudLocation, StorageCredentials};
+use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder as BlobClientBuilder};
+use azure_storage_queues::{QueueServiceClient, QueueServiceClientBuilder};
+use tablekit_core::{Error, Result};
+
+pub use sas_token::SasToken;
+
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+use crate::transport::{Transport, default_client};
+
+pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
+pub(crate) const EMULATOR_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// The environment variable [`Account::from_env`] reads.
+pub const CONNECTION_STRING_ENV: &str = "AZURE_STORAGE_CONNECTION_STRING";
+
+/// How requests are authorized.
+#[derive(Clone)]
+pub(crate) enum Credentials {
+    /// SharedKey with the account key (base64).
+    Key { key: String },
+    /// A shared access signature.
+    Sas { token: SasToken },
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credentials::Key { .. } => f.write_str("SharedKey(<redacted>)"),
+            Credentials::Sas { token } => write!(f, "Sas({token:?})"),
+        }
+    }
+}
+
+/// The service endpoints of an account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoints {
+    /// Table service, e.g. `https://acct.table.core.windows.net/`.
+    pub table: Url,
+    /// Queue service.
+    pub queue: Url,
+    /// Blob service.
+    pub blob: Url,
+}
+
+struct Inner {
+    name: String,
+    credentials: Credentials,
+    endpoints: Endpoints,
+    settings: Settings,
+    metrics: Metrics,
+    table_pipeline: Pipeline,
+    queue_pipeline: Pipeline,
+    blob_pipeline: Pipeline,
+    queue_service: QueueServiceClient,
+    blob_service: BlobServiceClient,
+    storage_credentials: StorageCredentials,
+    client_options: ClientOptions,
+    http: reqwest::Client,
+}
+
+/// A storage account: where to connect, how to authenticate, and how to behave (retries,
+/// scan policy, concurrency). Cheap to clone; every handle made from it shares one pooled HTTP
+/// client and one set of [`Metrics`].
+///
+/// `Debug` and `Display` never show the account key or a SAS signature.
+#[derive(Clone)]
+pub struct Account {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Account")
+            .field("name", &self.inner.name)
+            .field("credentials", &self.inner.credentials)
+            .field("table_endpoint", &self.inner.endpoints.table.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.inner.name, self.inner.endpoints.table)
+    }
+}
+
+impl Account {
+    /// Connects with a storage connection string; see the forms below.
+    ///
+    /// - `UseDevelopmentStorage=true` (optionally `;DevelopmentStorageProxyUri=http://host`):
+    ///   Azurite on its standard ports with the well-known account.
+    /// - `DefaultEndpointsProtocol=https;AccountName=…;AccountKey=…;EndpointSuffix=core.windows.net`
+    /// - explicit `TableEndpoint=`, `QueueEndpoint=`, `BlobEndpoint=` (Azurite on any port)
+    /// - `SharedAccessSignature=…` with endpoints.
+    ///
+    /// No request is sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the malformed or missing part (never a secret's value).
+    pub fn from_connection_string(connection_string: &str) -> Result<Self> {
+        let parsed = connection_string::parse(connection_string)?;
+        Self::build(parsed.account, parsed.credentials, parsed.endpoints, Settings::default(), default_client())
+    }
+
+    /// Connects with `$AZURE_STORAGE_CONNECTION_STRING`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the variable is unset or malformed.
+    pub fn from_env() -> Result<Self> {
+        let cs = std::env::var(CONNECTION_STRING_ENV).map_err(|_| Error::InvalidConfig {
+            part: CONNECTION_STRING_ENV.into(),
+            reason: "not set".into(),
+        })?;
+        Self::from_connection_string(&cs)
+    }
+
+    /// Azurite (or the storage emulator) on its standard ports with the well-known account.
+    pub fn emulator() -> Self {
+        #[allow(clippy::expect_used)] // A constant covered by unit tests.
+        Self::from_connection_string("UseDevelopmentStorage=true").expect("the development connection string parses")
+    }
+
+    /// An account authorized by a SAS token, at explicit endpoints (give the endpoints the
+    /// token is valid for; others are never contacted).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a malformed token.
+    pub fn from_sas(account: impl Into<String>, endpoints: Endpoints, token: &str) -> Result<Self> {
+        let credentials = Credentials::Sas { token: SasToken::parse(token)? };
+        Self::build(account.into(), credentials, endpoints, Settings::default(), default_client())
+    }
+
+    /// The same account with other settings. Handles made from the returned account use
+    /// them; the HTTP client is shared, metrics are new.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for settings out of range (zero concurrency).
+    pub fn with_settings(&self, settings: Settings) -> Result<Self> {
+        let inner = &self.inner;
+        Self::build(inner.name.clone(), inner.credentials.clone(), inner.endpoints.clone(), settings, self.http_client())
+    }
+
+    /// The same account with its own HTTP client (e.g. one with a proxy). Metrics are new.
+    ///
+    /// # Errors
+    /// As [`Account::with_settings`].
+    pub fn with_http_client(&self, client: reqwest::Client) -> Result<Self> {
+        let inner = &self.inner;
+        Self::build(inner.name.clone(), inner.credentials.clone(), inner.endpoints.clone(), inner.settings.clone(), client)
+    }
+
+    fn build(name: String, credentials: Credentials, endpoints: Endpoints, settings: Settings, client: reqwest::Client) -> Result<Self> {
+        if settings.concurrency == 0 {
+            return Err(Error::InvalidConfig { part: "concurrency".into(), reason: "must be at least 1".into() });
+        }
+        let storage_credentials = match &credentials {
+            Credentials::Key { key } => StorageCredentials::access_key(name.clone(), Secret::new(key.clone())),
+            Credentials::Sas { token } => StorageCredentials::sas_token(token.to_query()).map_err(|_| Error::InvalidConfig {
+                part: "SharedAccessSignature".into(),
+                reason: "rejected by the SDK".into(),
+            })?,
+        };
+        let metrics = Metrics::default();
+        let transport =
+            Arc::new(Transport { client: client.clone(), metrics: metrics.clone(), timeout: settings.request_timeout });
+        // tablekit retries itself (with metrics and outcome verification); the SDK must not.
+        let client_options = ClientOptions::new(TransportOptions::new_custom_policy(transport)).retry(RetryOptions::none());
+        let pipeline = || azure_storage::clients::new_pipeline_from_options(client_options.clone(), storage_credentials.clone());
+        let location = |url: &Url| CloudLocation::Custom { account: name.clone(), uri: url.as_str().trim_end_matches('/').to_owned() };
+        let queue_service = QueueServiceClientBuilder::with_location(location(&endpoints.queue), storage_credentials.clone())
+            .client_options(client_options.clone())
+            .build();
+        let blob_service = BlobClientBuilder::with_location(location(&endpoints.blob), storage_credentials.clone())
+            .client_options(client_options.clone())
+            .blob_service_client();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                table_pipeline: pipeline(),
+                queue_pipeline: pipeline(),
+                blob_pipeline: pipeline(),
+                name,
+                credentials,
+                endpoints,
+                settings,
+                metrics,
+                queue_service,
+                blob_service,
+                storage_credentials,
+                client_options,
+                http: client,
+            }),
+        })
+    }
+
+    /// The account name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The service endpoints.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.inner.endpoints
+    }
+
+    /// The settings handles of this account use.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// This account's request metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// Whether requests are signed with the account key (needed to issue SAS tokens).
+    pub fn has_key(&self) -> bool {
+        matches!(self.inner.credentials, Credentials::Key { .. })
+    }
+
+    pub(crate) fn key(&self) -> Option<&str> {
+        match &self.inner.credentials {
+            Credentials::Key { key } => Some(key),
+            Credentials::Sas { .. } => None,
+        }
+    }
+
+    pub(crate) fn http_client(&self) -> reqwest::Client {
+        self.inner.http.clone()
+    }
+
+    pub(crate) fn pipeline(&self, service: ServiceType) -> &Pipeline {
+        match service {
+            ServiceType::Queue => &self.inner.queue_pipeline,
+            ServiceType::Blob | ServiceType::DataLake => &self.inner.blob_pipeline,
+            ServiceType::Table => &self.inner.table_pipeline,
+        }
+    }
+
+    pub(crate) fn queue_service(&self) -> &QueueServiceClient {
+        &self.inner.queue_service
+    }
+
+    pub(crate) fn blob_service(&self) -> &BlobServiceClient {
+        &self.inner.blob_service
+    }
+
+    pub(crate) fn storage_credentials(&self) -> &StorageCredentials {
+        &self.inner.storage_credentials
+    }
+
+    pub(crate) fn client_options(&self) -> &ClientOptions {
+        &self.inner.client_options
+    }
+}
+

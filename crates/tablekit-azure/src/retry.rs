@@ -1,0 +1,170 @@
+//! Retry policies: transient failures (backoff with jitter) and ETag conflicts.
+
+use std::time::Duration;
+
+use tablekit_core::{Error, ErrorKind};
+
+/// Retries of transient failures: 408, 429, 500, 502, 503, 504, timeouts and connection
+/// errors. Never 400, 401, 403, 404, 409 or 412.
+///
+/// The default schedule is the one the design guide recommends — wait 2 s, 4 s, 10 s, 30 s,
+/// then give up — each delay with ±20 % jitter so that clients throttled together do not
+/// retry together. A connection error is first retried at once (it is not throttling).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Delays before each retry; the number of entries is the number of retries.
+    pub schedule: Vec<Duration>,
+    /// Relative jitter applied to each delay (0.2 = ±20 %).
+    pub jitter: f64,
+    /// Retry a connection error once immediately before following the schedule.
+    pub immediate_first_retry_on_connection_error: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            schedule: [2, 4, 10, 30].map(Duration::from_secs).to_vec(),
+            jitter: 0.2,
+            immediate_first_retry_on_connection_error: true,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries at all.
+    pub fn none() -> Self {
+        Self { schedule: Vec::new(), jitter: 0.0, immediate_first_retry_on_connection_error: false }
+    }
+
+    /// An exponential schedule: `retries` delays starting at `initial`, doubling, capped at
+    /// `max`.
+    pub fn exponential(retries: usize, initial: Duration, max: Duration) -> Self {
+        let schedule = (0..retries).map(|i| initial.saturating_mul(1u32 << i.min(20)).min(max)).collect();
+        Self { schedule, ..Self::default() }
+    }
+
+    /// The delay before retry number `retry` (1-based) after `error`, or `None` when the error
+    /// is not transient or the schedule is exhausted.
+    pub fn delay(&self, retry: u32, error: &Error) -> Option<Duration> {
+        if !error.is_retryable() {
+            return None;
+        }
+        let immediate = self.immediate_first_retry_on_connection_error && error.kind() == ErrorKind::Transport;
+        let index = if immediate {
+            if retry == 1 {
+                return Some(Duration::ZERO);
+            }
+            retry as usize - 2
+        } else {
+            retry as usize - 1
+        };
+        let base = *self.schedule.get(index)?;
+        Some(jittered(base, self.jitter))
+    }
+}
+
+/// Retries of optimistic-concurrency conflicts (412, or 409 when two writers insert the same
+/// new entity): re-read, re-apply, re-write, with jittered exponential backoff.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConflictRetry {
+    /// Attempts in total (the first one included). Default 30.
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubles each time. Default 5 ms.
+    pub initial_backoff: Duration,
+    /// Largest backoff. Default 500 ms.
+    pub max_backoff: Duration,
+}
+
+impl Default for ConflictRetry {
+    fn default() -> Self {
+        Self { max_attempts: 30, initial_backoff: Duration::from_millis(5), max_backoff: Duration::from_millis(500) }
+    }
+}
+
+impl ConflictRetry {
+    /// The backoff before attempt `attempt` (2-based: the first retry), full jitter.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self.initial_backoff.saturating_mul(1u32 << attempt.saturating_sub(2).min(16)).min(self.max_backoff);
+        exp.mul_f64(random_unit())
+    }
+}
+
+/// `base` ± `jitter` × `base`.
+fn jittered(base: Duration, jitter: f64) -> Duration {
+    if jitter <= 0.0 || base.is_zero() {
+        return base;
+    }
+    let factor = 1.0 + jitter * (2.0 * random_unit() - 1.0);
+    base.mul_f64(factor.max(0.0))
+}
+
+/// A uniform number in [0, 1) from a per-thread xorshift generator seeded by the clock; good
+/// enough to decorrelate retries, and free of a dependency.
+fn random_unit() -> f64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+            (nanos ^ 0x9E37_79B9_7F4A_7C15) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tablekit_core::Target;
+
+    fn status(code: u16) -> Error {
+        Error::from_response(code, None, String::new(), Target::table("t"), None)
+    }
+
+    #[test]
+    fn the_default_schedule_is_2_4_10_30_seconds_with_jitter_then_stop() {
+        let p = RetryPolicy::default();
+        for (retry, secs) in [(1, 2.0), (2, 4.0), (3, 10.0), (4, 30.0)] {
+            for e in [status(503), status(500), status(408), status(429)] {
+                let d = p.delay(retry, &e).unwrap().as_secs_f64();
+                assert!((secs * 0.8..=secs * 1.2).contains(&d), "retry {retry}: {d}");
+            }
+        }
+        assert_eq!(p.delay(5, &status(503)), None, "four retries, then give up");
+    }
+
+    #[test]
+    fn connection_errors_are_retried_at_once_first() {
+        let p = RetryPolicy::default();
+        let e = Error::Transport { message: "reset".into(), source: None };
+        assert_eq!(p.delay(1, &e), Some(Duration::ZERO));
+        let second = p.delay(2, &e).unwrap().as_secs_f64();
+        assert!((1.6..=2.4).contains(&second));
+        assert_eq!(p.delay(6, &e), None);
+    }
+
+    #[test]
+    fn permanent_errors_are_never_retried() {
+        let p = RetryPolicy::default();
+        for code in [400, 401, 403, 404, 409, 412, 413] {
+            assert_eq!(p.delay(1, &status(code)), None, "{code}");
+        }
+        let invalid = Error::InvalidFilter { reason: "x".into() };
+        assert_eq!(p.delay(1, &invalid), None);
+    }
+
+    #[test]
+    fn conflict_backoff_grows_and_is_capped() {
+        let c = ConflictRetry::default();
+        for attempt in 2..40 {
+            assert!(c.backoff(attempt) <= c.max_backoff);
+        }
+        assert!(c.backoff(2) <= c.initial_backoff);
+    }
+}

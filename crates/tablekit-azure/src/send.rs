@@ -1,0 +1,131 @@
+//! Sending one logical request: attempts with retries, error mapping, metrics.
+
+use azure_core::headers::Headers;
+use azure_core::{Context, Pipeline, Request};
+use azure_storage::clients::ServiceType;
+use bytes::Bytes;
+use tablekit_core::{Error, Result, Target};
+
+use crate::account::Account;
+use crate::metrics::RequestKind;
+
+/// A successful response, fully read.
+#[derive(Debug)]
+pub(crate) struct Collected {
+    pub(crate) headers: Headers,
+    pub(crate) body: Bytes,
+}
+
+impl Collected {
+    pub(crate) fn header(&self, name: &'static str) -> Option<&str> {
+        self.headers.get_optional_str(&azure_core::headers::HeaderName::from_static(name))
+    }
+}
+
+/// The result of a logical request and how many attempts it took. More than one attempt
+/// means an earlier attempt may have been applied although its response was lost.
+pub(crate) struct Outcome<T> {
+    pub(crate) result: Result<T>,
+    pub(crate) attempts: u32,
+}
+
+/// Maps an SDK error to tablekit's, without leaking URLs or signatures.
+pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
+    use azure_core::error::ErrorKind as K;
+    match error.kind() {
+        K::HttpResponse { status, error_code } => {
+            let message = error.as_http_error().and_then(|h| h.error_message()).unwrap_or_default().to_owned();
+            // A missing table is reported without entity keys, so callers can tell it from a
+            // missing entity.
+            let target = match error_code.as_deref() {
+                Some("TableNotFound") => Target::table(target.table.clone()),
+                _ => target.clone(),
+            };
+            Error::from_response(u16::from(*status), error_code.clone(), message, target, None)
+        }
+        K::Io => Error::transport("the request did not complete", error),
+        K::Credential => Error::InvalidConfig { part: "credentials".into(), reason: error.to_string() },
+        _ => Error::transport("the request failed", error),
+    }
+}
+
+impl Account {
+    /// Sends the request `build` makes (a new one per attempt, so dates and signatures are
+    /// fresh), retrying transient failures per the account's [`crate::RetryPolicy`].
+    pub(crate) async fn send(
+        &self,
+        service: ServiceType,
+        kind: RequestKind,
+        target: &Target,
+        build: impl Fn() -> Result<Request>,
+    ) -> Outcome<Collected> {
+        let pipeline = self.pipeline(service);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let result = match build() {
+                Ok(mut request) => attempt(pipeline, service, kind, target, &mut request).await,
+                Err(e) => return Outcome { result: Err(e), attempts },
+            };
+            match result {
+                Ok(collected) => return Outcome { result: Ok(collected), attempts },
+                Err(error) => {
+                    self.metrics().error(&error);
+                    match self.settings().retry.delay(attempts, &error) {
+                        Some(delay) => {
+                            tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
+                            self.metrics().retry();
+                            tokio::time::sleep(delay).await;
+                        }
+                        None => return Outcome { result: Err(error), attempts },
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs an SDK operation (queue, blob) with the same retries, metrics and error mapping.
+    pub(crate) async fn run_sdk<T, F, Fut>(&self, kind: RequestKind, target: &Target, op: F) -> Outcome<T>
+    where
+        F: Fn(Context) -> Fut,
+        Fut: std::future::Future<Output = azure_core::Result<T>>,
+    {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut ctx = Context::new();
+            ctx.insert(kind);
+            match op(ctx).await {
+                Ok(value) => return Outcome { result: Ok(value), attempts },
+                Err(e) => {
+                    let error = map_error(e, target);
+                    self.metrics().error(&error);
+                    match self.settings().retry.delay(attempts, &error) {
+                        Some(delay) => {
+                            tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
+                            self.metrics().retry();
+                            tokio::time::sleep(delay).await;
+                        }
+                        None => return Outcome { result: Err(error), attempts },
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn attempt(
+    pipeline: &Pipeline,
+    service: ServiceType,
+    kind: RequestKind,
+    target: &Target,
+    request: &mut Request,
+) -> Result<Collected> {
+    let mut ctx = Context::new();
+    ctx.insert(service);
+    ctx.insert(kind);
+    let response = pipeline.send(&ctx, request).await.map_err(|e| map_error(e, target))?;
+    let (_, headers, body) = response.deconstruct();
+    let body = body.collect().await.map_err(|e| map_error(e, target))?;
+    Ok(Collected { headers, body })
+}

@@ -1,0 +1,221 @@
+//! Single-entity operations.
+
+use azure_core::Method;
+use azure_storage::clients::ServiceType;
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_core::batch::{Operation, OperationKind};
+use tablekit_core::edm::{Properties, parse_entity};
+use tablekit_core::resource::entity_path;
+use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, Result, Stored, Target};
+use tracing::Instrument as _;
+
+use super::{ACCEPT_MINIMAL, ACCEPT_NONE, Table};
+use crate::metrics::RequestKind;
+
+fn request_kind(kind: OperationKind) -> RequestKind {
+    match kind {
+        OperationKind::Insert => RequestKind::Insert,
+        OperationKind::Replace => RequestKind::Replace,
+        OperationKind::Merge => RequestKind::Merge,
+        OperationKind::UpsertReplace => RequestKind::UpsertReplace,
+        OperationKind::UpsertMerge => RequestKind::UpsertMerge,
+        OperationKind::Delete => RequestKind::Delete,
+    }
+}
+
+/// Whether the stored properties are what `op` wrote (all of them for whole-entity writes,
+/// the sent ones for merges).
+pub(crate) fn written_by(op: &Operation, stored: &Properties) -> bool {
+    let Some(body) = op.body() else { return false };
+    let Ok(sent) = parse_entity::<Properties>(body, Some("*")) else { return false };
+    match op.kind() {
+        OperationKind::Merge | OperationKind::UpsertMerge => sent.value.iter().all(|(k, v)| stored.get(k) == Some(v)),
+        _ => sent.value == *stored,
+    }
+}
+
+impl Table {
+    /// Inserts an entity; fails if one with the same keys exists.
+    ///
+    /// Requests: 1. Consistency: strong; the entity is readable when this returns.
+    /// Returns the new ETag.
+    ///
+    /// # Errors
+    /// Before any request: invalid keys, property names or values, and limit violations.
+    /// [`Error::AlreadyExists`] (409) if the keys are taken; [`Error::NotFound`] if the table
+    /// does not exist. After a lost response the insert is verified: a 409 on a retry counts
+    /// as success only if the stored entity is the one that was sent.
+    pub async fn insert<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
+        let op = Operation::insert(entity)?;
+        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Replaces a whole entity (properties not sent are removed) if `if_match` holds.
+    ///
+    /// Requests: 1. Returns the new ETag.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (404) if the entity does not exist, [`Error::PreconditionFailed`]
+    /// (412) if its ETag is not `if_match`; encoding errors before any request.
+    pub async fn replace<T: Serialize>(&self, entity: &Entity<T>, if_match: IfMatch) -> Result<ETag> {
+        let op = Operation::replace(entity, if_match)?;
+        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Merges the given properties into an entity (others are kept) if `if_match` holds.
+    ///
+    /// Requests: 1. Returns the new ETag.
+    ///
+    /// # Errors
+    /// As [`Table::replace`].
+    pub async fn merge<T: Serialize>(&self, entity: &Entity<T>, if_match: IfMatch) -> Result<ETag> {
+        let op = Operation::merge(entity, if_match)?;
+        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Inserts the entity, or replaces it whole if it exists (last writer wins).
+    ///
+    /// Requests: 1. Idempotent: safe to repeat.
+    ///
+    /// # Errors
+    /// Encoding errors before any request; [`Error::NotFound`] if the table does not exist.
+    pub async fn upsert_replace<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
+        let op = Operation::upsert_replace(entity)?;
+        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Inserts the entity, or merges its properties into the existing one.
+    ///
+    /// Requests: 1. Idempotent: safe to repeat.
+    ///
+    /// # Errors
+    /// As [`Table::upsert_replace`].
+    pub async fn upsert_merge<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
+        let op = Operation::upsert_merge(entity)?;
+        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Deletes an entity if `if_match` holds.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if it does not exist, [`Error::PreconditionFailed`] if its ETag is
+    /// not `if_match`.
+    pub async fn delete(&self, keys: &Keys, if_match: IfMatch) -> Result<()> {
+        self.execute(&Operation::delete(keys.clone(), if_match)).await.map(|_| ())
+    }
+
+    /// Deletes an entity whatever its ETag; absent is fine. Returns whether it existed.
+    ///
+    /// Requests: 1. Idempotent: the step the eventually-consistent patterns rely on.
+    ///
+    /// # Errors
+    /// Transport and service errors other than "not found" (a missing *table* is an error).
+    pub async fn delete_if_exists(&self, keys: &Keys) -> Result<bool> {
+        match self.execute(&Operation::delete(keys.clone(), IfMatch::Any)).await {
+            Ok(_) => Ok(true),
+            Err(Error::NotFound { target }) if target.keys.is_some() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads one entity: a point query.
+    ///
+    /// Requests: 1. Consistency: strong (sees every acknowledged write).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the *table* does not exist (a missing entity is `Ok(None)`);
+    /// [`Error::InvalidValue`] naming the property when the stored data does not fit `T`.
+    pub async fn get<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<Stored<T>>> {
+        let url = self.url(&entity_path(&self.name, keys), &[]);
+        let target = Target::entity(self.name.as_ref(), keys.clone());
+        let span = tracing::debug_span!("tablekit.get", table = %self.name, pk = %keys.pk(), rk = %keys.rk());
+        let outcome = self
+            .account
+            .send(ServiceType::Table, RequestKind::Get, &target, || {
+                self.request(Method::Get, url.clone(), &[("accept", ACCEPT_MINIMAL)], None)
+            })
+            .instrument(span)
+            .await;
+        match outcome.result {
+            Ok(response) => {
+                let stored = parse_entity(&response.body, response.header("etag"))?;
+                self.account.metrics().entities_read(1);
+                Ok(Some(stored))
+            }
+            Err(Error::Service { status: 404, .. }) => Ok(None),
+            Err(Error::NotFound { target }) if !is_table_missing(&target) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends one encoded operation alone. Returns the new ETag (none for deletes).
+    pub(crate) async fn execute(&self, op: &Operation) -> Result<Option<ETag>> {
+        let keys = op.keys();
+        let target = Target::entity(self.name.as_ref(), keys.clone());
+        let (method, path) = match op.kind() {
+            OperationKind::Insert => (Method::Post, self.name.to_string()),
+            OperationKind::Replace | OperationKind::UpsertReplace => (Method::Put, entity_path(&self.name, keys)),
+            OperationKind::Merge | OperationKind::UpsertMerge => (Method::Merge, entity_path(&self.name, keys)),
+            OperationKind::Delete => (Method::Delete, entity_path(&self.name, keys)),
+        };
+        let url = self.url(&path, &[]);
+        let body = op.body().map(Bytes::copy_from_slice);
+        let mut headers: Vec<(&'static str, &str)> = vec![("accept", ACCEPT_NONE)];
+        if body.is_some() {
+            headers.push(("content-type", "application/json"));
+        }
+        if op.kind() == OperationKind::Insert {
+            headers.push(("prefer", "return-no-content"));
+        }
+        if let Some(if_match) = op.if_match() {
+            headers.push(("if-match", if_match.header_value()));
+        }
+        let kind = request_kind(op.kind());
+        let span = tracing::debug_span!("tablekit.write", op = %kind, table = %self.name, pk = %keys.pk(), rk = %keys.rk());
+        let outcome = self
+            .account
+            .send(ServiceType::Table, kind, &target, || self.request(method, url.clone(), &headers, body.as_ref()))
+            .instrument(span.clone())
+            .await;
+        let result = match outcome.result {
+            Ok(response) => Ok(response.header("etag").map(ETag::new)),
+            Err(error) if outcome.attempts > 1 => self.verify(op, error).instrument(span).await,
+            Err(error) => Err(error),
+        };
+        if result.is_ok() && op.kind() != OperationKind::Delete {
+            self.account.metrics().entities_written(1);
+        }
+        result
+    }
+
+    /// After a retried write failed in a way an applied earlier attempt explains (its response
+    /// was lost), reads the entity and decides. Costs one extra request, only in that case.
+    async fn verify(&self, op: &Operation, error: Error) -> Result<Option<ETag>> {
+        let explained = matches!(
+            (op.kind(), error.kind()),
+            (OperationKind::Insert, ErrorKind::AlreadyExists)
+                | (OperationKind::Replace | OperationKind::Merge, ErrorKind::PreconditionFailed)
+                | (OperationKind::Delete, ErrorKind::NotFound)
+        );
+        if !explained {
+            return Err(error);
+        }
+        tracing::debug!(target: "tablekit", keys = %op.keys(), "verifying the outcome of a retried write");
+        let current = self.get::<Properties>(op.keys()).await?;
+        match (op.kind(), current) {
+            (OperationKind::Delete, None) => Ok(None),
+            (OperationKind::Delete, Some(_)) => Err(error),
+            (_, Some(stored)) if written_by(op, &stored.value) => Ok(Some(stored.etag)),
+            _ => Err(error),
+        }
+    }
+}
+
+/// Whether a 404 is about the table rather than an entity.
+fn is_table_missing(target: &Target) -> bool {
+    target.keys.is_none()
+}

@@ -1,0 +1,192 @@
+//! [`Table`]: table lifecycle, single-entity operations, queries, transactions and ETag loops.
+
+mod batch;
+mod entity;
+mod query;
+mod update;
+
+use std::fmt;
+use std::sync::Arc;
+
+use azure_core::headers::{HeaderName, Headers};
+use azure_core::{Body, Method, Request, Url};
+use azure_data_tables::clients::{TableClient, TableServiceClientBuilder};
+use azure_storage::CloudLocation;
+use azure_storage::clients::ServiceType;
+use bytes::Bytes;
+use tablekit_core::limits::validate_table_name;
+use tablekit_core::{Error, ErrorKind, Result, Target};
+use tracing::Instrument as _;
+
+pub use batch::{BulkOptions, BulkReport, OperationOutcome, Progress, TransactionOutcome};
+pub use query::{ContinuationToken, Page, Query};
+
+use crate::account::Account;
+use crate::metrics::RequestKind;
+use crate::url::join;
+
+pub(crate) const ACCEPT_MINIMAL: &str = "application/json;odata=minimalmetadata";
+pub(crate) const ACCEPT_NONE: &str = "application/json;odata=nometadata";
+
+/// A handle on one table of an [`Account`]. Cheap to clone; holds no connection of its own.
+#[derive(Clone)]
+pub struct Table {
+    account: Account,
+    name: Arc<str>,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table").field("name", &self.name).field("account", &self.account.name()).finish()
+    }
+}
+
+impl Account {
+    /// A handle on the table `name`. No request is sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when `name` breaks the table naming rules
+    /// (`^[A-Za-z][A-Za-z0-9]{2,62}$`, not `tables`).
+    pub fn table(&self, name: &str) -> Result<Table> {
+        validate_table_name(name)?;
+        Ok(Table { account: self.clone(), name: Arc::from(name) })
+    }
+}
+
+impl Table {
+    /// A handle for the table an SDK client addresses, on `account` (whose credentials and
+    /// settings are used).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for an invalid table name.
+    pub fn from_client(account: &Account, client: &TableClient) -> Result<Self> {
+        account.table(client.table_name())
+    }
+
+    /// An SDK client for this table with the same credentials, endpoint and HTTP stack, for
+    /// anything tablekit does not cover. Requests made through it are counted in the
+    /// account's metrics but are not retried by tablekit.
+    pub fn client(&self) -> TableClient {
+        let endpoint = self.account.endpoints().table.as_str().trim_end_matches('/').to_owned();
+        let location = CloudLocation::Custom { account: self.account.name().to_owned(), uri: endpoint };
+        TableServiceClientBuilder::with_location(location, self.account.storage_credentials().clone())
+            .client_options(self.account.client_options().clone())
+            .build()
+            .table_client(self.name.to_string())
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The account this table belongs to.
+    pub fn account(&self) -> &Account {
+        &self.account
+    }
+
+    pub(crate) fn target(&self) -> Target {
+        Target::table(self.name.as_ref())
+    }
+
+    fn url(&self, path: &str, query: &[(&str, &str)]) -> Url {
+        join(&self.account.endpoints().table, path, query)
+    }
+
+    /// Builds a signed-on-send table request.
+    pub(crate) fn request(
+        &self,
+        method: Method,
+        url: Url,
+        headers: &[(&'static str, &str)],
+        body: Option<&Bytes>,
+    ) -> Result<Request> {
+        let mut h = Headers::new();
+        h.insert(HeaderName::from_static("dataserviceversion"), "3.0;NetFx");
+        h.insert(HeaderName::from_static("maxdataserviceversion"), "3.0;NetFx");
+        for (name, value) in headers {
+            h.insert(HeaderName::from_static(name), (*value).to_owned());
+        }
+        azure_storage::clients::finalize_request(url, method, h, body.cloned().map(Body::from))
+            .map_err(|e| Error::transport("could not build the request", e))
+    }
+
+    /// Creates the table.
+    ///
+    /// Requests: 1. Consistency: the table exists when this returns.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if it exists; [`Error::Service`] with code
+    /// `TableBeingDeleted` shortly after a delete of the same name (use fresh names).
+    pub async fn create(&self) -> Result<()> {
+        let body = Bytes::from(format!("{{\"TableName\":\"{}\"}}", self.name));
+        let url = self.url("Tables", &[]);
+        let headers = [("accept", ACCEPT_NONE), ("content-type", "application/json"), ("prefer", "return-no-content")];
+        let span = tracing::debug_span!("tablekit.table.create", table = %self.name);
+        let outcome = self
+            .account
+            .send(ServiceType::Table, RequestKind::TableCreate, &self.target(), || {
+                self.request(Method::Post, url.clone(), &headers, Some(&body))
+            })
+            .instrument(span)
+            .await;
+        match outcome.result {
+            Ok(_) => Ok(()),
+            // A retried create whose first attempt succeeded sees 409: the table exists, as asked.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.attempts > 1 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the table unless it exists. Returns whether it was created.
+    ///
+    /// Requests: 1. Errors: as [`Table::create`], except that an existing table is `Ok(false)`.
+    ///
+    /// # Errors
+    /// See [`Table::create`].
+    pub async fn create_if_not_exists(&self) -> Result<bool> {
+        match self.create().await {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the table and every entity in it, in one request (the high-volume delete
+    /// pattern). The name may be unavailable for a while afterwards on Azure.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the table does not exist.
+    pub async fn delete_table(&self) -> Result<()> {
+        let url = self.url(&format!("Tables('{}')", self.name), &[]);
+        let span = tracing::debug_span!("tablekit.table.delete", table = %self.name);
+        let outcome = self
+            .account
+            .send(ServiceType::Table, RequestKind::TableDelete, &self.target(), || {
+                self.request(Method::Delete, url.clone(), &[("accept", ACCEPT_NONE)], None)
+            })
+            .instrument(span)
+            .await;
+        match outcome.result {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the table if it exists. Returns whether it existed.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// Transport and service errors other than "not found".
+    pub async fn delete_table_if_exists(&self) -> Result<bool> {
+        match self.delete_table().await {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
