@@ -15,8 +15,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::{Error, KeyKind, Limit, Result};
 use crate::limits::MAX_KEY_BYTES;
 
+mod builders;
 mod encoder;
 
+pub use builders::{CompoundKey, KeyRange, pad_number, prefix_range};
 pub use encoder::{ESCAPE_CHAR, KeyEncoder};
 
 /// Checks that `value` is a valid key of the given kind.
