@@ -5,6 +5,7 @@ mod keys_and_filters {
     pub(crate) mod common;
     mod compound;
     mod encoder;
+    mod filters;
     mod ranges;
     mod ticks;
 }
