@@ -7,5 +7,6 @@ mod keys_and_filters {
     mod encoder;
     mod filters;
     mod ranges;
+    mod shape;
     mod ticks;
 }

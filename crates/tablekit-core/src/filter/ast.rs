@@ -81,9 +81,10 @@ impl fmt::Display for CmpOp {
 ///
 /// # Example
 /// ```
-/// use tablekit_core::filter::Filter;
+/// use tablekit_core::filter::{Filter, QueryShape};
 /// let f = Filter::eq("PartitionKey", "Sales").and(Filter::ge("RowKey", "S"));
 /// assert_eq!(f.render().unwrap(), "(PartitionKey eq 'Sales') and (RowKey ge 'S')");
+/// assert_eq!(f.shape(), QueryShape::Range);
 /// assert_eq!(Filter::parse("PartitionKey eq 'Sales' and RowKey ge 'S'").unwrap(), f);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
