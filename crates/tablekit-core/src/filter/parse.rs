@@ -234,7 +234,7 @@ fn hex(body: &str) -> Option<Vec<u8>> {
         .collect();
     Some(
         digits?
-            .chunks(2)
+            .chunks_exact(2)
             .map(|pair| (pair[0] << 4) | pair[1])
             .collect(),
     )

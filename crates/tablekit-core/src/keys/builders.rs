@@ -1,6 +1,8 @@
 //! Builders for keys that sort the way the application reads them: zero-padded numbers,
 //! prefix ranges and compound keys.
 
+use std::collections::BTreeMap;
+
 use crate::error::{Error, KeyKind, Limit, Result};
 use crate::limits::MAX_KEY_BYTES;
 
@@ -159,7 +161,8 @@ fn next_scalar(c: char) -> Option<char> {
 pub struct CompoundKey {
     separator: char,
     scheme: Scheme,
-    widths: Vec<Option<usize>>,
+    /// Fixed widths by component index (a map, so any index is cheap).
+    widths: BTreeMap<usize, usize>,
     kind: KeyKind,
 }
 
@@ -181,7 +184,7 @@ impl CompoundKey {
             scheme: Scheme::Plain {
                 extra: Some(separator),
             },
-            widths: Vec::new(),
+            widths: BTreeMap::new(),
             kind: KeyKind::RowKey,
         }
     }
@@ -196,17 +199,14 @@ impl CompoundKey {
         Self {
             separator: ' ',
             scheme: Scheme::Ordered,
-            widths: Vec::new(),
+            widths: BTreeMap::new(),
             kind: KeyKind::RowKey,
         }
     }
 
     /// Makes component `index` (from 0) a zero-padded number of exactly `width` digits.
     pub fn with_width(mut self, index: usize, width: usize) -> Self {
-        if self.widths.len() <= index {
-            self.widths.resize(index + 1, None);
-        }
-        self.widths[index] = Some(width);
+        self.widths.insert(index, width);
         self
     }
 
@@ -228,7 +228,7 @@ impl CompoundKey {
 
     /// The fixed width of component `index`, if it has one.
     pub fn width(&self, index: usize) -> Option<usize> {
-        self.widths.get(index).copied().flatten()
+        self.widths.get(&index).copied()
     }
 
     fn invalid(&self, reason: String) -> Error {

@@ -48,6 +48,9 @@ fn fixed_width_components_are_zero_padded_numbers() {
         ck.parse("empid_00012x"),
         Err(Error::InvalidValue { .. })
     ));
+    let far = CompoundKey::new('_').with_width(usize::MAX, 3);
+    assert_eq!(far.width(usize::MAX), Some(3));
+    assert_eq!(far.build(["a", "b"]).unwrap(), "a_b");
 }
 
 #[test]
