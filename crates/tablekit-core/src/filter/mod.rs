@@ -1,5 +1,13 @@
 //! Typed OData filters and the query shape they imply.
+//!
+//! [`Filter`] builds `$filter` expressions from typed values, renders them with correct
+//! literal escaping ([`Filter::render`]), parses the same subset back ([`Filter::parse`]) and
+//! classifies them by cost ([`Filter::shape`]).
 
+mod ast;
+mod parse;
+mod render;
 mod shape;
 
+pub use ast::{CmpOp, Filter, PARTITION_KEY, ROW_KEY, RawFilter};
 pub use shape::QueryShape;

@@ -15,6 +15,17 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::{Error, KeyKind, Limit, Result};
 use crate::limits::MAX_KEY_BYTES;
 
+mod builders;
+mod encoder;
+mod ticks;
+
+pub use builders::{CompoundKey, KeyRange, pad_number, prefix_range};
+pub use encoder::{ESCAPE_CHAR, KeyEncoder};
+pub use ticks::{
+    DOTNET_MAX_TICKS, DOTNET_TICKS_AT_UNIX_EPOCH, dotnet_ticks, from_dotnet_ticks,
+    from_inverted_ticks, inverted_ticks, try_inverted_ticks,
+};
+
 /// Checks that `value` is a valid key of the given kind.
 ///
 /// # Errors
