@@ -37,7 +37,9 @@ impl ETag {
     pub fn timestamp(&self) -> Option<DateTime<Utc>> {
         let start = self.0.find("datetime'")? + "datetime'".len();
         let rest = &self.0[start..];
-        let text = rest[..rest.find('\'')?].replace("%3A", ":").replace("%3a", ":");
+        let text = rest[..rest.find('\'')?]
+            .replace("%3A", ":")
+            .replace("%3a", ":");
         crate::edm::parse_datetime(&text)
     }
 }
@@ -61,7 +63,10 @@ mod tests {
     #[test]
     fn an_etag_carries_the_write_time() {
         let tag = ETag::new("W/\"datetime'2026-11-22T10%3A00%3A00.1234567Z'\"");
-        assert_eq!(crate::edm::format_datetime(&tag.timestamp().unwrap()), "2026-11-22T10:00:00.1234567Z");
+        assert_eq!(
+            crate::edm::format_datetime(&tag.timestamp().unwrap()),
+            "2026-11-22T10:00:00.1234567Z"
+        );
         assert_eq!(ETag::new("\"0x8D\"").timestamp(), None);
     }
 }

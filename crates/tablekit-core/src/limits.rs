@@ -61,12 +61,13 @@ pub fn validate_table_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks a property name: 1 to 255 characters, an identifier (letters, digits, `_`; not
-/// starting with a digit), and not a system property name.
+/// Checks that `name` can name a property: 1 to 255 characters, an identifier (letters,
+/// digits, `_`; not starting with a digit). System names are allowed: filters and `$select`
+/// use them.
 ///
 /// # Errors
 /// [`Error::LimitExceeded`] for a name over 255 characters, [`Error::InvalidName`] otherwise.
-pub fn validate_property_name(name: &str) -> Result<()> {
+pub fn validate_property_identifier(name: &str) -> Result<()> {
     let fail = |reason: String| {
         Err(Error::InvalidName {
             kind: NameKind::Property,
@@ -84,11 +85,6 @@ pub fn validate_property_name(name: &str) -> Result<()> {
             actual: chars,
         });
     }
-    if SYSTEM_PROPERTIES.contains(&name) {
-        return fail(format!(
-            "`{name}` is a system property; keys go in `Keys`, the server sets Timestamp"
-        ));
-    }
     if name.starts_with(|c: char| c.is_ascii_digit()) {
         return fail("must not start with a digit".into());
     }
@@ -96,6 +92,26 @@ pub fn validate_property_name(name: &str) -> Result<()> {
         return fail(format!(
             "may contain only letters, digits and `_`, not {c:?}"
         ));
+    }
+    Ok(())
+}
+
+/// Checks a user property name for an entity body: a valid identifier (see
+/// [`validate_property_identifier`]) that is not a system property name.
+///
+/// # Errors
+/// As [`validate_property_identifier`]; [`Error::InvalidName`] for `PartitionKey`, `RowKey`
+/// and `Timestamp`.
+pub fn validate_property_name(name: &str) -> Result<()> {
+    validate_property_identifier(name)?;
+    if SYSTEM_PROPERTIES.contains(&name) {
+        return Err(Error::InvalidName {
+            kind: NameKind::Property,
+            name: name.to_owned(),
+            reason: format!(
+                "`{name}` is a system property; keys go in `Keys`, the server sets Timestamp"
+            ),
+        });
     }
     Ok(())
 }

@@ -45,7 +45,11 @@ impl<'de> de::Deserializer<'de> for Probe<'_> {
         Err(Stop)
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Stop> {
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Stop> {
         visitor.visit_newtype_struct(self)
     }
 

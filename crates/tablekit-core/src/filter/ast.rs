@@ -4,9 +4,7 @@ use std::fmt;
 use std::ops::{BitAnd, BitOr, Bound, Not};
 
 use crate::edm::EdmValue;
-use crate::error::{Error, NameKind, Result};
 use crate::keys::{KeyRange, Keys, prefix_range};
-use crate::limits::MAX_PROPERTY_NAME_CHARS;
 
 /// The name of the PartitionKey system property.
 pub const PARTITION_KEY: &str = "PartitionKey";
@@ -289,36 +287,4 @@ impl BitOr for Filter {
     fn bitor(self, other: Filter) -> Filter {
         self.or(other)
     }
-}
-
-/// Checks a property name used in a filter: an identifier of letters, digits and `_` that does
-/// not start with a digit, at most 255 characters. (System names are fine here.)
-pub(crate) fn check_property_name(name: &str) -> Result<()> {
-    let invalid = |reason: String| Error::InvalidName {
-        kind: NameKind::Property,
-        name: name.to_owned(),
-        reason,
-    };
-    let mut chars = name.chars();
-    match chars.next() {
-        None => return Err(invalid("a property name cannot be empty".into())),
-        Some(c) if !(c.is_alphabetic() || c == '_') => {
-            return Err(invalid(format!(
-                "must start with a letter or `_`, not {c:?}"
-            )));
-        }
-        Some(_) => {}
-    }
-    if let Some(c) = chars.find(|&c| !(c.is_alphanumeric() || c == '_')) {
-        return Err(invalid(format!(
-            "{c:?} is not allowed; use letters, digits and `_`"
-        )));
-    }
-    let count = name.chars().count();
-    if count > MAX_PROPERTY_NAME_CHARS {
-        return Err(invalid(format!(
-            "{count} characters, at most {MAX_PROPERTY_NAME_CHARS} allowed"
-        )));
-    }
-    Ok(())
 }

@@ -5,7 +5,8 @@ use uuid::Uuid;
 use crate::edm::{EdmValue, parse_datetime};
 use crate::error::{Error, Result};
 
-use super::ast::{CmpOp, Filter, check_property_name};
+use super::ast::{CmpOp, Filter};
+use crate::limits::validate_property_identifier as check_property_name;
 
 /// Nesting deeper than this (parentheses and `not`) is refused, so that hostile input cannot
 /// exhaust the stack.

@@ -7,7 +7,8 @@ use chrono::Datelike;
 use crate::edm::{EdmValue, write_datetime};
 use crate::error::{Error, Result};
 
-use super::ast::{Filter, check_property_name};
+use super::ast::Filter;
+use crate::limits::validate_property_identifier as check_property_name;
 
 impl Filter {
     /// Renders the filter as `$filter` text (not yet URL-encoded).
