@@ -89,9 +89,13 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let counters =
-            Counters { by_kind: RequestKind::ALL.iter().map(|_| AtomicU64::new(0)).collect(), ..Counters::default() };
-        Self { counters: Arc::new(counters) }
+        let counters = Counters {
+            by_kind: RequestKind::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            ..Counters::default()
+        };
+        Self {
+            counters: Arc::new(counters),
+        }
     }
 }
 
@@ -111,7 +115,11 @@ impl Metrics {
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         MetricsSnapshot {
-            requests_by_kind: RequestKind::ALL.iter().zip(&c.by_kind).map(|(k, v)| (*k, load(v))).collect(),
+            requests_by_kind: RequestKind::ALL
+                .iter()
+                .zip(&c.by_kind)
+                .map(|(k, v)| (*k, load(v)))
+                .collect(),
             entities_read: load(&c.entities_read),
             entities_written: load(&c.entities_written),
             retries: load(&c.retries),
@@ -209,7 +217,10 @@ pub struct MetricsSnapshot {
 impl MetricsSnapshot {
     /// Requests of one kind.
     pub fn requests_of(&self, kind: RequestKind) -> u64 {
-        self.requests_by_kind.iter().find(|(k, _)| *k == kind).map_or(0, |(_, n)| *n)
+        self.requests_by_kind
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n)
     }
 
     /// All requests.
@@ -226,11 +237,15 @@ impl MetricsSnapshot {
                 .map(|(k, n)| (*k, n.saturating_sub(earlier.requests_of(*k))))
                 .collect(),
             entities_read: self.entities_read.saturating_sub(earlier.entities_read),
-            entities_written: self.entities_written.saturating_sub(earlier.entities_written),
+            entities_written: self
+                .entities_written
+                .saturating_sub(earlier.entities_written),
             retries: self.retries.saturating_sub(earlier.retries),
             conflicts_409: self.conflicts_409.saturating_sub(earlier.conflicts_409),
             conflicts_412: self.conflicts_412.saturating_sub(earlier.conflicts_412),
-            conflict_retries: self.conflict_retries.saturating_sub(earlier.conflict_retries),
+            conflict_retries: self
+                .conflict_retries
+                .saturating_sub(earlier.conflict_retries),
             throttled: self.throttled.saturating_sub(earlier.throttled),
             bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),

@@ -33,14 +33,23 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// No retries at all.
     pub fn none() -> Self {
-        Self { schedule: Vec::new(), jitter: 0.0, immediate_first_retry_on_connection_error: false }
+        Self {
+            schedule: Vec::new(),
+            jitter: 0.0,
+            immediate_first_retry_on_connection_error: false,
+        }
     }
 
     /// An exponential schedule: `retries` delays starting at `initial`, doubling, capped at
     /// `max`.
     pub fn exponential(retries: usize, initial: Duration, max: Duration) -> Self {
-        let schedule = (0..retries).map(|i| initial.saturating_mul(1u32 << i.min(20)).min(max)).collect();
-        Self { schedule, ..Self::default() }
+        let schedule = (0..retries)
+            .map(|i| initial.saturating_mul(1u32 << i.min(20)).min(max))
+            .collect();
+        Self {
+            schedule,
+            ..Self::default()
+        }
     }
 
     /// The delay before retry number `retry` (1-based) after `error`, or `None` when the error
@@ -49,7 +58,8 @@ impl RetryPolicy {
         if !error.is_retryable() {
             return None;
         }
-        let immediate = self.immediate_first_retry_on_connection_error && error.kind() == ErrorKind::Transport;
+        let immediate =
+            self.immediate_first_retry_on_connection_error && error.kind() == ErrorKind::Transport;
         let index = if immediate {
             if retry == 1 {
                 return Some(Duration::ZERO);
@@ -77,14 +87,21 @@ pub struct ConflictRetry {
 
 impl Default for ConflictRetry {
     fn default() -> Self {
-        Self { max_attempts: 30, initial_backoff: Duration::from_millis(5), max_backoff: Duration::from_millis(500) }
+        Self {
+            max_attempts: 30,
+            initial_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(500),
+        }
     }
 }
 
 impl ConflictRetry {
     /// The backoff before attempt `attempt` (2-based: the first retry), full jitter.
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self.initial_backoff.saturating_mul(1u32 << attempt.saturating_sub(2).min(16)).min(self.max_backoff);
+        let exp = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(2).min(16))
+            .min(self.max_backoff);
         exp.mul_f64(random_unit())
     }
 }
@@ -142,7 +159,10 @@ mod tests {
     #[test]
     fn connection_errors_are_retried_at_once_first() {
         let p = RetryPolicy::default();
-        let e = Error::Transport { message: "reset".into(), source: None };
+        let e = Error::Transport {
+            message: "reset".into(),
+            source: None,
+        };
         assert_eq!(p.delay(1, &e), Some(Duration::ZERO));
         let second = p.delay(2, &e).unwrap().as_secs_f64();
         assert!((1.6..=2.4).contains(&second));

@@ -18,7 +18,8 @@ pub(crate) struct Collected {
 
 impl Collected {
     pub(crate) fn header(&self, name: &'static str) -> Option<&str> {
-        self.headers.get_optional_str(&azure_core::headers::HeaderName::from_static(name))
+        self.headers
+            .get_optional_str(&azure_core::headers::HeaderName::from_static(name))
     }
 }
 
@@ -34,17 +35,30 @@ pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
     use azure_core::error::ErrorKind as K;
     match error.kind() {
         K::HttpResponse { status, error_code } => {
-            let message = error.as_http_error().and_then(|h| h.error_message()).unwrap_or_default().to_owned();
+            let message = error
+                .as_http_error()
+                .and_then(|h| h.error_message())
+                .unwrap_or_default()
+                .to_owned();
             // A missing table is reported without entity keys, so callers can tell it from a
             // missing entity.
             let target = match error_code.as_deref() {
                 Some("TableNotFound") => Target::table(target.table.clone()),
                 _ => target.clone(),
             };
-            Error::from_response(u16::from(*status), error_code.clone(), message, target, None)
+            Error::from_response(
+                u16::from(*status),
+                error_code.clone(),
+                message,
+                target,
+                None,
+            )
         }
         K::Io => Error::transport("the request did not complete", error),
-        K::Credential => Error::InvalidConfig { part: "credentials".into(), reason: error.to_string() },
+        K::Credential => Error::InvalidConfig {
+            part: "credentials".into(),
+            reason: error.to_string(),
+        },
         _ => Error::transport("the request failed", error),
     }
 }
@@ -65,10 +79,20 @@ impl Account {
             attempts += 1;
             let result = match build() {
                 Ok(mut request) => attempt(pipeline, service, kind, target, &mut request).await,
-                Err(e) => return Outcome { result: Err(e), attempts },
+                Err(e) => {
+                    return Outcome {
+                        result: Err(e),
+                        attempts,
+                    };
+                }
             };
             match result {
-                Ok(collected) => return Outcome { result: Ok(collected), attempts },
+                Ok(collected) => {
+                    return Outcome {
+                        result: Ok(collected),
+                        attempts,
+                    };
+                }
                 Err(error) => {
                     self.metrics().error(&error);
                     match self.settings().retry.delay(attempts, &error) {
@@ -77,7 +101,12 @@ impl Account {
                             self.metrics().retry();
                             tokio::time::sleep(delay).await;
                         }
-                        None => return Outcome { result: Err(error), attempts },
+                        None => {
+                            return Outcome {
+                                result: Err(error),
+                                attempts,
+                            };
+                        }
                     }
                 }
             }
@@ -85,7 +114,12 @@ impl Account {
     }
 
     /// Runs an SDK operation (queue, blob) with the same retries, metrics and error mapping.
-    pub(crate) async fn run_sdk<T, F, Fut>(&self, kind: RequestKind, target: &Target, op: F) -> Outcome<T>
+    pub(crate) async fn run_sdk<T, F, Fut>(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        op: F,
+    ) -> Outcome<T>
     where
         F: Fn(Context) -> Fut,
         Fut: std::future::Future<Output = azure_core::Result<T>>,
@@ -96,7 +130,12 @@ impl Account {
             let mut ctx = Context::new();
             ctx.insert(kind);
             match op(ctx).await {
-                Ok(value) => return Outcome { result: Ok(value), attempts },
+                Ok(value) => {
+                    return Outcome {
+                        result: Ok(value),
+                        attempts,
+                    };
+                }
                 Err(e) => {
                     let error = map_error(e, target);
                     self.metrics().error(&error);
@@ -106,7 +145,12 @@ impl Account {
                             self.metrics().retry();
                             tokio::time::sleep(delay).await;
                         }
-                        None => return Outcome { result: Err(error), attempts },
+                        None => {
+                            return Outcome {
+                                result: Err(error),
+                                attempts,
+                            };
+                        }
                     }
                 }
             }
@@ -124,7 +168,10 @@ async fn attempt(
     let mut ctx = Context::new();
     ctx.insert(service);
     ctx.insert(kind);
-    let response = pipeline.send(&ctx, request).await.map_err(|e| map_error(e, target))?;
+    let response = pipeline
+        .send(&ctx, request)
+        .await
+        .map_err(|e| map_error(e, target))?;
     let (_, headers, body) = response.deconstruct();
     let body = body.collect().await.map_err(|e| map_error(e, target))?;
     Ok(Collected { headers, body })

@@ -27,19 +27,28 @@ pub struct ScanPolicy {
 impl Default for ScanPolicy {
     /// Warn on table scans, allow partition scans.
     fn default() -> Self {
-        Self { table_scans: ScanAction::Warn, partition_scans: ScanAction::Allow }
+        Self {
+            table_scans: ScanAction::Warn,
+            partition_scans: ScanAction::Allow,
+        }
     }
 }
 
 impl ScanPolicy {
     /// Allow every shape silently.
     pub fn allow_all() -> Self {
-        Self { table_scans: ScanAction::Allow, partition_scans: ScanAction::Allow }
+        Self {
+            table_scans: ScanAction::Allow,
+            partition_scans: ScanAction::Allow,
+        }
     }
 
     /// Refuse table scans, allow partition scans.
     pub fn deny_table_scans() -> Self {
-        Self { table_scans: ScanAction::Deny, partition_scans: ScanAction::Allow }
+        Self {
+            table_scans: ScanAction::Deny,
+            partition_scans: ScanAction::Allow,
+        }
     }
 }
 

@@ -15,7 +15,9 @@ use crate::metrics::{Metrics, RequestKind};
 /// item 16), rustls, no redirects (the storage services never redirect).
 pub(crate) fn default_client() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| new_client().unwrap_or_default()).clone()
+    CLIENT
+        .get_or_init(|| new_client().unwrap_or_default())
+        .clone()
 }
 
 /// A new client with tablekit's connection settings.
@@ -40,30 +42,52 @@ pub(crate) struct Transport {
 
 #[async_trait::async_trait]
 impl Policy for Transport {
-    async fn send(&self, ctx: &Context, request: &mut Request, _next: &[Arc<dyn Policy>]) -> PolicyResult {
-        let kind = ctx.get::<RequestKind>().copied().unwrap_or(RequestKind::Other);
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        _next: &[Arc<dyn Policy>],
+    ) -> PolicyResult {
+        let kind = ctx
+            .get::<RequestKind>()
+            .copied()
+            .unwrap_or(RequestKind::Other);
         let body = match request.body() {
             Body::Bytes(bytes) => bytes.clone(),
             Body::SeekableStream(_) => {
-                return Err(azure_core::Error::message(AzureErrorKind::Other, "streaming request bodies are not used"));
+                return Err(azure_core::Error::message(
+                    AzureErrorKind::Other,
+                    "streaming request bodies are not used",
+                ));
             }
         };
         self.metrics.request(kind, body.len());
-        let method = reqwest::Method::from_bytes(request.method().as_ref().as_bytes())
-            .map_err(|e| azure_core::Error::full(AzureErrorKind::Other, e, "invalid HTTP method"))?;
-        let mut builder = self.client.request(method, request.url().clone()).timeout(self.timeout);
+        let method =
+            reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|e| {
+                azure_core::Error::full(AzureErrorKind::Other, e, "invalid HTTP method")
+            })?;
+        let mut builder = self
+            .client
+            .request(method, request.url().clone())
+            .timeout(self.timeout);
         for (name, value) in request.headers().iter() {
             builder = builder.header(name.as_str(), value.as_str());
         }
         // `without_url`: reqwest errors otherwise quote the URL, SAS signature included.
-        let io = |e: reqwest::Error| azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed");
+        let io = |e: reqwest::Error| {
+            azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed")
+        };
         let response = builder.body(body).send().await.map_err(io)?;
-        let status = StatusCode::try_from(response.status().as_u16())
-            .map_err(|_| azure_core::Error::message(AzureErrorKind::DataConversion, "unknown HTTP status"))?;
+        let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
+            azure_core::Error::message(AzureErrorKind::DataConversion, "unknown HTTP status")
+        })?;
         let mut headers = Headers::new();
         for (name, value) in response.headers() {
             if let Ok(value) = value.to_str() {
-                headers.insert(HeaderName::from(name.as_str().to_owned()), HeaderValue::from(value.to_owned()));
+                headers.insert(
+                    HeaderName::from(name.as_str().to_owned()),
+                    HeaderValue::from(value.to_owned()),
+                );
             }
         }
         let bytes = response.bytes().await.map_err(io)?;

@@ -8,7 +8,9 @@ pub(crate) fn encode_component(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(char::from(b))
+            }
             _ => {
                 let _ = write!(out, "%{b:02X}");
             }
@@ -41,9 +43,15 @@ mod tests {
 
     #[test]
     fn query_values_are_strictly_encoded() {
-        assert_eq!(encode_component("PartitionKey eq 'O''Brien' + é"), "PartitionKey%20eq%20%27O%27%27Brien%27%20%2B%20%C3%A9");
+        assert_eq!(
+            encode_component("PartitionKey eq 'O''Brien' + é"),
+            "PartitionKey%20eq%20%27O%27%27Brien%27%20%2B%20%C3%A9"
+        );
         let base = azure_core::Url::parse("http://127.0.0.1:1/devstoreaccount1/").unwrap();
         let url = join(&base, "T()", &[("$filter", "a eq 'b c'"), ("$top", "5")]);
-        assert_eq!(url.as_str(), "http://127.0.0.1:1/devstoreaccount1/T()?$filter=a%20eq%20%27b%20c%27&$top=5");
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:1/devstoreaccount1/T()?$filter=a%20eq%20%27b%20c%27&$top=5"
+        );
     }
 }

@@ -14,7 +14,7 @@
 use azure_core::Url;
 use tablekit_core::{Error, Result};
 
-use super::{Credentials, Endpoints, EMULATOR_ACCOUNT, EMULATOR_KEY};
+use super::{Credentials, EMULATOR_ACCOUNT, EMULATOR_KEY, Endpoints};
 
 /// The parsed parts of a connection string.
 #[derive(Clone)]
@@ -25,11 +25,15 @@ pub(crate) struct Parsed {
 }
 
 fn invalid(part: &str, reason: impl Into<String>) -> Error {
-    Error::InvalidConfig { part: part.to_owned(), reason: reason.into() }
+    Error::InvalidConfig {
+        part: part.to_owned(),
+        reason: reason.into(),
+    }
 }
 
 fn endpoint(part: &str, value: &str) -> Result<Url> {
-    let url = Url::parse(value.trim_end_matches('/')).map_err(|e| invalid(part, format!("not a URL ({e})")))?;
+    let url = Url::parse(value.trim_end_matches('/'))
+        .map_err(|e| invalid(part, format!("not a URL ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(invalid(part, "must be an http(s) URL with a host"));
     }
@@ -54,7 +58,12 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
     if pairs.is_empty() {
         return Err(invalid("connection string", "empty"));
     }
-    let get = |name: &str| pairs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
     for (key, _) in &pairs {
         const KNOWN: [&str; 10] = [
             "UseDevelopmentStorage",
@@ -69,27 +78,46 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
             "SharedAccessSignature",
         ];
         const IGNORED: [&str; 2] = ["FileEndpoint", "TableSecondaryEndpoint"];
-        if !KNOWN.iter().chain(&IGNORED).any(|k| k.eq_ignore_ascii_case(key)) && !key.ends_with("SecondaryEndpoint") {
+        if !KNOWN
+            .iter()
+            .chain(&IGNORED)
+            .any(|k| k.eq_ignore_ascii_case(key))
+            && !key.ends_with("SecondaryEndpoint")
+        {
             return Err(invalid(key, "unknown connection-string key"));
         }
     }
 
     let explicit = |name: &str| get(name).map(|v| endpoint(name, v)).transpose();
-    let (table, queue, blob) = (explicit("TableEndpoint")?, explicit("QueueEndpoint")?, explicit("BlobEndpoint")?);
+    let (table, queue, blob) = (
+        explicit("TableEndpoint")?,
+        explicit("QueueEndpoint")?,
+        explicit("BlobEndpoint")?,
+    );
 
     if let Some(flag) = get("UseDevelopmentStorage") {
         if !flag.eq_ignore_ascii_case("true") {
-            return Err(invalid("UseDevelopmentStorage", "only `true` is meaningful"));
+            return Err(invalid(
+                "UseDevelopmentStorage",
+                "only `true` is meaningful",
+            ));
         }
         let proxy = match get("DevelopmentStorageProxyUri") {
             Some(uri) => endpoint("DevelopmentStorageProxyUri", uri)?,
             None => endpoint("DevelopmentStorageProxyUri", "http://127.0.0.1")?,
         };
         let host = proxy.host_str().unwrap_or("127.0.0.1");
-        let at = |port: u16| endpoint("DevelopmentStorageProxyUri", &format!("{}://{host}:{port}/{EMULATOR_ACCOUNT}", proxy.scheme()));
+        let at = |port: u16| {
+            endpoint(
+                "DevelopmentStorageProxyUri",
+                &format!("{}://{host}:{port}/{EMULATOR_ACCOUNT}", proxy.scheme()),
+            )
+        };
         return Ok(Parsed {
             account: EMULATOR_ACCOUNT.to_owned(),
-            credentials: Credentials::Key { key: EMULATOR_KEY.to_owned() },
+            credentials: Credentials::Key {
+                key: EMULATOR_KEY.to_owned(),
+            },
             endpoints: Endpoints {
                 table: table.map_or_else(|| at(10002), Ok)?,
                 queue: queue.map_or_else(|| at(10001), Ok)?,
@@ -101,20 +129,35 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
     let name = get("AccountName").map(str::to_owned);
     let credentials = match (get("AccountKey"), get("SharedAccessSignature")) {
         (Some(_), Some(_)) => {
-            return Err(invalid("AccountKey", "give either AccountKey or SharedAccessSignature, not both"));
+            return Err(invalid(
+                "AccountKey",
+                "give either AccountKey or SharedAccessSignature, not both",
+            ));
         }
         (Some(key), None) => {
             use base64::Engine as _;
-            if base64::engine::general_purpose::STANDARD.decode(key).is_err() {
+            if base64::engine::general_purpose::STANDARD
+                .decode(key)
+                .is_err()
+            {
                 return Err(invalid("AccountKey", "not valid base64"));
             }
             if name.is_none() {
                 return Err(invalid("AccountName", "required with AccountKey"));
             }
-            Credentials::Key { key: key.to_owned() }
+            Credentials::Key {
+                key: key.to_owned(),
+            }
         }
-        (None, Some(sas)) => Credentials::Sas { token: super::sas_token::SasToken::parse(sas)? },
-        (None, None) => return Err(invalid("AccountKey", "missing: give AccountKey or SharedAccessSignature")),
+        (None, Some(sas)) => Credentials::Sas {
+            token: super::sas_token::SasToken::parse(sas)?,
+        },
+        (None, None) => {
+            return Err(invalid(
+                "AccountKey",
+                "missing: give AccountKey or SharedAccessSignature",
+            ));
+        }
     };
 
     let protocol = get("DefaultEndpointsProtocol").unwrap_or("https");
@@ -125,8 +168,13 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
     let derived = |service: &str, explicit: Option<Url>, key: &str| -> Result<Url> {
         match (explicit, &name) {
             (Some(url), _) => Ok(url),
-            (None, Some(account)) => endpoint(key, &format!("{protocol}://{account}.{service}.{suffix}")),
-            (None, None) => Err(invalid(key, "missing: give it, or AccountName to derive it")),
+            (None, Some(account)) => {
+                endpoint(key, &format!("{protocol}://{account}.{service}.{suffix}"))
+            }
+            (None, None) => Err(invalid(
+                key,
+                "missing: give it, or AccountName to derive it",
+            )),
         }
     };
     let endpoints = Endpoints {
@@ -136,17 +184,28 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
     };
     let account = match name {
         Some(n) => n,
-        None => account_from_endpoint(&endpoints.table).ok_or_else(|| invalid("AccountName", "cannot be derived from TableEndpoint"))?,
+        None => account_from_endpoint(&endpoints.table)
+            .ok_or_else(|| invalid("AccountName", "cannot be derived from TableEndpoint"))?,
     };
-    Ok(Parsed { account, credentials, endpoints })
+    Ok(Parsed {
+        account,
+        credentials,
+        endpoints,
+    })
 }
 
 /// `https://acct.table.core.windows.net` → `acct`; `http://127.0.0.1:10002/devstoreaccount1` → `devstoreaccount1`.
 pub(crate) fn account_from_endpoint(url: &Url) -> Option<String> {
-    if let Some(first) = url.path_segments().and_then(|mut s| s.next()).filter(|s| !s.is_empty()) {
+    if let Some(first) = url
+        .path_segments()
+        .and_then(|mut s| s.next())
+        .filter(|s| !s.is_empty())
+    {
         return Some(first.to_owned());
     }
-    url.host_str().and_then(|h| h.split('.').next()).map(str::to_owned)
+    url.host_str()
+        .and_then(|h| h.split('.').next())
+        .map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -157,20 +216,37 @@ mod tests {
     fn development_storage_gives_emulator_credentials() {
         let p = parse("UseDevelopmentStorage=true").unwrap();
         assert_eq!(p.account, "devstoreaccount1");
-        assert_eq!(p.endpoints.table.as_str(), "http://127.0.0.1:10002/devstoreaccount1");
+        assert_eq!(
+            p.endpoints.table.as_str(),
+            "http://127.0.0.1:10002/devstoreaccount1"
+        );
         assert!(matches!(p.credentials, Credentials::Key { .. }));
-        let p = parse("UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite").unwrap();
-        assert_eq!(p.endpoints.queue.as_str(), "http://azurite:10001/devstoreaccount1");
+        let p =
+            parse("UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite").unwrap();
+        assert_eq!(
+            p.endpoints.queue.as_str(),
+            "http://azurite:10001/devstoreaccount1"
+        );
     }
 
     #[test]
     fn account_keys_derive_endpoints() {
         let p = parse("DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=a2V5;EndpointSuffix=core.chinacloudapi.cn").unwrap();
-        assert_eq!(p.endpoints.table.as_str(), "https://acme.table.core.chinacloudapi.cn/");
-        assert_eq!(p.endpoints.blob.as_str(), "https://acme.blob.core.chinacloudapi.cn/");
-        let p = parse("AccountName=acme;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:5000/acme").unwrap();
+        assert_eq!(
+            p.endpoints.table.as_str(),
+            "https://acme.table.core.chinacloudapi.cn/"
+        );
+        assert_eq!(
+            p.endpoints.blob.as_str(),
+            "https://acme.blob.core.chinacloudapi.cn/"
+        );
+        let p = parse("AccountName=acme;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:5000/acme")
+            .unwrap();
         assert_eq!(p.endpoints.table.as_str(), "http://127.0.0.1:5000/acme");
-        assert_eq!(p.endpoints.queue.as_str(), "https://acme.queue.core.windows.net/");
+        assert_eq!(
+            p.endpoints.queue.as_str(),
+            "https://acme.queue.core.windows.net/"
+        );
     }
 
     #[test]
@@ -186,18 +262,27 @@ mod tests {
             ("AccountName=a;AccountKey=not base64!!", "AccountKey"),
             ("AccountKey=a2V5", "AccountName"),
             ("AccountName=a", "AccountKey"),
-            ("AccountName=a;AccountKey=a2V5;TableEndpoint=ftp://x", "TableEndpoint"),
+            (
+                "AccountName=a;AccountKey=a2V5;TableEndpoint=ftp://x",
+                "TableEndpoint",
+            ),
             ("AccountName=a;AccountKey=a2V5;Bogus=1", "Bogus"),
             ("AccountName=a;AccountName=b;AccountKey=a2V5", "AccountName"),
             ("UseDevelopmentStorage=false", "UseDevelopmentStorage"),
-            ("DefaultEndpointsProtocol=gopher;AccountName=a;AccountKey=a2V5", "DefaultEndpointsProtocol"),
+            (
+                "DefaultEndpointsProtocol=gopher;AccountName=a;AccountKey=a2V5",
+                "DefaultEndpointsProtocol",
+            ),
             ("", "connection string"),
         ];
         for (cs, part) in cases {
             match parse(cs) {
                 Err(Error::InvalidConfig { part: p, reason }) => {
                     assert_eq!(p, part, "{cs}: {reason}");
-                    assert!(!reason.contains("a2V5") && !reason.contains("not base64!!"), "{reason}");
+                    assert!(
+                        !reason.contains("a2V5") && !reason.contains("not base64!!"),
+                        "{reason}"
+                    );
                 }
                 other => panic!("{cs}: {:?}", other.map(|p| p.account)),
             }

@@ -114,7 +114,13 @@ impl Account {
     /// [`Error::InvalidConfig`] naming the malformed or missing part (never a secret's value).
     pub fn from_connection_string(connection_string: &str) -> Result<Self> {
         let parsed = connection_string::parse(connection_string)?;
-        Self::build(parsed.account, parsed.credentials, parsed.endpoints, Settings::default(), default_client())
+        Self::build(
+            parsed.account,
+            parsed.credentials,
+            parsed.endpoints,
+            Settings::default(),
+            default_client(),
+        )
     }
 
     /// Connects with `$AZURE_STORAGE_CONNECTION_STRING`.
@@ -132,7 +138,8 @@ impl Account {
     /// Azurite (or the storage emulator) on its standard ports with the well-known account.
     pub fn emulator() -> Self {
         #[allow(clippy::expect_used)] // A constant covered by unit tests.
-        Self::from_connection_string("UseDevelopmentStorage=true").expect("the development connection string parses")
+        Self::from_connection_string("UseDevelopmentStorage=true")
+            .expect("the development connection string parses")
     }
 
     /// An account authorized by a SAS token, at explicit endpoints (give the endpoints the
@@ -141,8 +148,16 @@ impl Account {
     /// # Errors
     /// [`Error::InvalidConfig`] for a malformed token.
     pub fn from_sas(account: impl Into<String>, endpoints: Endpoints, token: &str) -> Result<Self> {
-        let credentials = Credentials::Sas { token: SasToken::parse(token)? };
-        Self::build(account.into(), credentials, endpoints, Settings::default(), default_client())
+        let credentials = Credentials::Sas {
+            token: SasToken::parse(token)?,
+        };
+        Self::build(
+            account.into(),
+            credentials,
+            endpoints,
+            Settings::default(),
+            default_client(),
+        )
     }
 
     /// The same account with other settings. Handles made from the returned account use
@@ -152,7 +167,13 @@ impl Account {
     /// [`Error::InvalidConfig`] for settings out of range (zero concurrency).
     pub fn with_settings(&self, settings: Settings) -> Result<Self> {
         let inner = &self.inner;
-        Self::build(inner.name.clone(), inner.credentials.clone(), inner.endpoints.clone(), settings, self.http_client())
+        Self::build(
+            inner.name.clone(),
+            inner.credentials.clone(),
+            inner.endpoints.clone(),
+            settings,
+            self.http_client(),
+        )
     }
 
     /// The same account with its own HTTP client (e.g. one with a proxy). Metrics are new.
@@ -161,33 +182,70 @@ impl Account {
     /// As [`Account::with_settings`].
     pub fn with_http_client(&self, client: reqwest::Client) -> Result<Self> {
         let inner = &self.inner;
-        Self::build(inner.name.clone(), inner.credentials.clone(), inner.endpoints.clone(), inner.settings.clone(), client)
+        Self::build(
+            inner.name.clone(),
+            inner.credentials.clone(),
+            inner.endpoints.clone(),
+            inner.settings.clone(),
+            client,
+        )
     }
 
-    fn build(name: String, credentials: Credentials, endpoints: Endpoints, settings: Settings, client: reqwest::Client) -> Result<Self> {
+    fn build(
+        name: String,
+        credentials: Credentials,
+        endpoints: Endpoints,
+        settings: Settings,
+        client: reqwest::Client,
+    ) -> Result<Self> {
         if settings.concurrency == 0 {
-            return Err(Error::InvalidConfig { part: "concurrency".into(), reason: "must be at least 1".into() });
+            return Err(Error::InvalidConfig {
+                part: "concurrency".into(),
+                reason: "must be at least 1".into(),
+            });
         }
-        let storage_credentials = match &credentials {
-            Credentials::Key { key } => StorageCredentials::access_key(name.clone(), Secret::new(key.clone())),
-            Credentials::Sas { token } => StorageCredentials::sas_token(token.to_query()).map_err(|_| Error::InvalidConfig {
-                part: "SharedAccessSignature".into(),
-                reason: "rejected by the SDK".into(),
-            })?,
-        };
+        let storage_credentials =
+            match &credentials {
+                Credentials::Key { key } => {
+                    StorageCredentials::access_key(name.clone(), Secret::new(key.clone()))
+                }
+                Credentials::Sas { token } => StorageCredentials::sas_token(token.to_query())
+                    .map_err(|_| Error::InvalidConfig {
+                        part: "SharedAccessSignature".into(),
+                        reason: "rejected by the SDK".into(),
+                    })?,
+            };
         let metrics = Metrics::default();
-        let transport =
-            Arc::new(Transport { client: client.clone(), metrics: metrics.clone(), timeout: settings.request_timeout });
+        let transport = Arc::new(Transport {
+            client: client.clone(),
+            metrics: metrics.clone(),
+            timeout: settings.request_timeout,
+        });
         // tablekit retries itself (with metrics and outcome verification); the SDK must not.
-        let client_options = ClientOptions::new(TransportOptions::new_custom_policy(transport)).retry(RetryOptions::none());
-        let pipeline = || azure_storage::clients::new_pipeline_from_options(client_options.clone(), storage_credentials.clone());
-        let location = |url: &Url| CloudLocation::Custom { account: name.clone(), uri: url.as_str().trim_end_matches('/').to_owned() };
-        let queue_service = QueueServiceClientBuilder::with_location(location(&endpoints.queue), storage_credentials.clone())
-            .client_options(client_options.clone())
-            .build();
-        let blob_service = BlobClientBuilder::with_location(location(&endpoints.blob), storage_credentials.clone())
-            .client_options(client_options.clone())
-            .blob_service_client();
+        let client_options = ClientOptions::new(TransportOptions::new_custom_policy(transport))
+            .retry(RetryOptions::none());
+        let pipeline = || {
+            azure_storage::clients::new_pipeline_from_options(
+                client_options.clone(),
+                storage_credentials.clone(),
+            )
+        };
+        let location = |url: &Url| CloudLocation::Custom {
+            account: name.clone(),
+            uri: url.as_str().trim_end_matches('/').to_owned(),
+        };
+        let queue_service = QueueServiceClientBuilder::with_location(
+            location(&endpoints.queue),
+            storage_credentials.clone(),
+        )
+        .client_options(client_options.clone())
+        .build();
+        let blob_service = BlobClientBuilder::with_location(
+            location(&endpoints.blob),
+            storage_credentials.clone(),
+        )
+        .client_options(client_options.clone())
+        .blob_service_client();
         Ok(Self {
             inner: Arc::new(Inner {
                 table_pipeline: pipeline(),
@@ -267,4 +325,3 @@ impl Account {
         &self.inner.client_options
     }
 }
-

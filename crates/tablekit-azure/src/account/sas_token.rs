@@ -17,11 +17,16 @@ impl SasToken {
     /// [`Error::InvalidConfig`] naming `SharedAccessSignature` when the token has no `sig`, no
     /// `sv`, or a malformed pair.
     pub fn parse(token: &str) -> Result<Self> {
-        let invalid = |reason: &str| Error::InvalidConfig { part: "SharedAccessSignature".into(), reason: reason.into() };
+        let invalid = |reason: &str| Error::InvalidConfig {
+            part: "SharedAccessSignature".into(),
+            reason: reason.into(),
+        };
         let token = token.trim().trim_start_matches('?');
         let mut pairs = Vec::new();
         for pair in token.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').ok_or_else(|| invalid("expected `key=value` pairs"))?;
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| invalid("expected `key=value` pairs"))?;
             let v = percent_decode(v).ok_or_else(|| invalid("malformed percent-encoding"))?;
             pairs.push((k.to_owned(), v));
         }
@@ -40,7 +45,10 @@ impl SasToken {
 
     /// The value of a parameter (`sp`, `se`, `tn`, …).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The decoded parameters, in order.
@@ -108,11 +116,17 @@ mod tests {
 
     #[test]
     fn the_signature_is_redacted_in_debug_and_kept_in_the_query() {
-        let token = SasToken::parse("?sv=2019-02-02&tn=t&sp=r&se=2030-01-01T00%3A00%3A00Z&sig=c2VjcmV0%2Bc2lnbmF0dXJl%3D").unwrap();
+        let token = SasToken::parse(
+            "?sv=2019-02-02&tn=t&sp=r&se=2030-01-01T00%3A00%3A00Z&sig=c2VjcmV0%2Bc2lnbmF0dXJl%3D",
+        )
+        .unwrap();
         assert_eq!(token.get("se"), Some("2030-01-01T00:00:00Z"));
         assert_eq!(token.get("sig"), Some("c2VjcmV0+c2lnbmF0dXJl="));
         let debug = format!("{token:?}");
-        assert!(!debug.contains("c2VjcmV0") && debug.contains("redacted"), "{debug}");
+        assert!(
+            !debug.contains("c2VjcmV0") && debug.contains("redacted"),
+            "{debug}"
+        );
         assert!(token.to_query().contains("sig=c2VjcmV0%2Bc2lnbmF0dXJl%3D"));
         assert!(SasToken::parse("sv=1&sp=r").is_err());
     }

@@ -29,9 +29,13 @@ fn request_kind(kind: OperationKind) -> RequestKind {
 /// the sent ones for merges).
 pub(crate) fn written_by(op: &Operation, stored: &Properties) -> bool {
     let Some(body) = op.body() else { return false };
-    let Ok(sent) = parse_entity::<Properties>(body, Some("*")) else { return false };
+    let Ok(sent) = parse_entity::<Properties>(body, Some("*")) else {
+        return false;
+    };
     match op.kind() {
-        OperationKind::Merge | OperationKind::UpsertMerge => sent.value.iter().all(|(k, v)| stored.get(k) == Some(v)),
+        OperationKind::Merge | OperationKind::UpsertMerge => {
+            sent.value.iter().all(|(k, v)| stored.get(k) == Some(v))
+        }
         _ => sent.value == *stored,
     }
 }
@@ -49,7 +53,9 @@ impl Table {
     /// as success only if the stored entity is the one that was sent.
     pub async fn insert<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
         let op = Operation::insert(entity)?;
-        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+        self.execute(&op)
+            .await
+            .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Replaces a whole entity (properties not sent are removed) if `if_match` holds.
@@ -59,9 +65,15 @@ impl Table {
     /// # Errors
     /// [`Error::NotFound`] (404) if the entity does not exist, [`Error::PreconditionFailed`]
     /// (412) if its ETag is not `if_match`; encoding errors before any request.
-    pub async fn replace<T: Serialize>(&self, entity: &Entity<T>, if_match: IfMatch) -> Result<ETag> {
+    pub async fn replace<T: Serialize>(
+        &self,
+        entity: &Entity<T>,
+        if_match: IfMatch,
+    ) -> Result<ETag> {
         let op = Operation::replace(entity, if_match)?;
-        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+        self.execute(&op)
+            .await
+            .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Merges the given properties into an entity (others are kept) if `if_match` holds.
@@ -72,7 +84,9 @@ impl Table {
     /// As [`Table::replace`].
     pub async fn merge<T: Serialize>(&self, entity: &Entity<T>, if_match: IfMatch) -> Result<ETag> {
         let op = Operation::merge(entity, if_match)?;
-        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+        self.execute(&op)
+            .await
+            .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Inserts the entity, or replaces it whole if it exists (last writer wins).
@@ -83,7 +97,9 @@ impl Table {
     /// Encoding errors before any request; [`Error::NotFound`] if the table does not exist.
     pub async fn upsert_replace<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
         let op = Operation::upsert_replace(entity)?;
-        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+        self.execute(&op)
+            .await
+            .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Inserts the entity, or merges its properties into the existing one.
@@ -94,7 +110,9 @@ impl Table {
     /// As [`Table::upsert_replace`].
     pub async fn upsert_merge<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
         let op = Operation::upsert_merge(entity)?;
-        self.execute(&op).await.map(|tag| tag.unwrap_or_else(|| ETag::new("")))
+        self.execute(&op)
+            .await
+            .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Deletes an entity if `if_match` holds.
@@ -105,7 +123,9 @@ impl Table {
     /// [`Error::NotFound`] if it does not exist, [`Error::PreconditionFailed`] if its ETag is
     /// not `if_match`.
     pub async fn delete(&self, keys: &Keys, if_match: IfMatch) -> Result<()> {
-        self.execute(&Operation::delete(keys.clone(), if_match)).await.map(|_| ())
+        self.execute(&Operation::delete(keys.clone(), if_match))
+            .await
+            .map(|_| ())
     }
 
     /// Deletes an entity whatever its ETag; absent is fine. Returns whether it existed.
@@ -115,7 +135,10 @@ impl Table {
     /// # Errors
     /// Transport and service errors other than "not found" (a missing *table* is an error).
     pub async fn delete_if_exists(&self, keys: &Keys) -> Result<bool> {
-        match self.execute(&Operation::delete(keys.clone(), IfMatch::Any)).await {
+        match self
+            .execute(&Operation::delete(keys.clone(), IfMatch::Any))
+            .await
+        {
             Ok(_) => Ok(true),
             Err(Error::NotFound { target }) if target.keys.is_some() => Ok(false),
             Err(e) => Err(e),
@@ -136,7 +159,12 @@ impl Table {
         let outcome = self
             .account
             .send(ServiceType::Table, RequestKind::Get, &target, || {
-                self.request(Method::Get, url.clone(), &[("accept", ACCEPT_MINIMAL)], None)
+                self.request(
+                    Method::Get,
+                    url.clone(),
+                    &[("accept", ACCEPT_MINIMAL)],
+                    None,
+                )
             })
             .instrument(span)
             .await;
@@ -158,8 +186,12 @@ impl Table {
         let target = Target::entity(self.name.as_ref(), keys.clone());
         let (method, path) = match op.kind() {
             OperationKind::Insert => (Method::Post, self.name.to_string()),
-            OperationKind::Replace | OperationKind::UpsertReplace => (Method::Put, entity_path(&self.name, keys)),
-            OperationKind::Merge | OperationKind::UpsertMerge => (Method::Merge, entity_path(&self.name, keys)),
+            OperationKind::Replace | OperationKind::UpsertReplace => {
+                (Method::Put, entity_path(&self.name, keys))
+            }
+            OperationKind::Merge | OperationKind::UpsertMerge => {
+                (Method::Merge, entity_path(&self.name, keys))
+            }
             OperationKind::Delete => (Method::Delete, entity_path(&self.name, keys)),
         };
         let url = self.url(&path, &[]);
@@ -178,7 +210,9 @@ impl Table {
         let span = tracing::debug_span!("tablekit.write", op = %kind, table = %self.name, pk = %keys.pk(), rk = %keys.rk());
         let outcome = self
             .account
-            .send(ServiceType::Table, kind, &target, || self.request(method, url.clone(), &headers, body.as_ref()))
+            .send(ServiceType::Table, kind, &target, || {
+                self.request(method, url.clone(), &headers, body.as_ref())
+            })
             .instrument(span.clone())
             .await;
         let result = match outcome.result {
@@ -198,7 +232,10 @@ impl Table {
         let explained = matches!(
             (op.kind(), error.kind()),
             (OperationKind::Insert, ErrorKind::AlreadyExists)
-                | (OperationKind::Replace | OperationKind::Merge, ErrorKind::PreconditionFailed)
+                | (
+                    OperationKind::Replace | OperationKind::Merge,
+                    ErrorKind::PreconditionFailed
+                )
                 | (OperationKind::Delete, ErrorKind::NotFound)
         );
         if !explained {

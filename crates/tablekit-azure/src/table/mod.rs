@@ -20,6 +20,7 @@ use tracing::Instrument as _;
 
 pub use batch::{BulkOptions, BulkReport, OperationOutcome, Progress, TransactionOutcome};
 pub use query::{ContinuationToken, Page, Query};
+pub use update::{ConflictLoop, is_conflict};
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
@@ -37,7 +38,10 @@ pub struct Table {
 
 impl fmt::Debug for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Table").field("name", &self.name).field("account", &self.account.name()).finish()
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .field("account", &self.account.name())
+            .finish()
     }
 }
 
@@ -49,7 +53,10 @@ impl Account {
     /// (`^[A-Za-z][A-Za-z0-9]{2,62}$`, not `tables`).
     pub fn table(&self, name: &str) -> Result<Table> {
         validate_table_name(name)?;
-        Ok(Table { account: self.clone(), name: Arc::from(name) })
+        Ok(Table {
+            account: self.clone(),
+            name: Arc::from(name),
+        })
     }
 }
 
@@ -67,12 +74,24 @@ impl Table {
     /// anything tablekit does not cover. Requests made through it are counted in the
     /// account's metrics but are not retried by tablekit.
     pub fn client(&self) -> TableClient {
-        let endpoint = self.account.endpoints().table.as_str().trim_end_matches('/').to_owned();
-        let location = CloudLocation::Custom { account: self.account.name().to_owned(), uri: endpoint };
-        TableServiceClientBuilder::with_location(location, self.account.storage_credentials().clone())
-            .client_options(self.account.client_options().clone())
-            .build()
-            .table_client(self.name.to_string())
+        let endpoint = self
+            .account
+            .endpoints()
+            .table
+            .as_str()
+            .trim_end_matches('/')
+            .to_owned();
+        let location = CloudLocation::Custom {
+            account: self.account.name().to_owned(),
+            uri: endpoint,
+        };
+        TableServiceClientBuilder::with_location(
+            location,
+            self.account.storage_credentials().clone(),
+        )
+        .client_options(self.account.client_options().clone())
+        .build()
+        .table_client(self.name.to_string())
     }
 
     /// The table's name.
@@ -103,7 +122,10 @@ impl Table {
     ) -> Result<Request> {
         let mut h = Headers::new();
         h.insert(HeaderName::from_static("dataserviceversion"), "3.0;NetFx");
-        h.insert(HeaderName::from_static("maxdataserviceversion"), "3.0;NetFx");
+        h.insert(
+            HeaderName::from_static("maxdataserviceversion"),
+            "3.0;NetFx",
+        );
         for (name, value) in headers {
             h.insert(HeaderName::from_static(name), (*value).to_owned());
         }
@@ -121,13 +143,20 @@ impl Table {
     pub async fn create(&self) -> Result<()> {
         let body = Bytes::from(format!("{{\"TableName\":\"{}\"}}", self.name));
         let url = self.url("Tables", &[]);
-        let headers = [("accept", ACCEPT_NONE), ("content-type", "application/json"), ("prefer", "return-no-content")];
+        let headers = [
+            ("accept", ACCEPT_NONE),
+            ("content-type", "application/json"),
+            ("prefer", "return-no-content"),
+        ];
         let span = tracing::debug_span!("tablekit.table.create", table = %self.name);
         let outcome = self
             .account
-            .send(ServiceType::Table, RequestKind::TableCreate, &self.target(), || {
-                self.request(Method::Post, url.clone(), &headers, Some(&body))
-            })
+            .send(
+                ServiceType::Table,
+                RequestKind::TableCreate,
+                &self.target(),
+                || self.request(Method::Post, url.clone(), &headers, Some(&body)),
+            )
             .instrument(span)
             .await;
         match outcome.result {
@@ -164,9 +193,19 @@ impl Table {
         let span = tracing::debug_span!("tablekit.table.delete", table = %self.name);
         let outcome = self
             .account
-            .send(ServiceType::Table, RequestKind::TableDelete, &self.target(), || {
-                self.request(Method::Delete, url.clone(), &[("accept", ACCEPT_NONE)], None)
-            })
+            .send(
+                ServiceType::Table,
+                RequestKind::TableDelete,
+                &self.target(),
+                || {
+                    self.request(
+                        Method::Delete,
+                        url.clone(),
+                        &[("accept", ACCEPT_NONE)],
+                        None,
+                    )
+                },
+            )
             .instrument(span)
             .await;
         match outcome.result {

@@ -1,0 +1,426 @@
+//! Queries: typed filters, projection, limits, pages with resumable continuation tokens.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use azure_core::Method;
+use azure_storage::clients::ServiceType;
+use futures::{Stream, StreamExt as _, TryStreamExt as _};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tablekit_core::edm::{field_names, parse_page};
+use tablekit_core::filter::Filter;
+use tablekit_core::limits::{MAX_PAGE_SIZE, validate_property_identifier};
+use tablekit_core::{Error, Limit, QueryShape, Result, Stored};
+use tracing::Instrument as _;
+
+use super::{ACCEPT_MINIMAL, Table};
+use crate::metrics::RequestKind;
+use crate::settings::ScanAction;
+
+/// The `$top` of one request: what is left of the total, capped by the page size.
+fn per_request(remaining: Option<usize>, page_size: Option<usize>) -> Option<usize> {
+    match (remaining, page_size) {
+        (Some(r), Some(p)) => Some(r.min(p)),
+        (r, p) => r.or(p),
+    }
+}
+
+/// Where a query continues: the service's next partition and row keys. Serialize it (serde,
+/// or `Display`/`FromStr`) to resume later — in another process if need be — with
+/// [`Query::resume`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ContinuationToken {
+    next_partition_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next_row_key: Option<String>,
+}
+
+impl fmt::Display for ContinuationToken {
+    /// `<next partition key>` or `<next partition key> <next row key>`: the service's opaque
+    /// values contain no spaces.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.next_partition_key)?;
+        if let Some(rk) = &self.next_row_key {
+            write!(f, " {rk}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ContinuationToken {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let mut parts = s.split(' ');
+        let next_partition_key =
+            parts
+                .next()
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| Error::InvalidConfig {
+                    part: "continuation token".into(),
+                    reason: "empty".into(),
+                })?;
+        let next_row_key = parts.next().map(str::to_owned);
+        if parts.next().is_some() {
+            return Err(Error::InvalidConfig {
+                part: "continuation token".into(),
+                reason: "malformed".into(),
+            });
+        }
+        Ok(Self {
+            next_partition_key: next_partition_key.to_owned(),
+            next_row_key,
+        })
+    }
+}
+
+/// One response of a query: at most the page size (≤ 1,000) entities, and where to continue.
+///
+/// A page may be short — even empty — and still have a continuation: only a missing
+/// continuation means the end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The entities, in (PartitionKey, RowKey) order.
+    pub items: Vec<Stored<T>>,
+    /// Where the next page starts; `None` at the end.
+    pub continuation: Option<ContinuationToken>,
+}
+
+/// A query on a [`Table`], built with [`Table::query`]. Nothing is sent until a page or the
+/// stream is asked for.
+///
+/// Requests: one per page (≤ 1,000 entities per page; the service also ends a page after 5 s
+/// or at a partition boundary). Consistency: each page is consistent; pages are not a
+/// snapshot of the whole table.
+pub struct Query<T> {
+    table: Table,
+    filter: Option<Filter>,
+    select: Option<Vec<String>>,
+    top: Option<usize>,
+    page_size: Option<usize>,
+    start: Option<ContinuationToken>,
+    scan: Option<ScanAction>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Query<T> {
+    fn clone(&self) -> Self {
+        Self {
+            table: self.table.clone(),
+            filter: self.filter.clone(),
+            select: self.select.clone(),
+            top: self.top,
+            page_size: self.page_size,
+            start: self.start.clone(),
+            scan: self.scan,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Query<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Query")
+            .field("table", &self.table.name())
+            .field("filter", &self.filter.as_ref().map(Filter::render))
+            .field("select", &self.select)
+            .field("top", &self.top)
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Table {
+    /// A query returning entities as `T` (use [`tablekit_core::Properties`] for untyped
+    /// access). Without a filter it reads the whole table (a table scan).
+    pub fn query<T>(&self) -> Query<T> {
+        Query {
+            table: self.clone(),
+            filter: None,
+            select: None,
+            top: None,
+            page_size: None,
+            start: None,
+            scan: None,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Query<T> {
+    /// Only entities matching `filter`.
+    #[must_use]
+    pub fn filter(mut self, filter: Filter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Projection (`$select`): only these properties are returned (plus PartitionKey,
+    /// RowKey, Timestamp and the ETag, which always are).
+    #[must_use]
+    pub fn select<I, S>(mut self, properties: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.select = Some(properties.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Projection derived from `T`: only the properties `T` reads are returned. Falls back to
+    /// all properties when `T` is not a plain struct (maps, enums, flattened fields).
+    #[must_use]
+    pub fn select_fields(mut self) -> Self {
+        self.select =
+            field_names::<T>().map(|names| names.iter().map(|n| (*n).to_owned()).collect());
+        self
+    }
+
+    /// At most `n` entities in total (`$top`, continued across pages when the service
+    /// returns fewer).
+    #[must_use]
+    pub fn top(mut self, n: usize) -> Self {
+        self.top = Some(n);
+        self
+    }
+
+    /// At most `n` entities per page (1 to 1,000).
+    #[must_use]
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = Some(n);
+        self
+    }
+
+    /// Continue where an earlier page left off.
+    #[must_use]
+    pub fn resume(mut self, token: ContinuationToken) -> Self {
+        self.start = Some(token);
+        self
+    }
+
+    /// Send this query even if the account's [`crate::ScanPolicy`] would refuse its shape.
+    #[must_use]
+    pub fn allow_scan(mut self) -> Self {
+        self.scan = Some(ScanAction::Allow);
+        self
+    }
+
+    /// The query's shape (how the service will execute it).
+    pub fn shape(&self) -> QueryShape {
+        self.filter
+            .as_ref()
+            .map_or(QueryShape::TableScan, Filter::shape)
+    }
+
+    /// Validates the query and renders its filter, applying the scan policy.
+    fn prepare(&self) -> Result<Option<String>> {
+        if let Some(n) = self.page_size {
+            if n == 0 || n > MAX_PAGE_SIZE {
+                return Err(Error::LimitExceeded {
+                    limit: Limit::PageSize,
+                    actual: n,
+                });
+            }
+        }
+        for name in self.select.iter().flatten() {
+            validate_property_identifier(name)?;
+        }
+        let rendered = self.filter.as_ref().map(Filter::render).transpose()?;
+        let shape = self.shape();
+        let policy = self.table.account().settings().scan_policy;
+        let action = self.scan.unwrap_or(match shape {
+            QueryShape::TableScan => policy.table_scans,
+            QueryShape::PartitionScan => policy.partition_scans,
+            QueryShape::Point | QueryShape::Range => ScanAction::Allow,
+        });
+        let shown = || rendered.clone().unwrap_or_else(|| "(no filter)".into());
+        match action {
+            ScanAction::Allow => {}
+            ScanAction::Warn => {
+                tracing::warn!(target: "tablekit", table = %self.table.name(), ?shape, filter = %shown(), "expensive query")
+            }
+            ScanAction::Deny => {
+                return Err(Error::ScanDenied {
+                    shape,
+                    filter: shown(),
+                });
+            }
+        }
+        Ok(rendered)
+    }
+
+    /// Fetches one page, starting at the query's start (or its [`Query::resume`] token).
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// Before any request: invalid filter or property names, page size out of range,
+    /// [`Error::ScanDenied`]. Then [`Error::NotFound`] for a missing table,
+    /// [`Error::InvalidValue`] when an entity does not fit `T`.
+    pub async fn page(&self) -> Result<Page<T>> {
+        let filter = self.prepare()?;
+        self.fetch(
+            filter.as_deref(),
+            self.start.as_ref(),
+            per_request(self.top, self.page_size),
+        )
+        .await
+    }
+
+    async fn fetch(
+        &self,
+        filter: Option<&str>,
+        start: Option<&ContinuationToken>,
+        top: Option<usize>,
+    ) -> Result<Page<T>> {
+        let table = &self.table;
+        // Azure always returns the system properties with a projection; Azurite does not.
+        // Asking for them explicitly keeps `Stored` complete on both.
+        let select = self.select.as_ref().map(|s| {
+            let mut all = String::from("PartitionKey,RowKey,Timestamp");
+            for name in s
+                .iter()
+                .filter(|n| !matches!(n.as_str(), "PartitionKey" | "RowKey" | "Timestamp"))
+            {
+                all.push(',');
+                all.push_str(name);
+            }
+            all
+        });
+        let top = top.map(|t| t.min(MAX_PAGE_SIZE).to_string());
+        let mut query: Vec<(&str, &str)> = Vec::with_capacity(5);
+        if let Some(f) = filter {
+            query.push(("$filter", f));
+        }
+        if let Some(s) = &select {
+            query.push(("$select", s));
+        }
+        if let Some(t) = &top {
+            query.push(("$top", t));
+        }
+        if let Some(token) = start {
+            query.push(("NextPartitionKey", &token.next_partition_key));
+            if let Some(rk) = &token.next_row_key {
+                query.push(("NextRowKey", rk));
+            }
+        }
+        let url = table.url(&format!("{}()", table.name()), &query);
+        let span =
+            tracing::debug_span!("tablekit.query", table = %table.name(), shape = ?self.shape());
+        let outcome = table
+            .account()
+            .send(
+                ServiceType::Table,
+                RequestKind::Query,
+                &table.target(),
+                || {
+                    table.request(
+                        Method::Get,
+                        url.clone(),
+                        &[("accept", ACCEPT_MINIMAL)],
+                        None,
+                    )
+                },
+            )
+            .instrument(span)
+            .await;
+        let response = outcome.result?;
+        let items = parse_page::<T>(&response.body)?;
+        table.account().metrics().entities_read(items.len());
+        let continuation = response
+            .header("x-ms-continuation-nextpartitionkey")
+            .map(|pk| ContinuationToken {
+                next_partition_key: pk.to_owned(),
+                next_row_key: response
+                    .header("x-ms-continuation-nextrowkey")
+                    .map(str::to_owned),
+            });
+        Ok(Page {
+            items,
+            continuation,
+        })
+    }
+
+    /// All pages, following continuation tokens until there is none (an empty page with a
+    /// token is followed, not taken for the end) or `top` entities were returned.
+    ///
+    /// Requests: one per page. Memory: one page at a time.
+    pub fn pages(self) -> impl Stream<Item = Result<Page<T>>> + Send + 'static {
+        struct State<T> {
+            query: Query<T>,
+            filter: Option<String>,
+            next: Option<ContinuationToken>,
+            remaining: Option<usize>,
+            done: bool,
+        }
+        let prepared = self.prepare();
+        let state = State {
+            next: self.start.clone(),
+            remaining: self.top,
+            query: self,
+            filter: None,
+            done: false,
+        };
+        futures::stream::unfold((state, Some(prepared)), |(mut st, prepared)| async move {
+            if let Some(prepared) = prepared {
+                match prepared {
+                    Ok(filter) => st.filter = filter,
+                    Err(e) => {
+                        st.done = true;
+                        return Some((Err(e), (st, None)));
+                    }
+                }
+            }
+            if st.done || st.remaining == Some(0) {
+                return None;
+            }
+            let top = per_request(st.remaining, st.query.page_size);
+            match st
+                .query
+                .fetch(st.filter.as_deref(), st.next.as_ref(), top)
+                .await
+            {
+                Ok(mut page) => {
+                    if let Some(r) = st.remaining.as_mut() {
+                        page.items.truncate(*r);
+                        *r -= page.items.len();
+                    }
+                    st.next = page.continuation.clone();
+                    st.done = st.next.is_none();
+                    Some((Ok(page), (st, None)))
+                }
+                Err(e) => {
+                    st.done = true;
+                    Some((Err(e), (st, None)))
+                }
+            }
+        })
+    }
+
+    /// Every matching entity, page after page.
+    ///
+    /// Requests: one per page. Memory: one page at a time.
+    pub fn stream(self) -> impl Stream<Item = Result<Stored<T>>> + Send + 'static {
+        self.pages()
+            .map_ok(|page| futures::stream::iter(page.items.into_iter().map(Ok)))
+            .try_flatten()
+    }
+
+    /// Every matching entity, collected.
+    ///
+    /// # Errors
+    /// As [`Query::page`].
+    pub async fn collect(self) -> Result<Vec<Stored<T>>> {
+        self.stream().try_collect().await
+    }
+
+    /// The first matching entity, if any (a `$top=1` query that follows empty pages).
+    ///
+    /// # Errors
+    /// As [`Query::page`].
+    pub async fn first(self) -> Result<Option<Stored<T>>> {
+        let mut stream = Box::pin(self.top(1).stream());
+        stream.next().await.transpose()
+    }
+}

@@ -1,0 +1,231 @@
+//! Entity group transactions, bulk writes and ETag loops against Azurite.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{BulkOptions, RequestKind};
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys, Properties};
+
+fn insert(pk: &str, rk: &str) -> Operation {
+    Operation::insert(&Entity::try_new(pk, rk, Properties::new().with("V", 1)).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn claim_5_a_failed_transaction_writes_nothing_and_names_the_operation() {
+    let table = common::table("atomic").await;
+    table
+        .insert(&Entity::try_new("p", "002", Properties::new()).unwrap())
+        .await
+        .unwrap();
+    let plan = BatchPlan::atomic([
+        insert("p", "000"),
+        insert("p", "001"),
+        insert("p", "002"),
+        insert("p", "003"),
+    ])
+    .unwrap();
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    match table.submit(&plan).await {
+        Err(Error::BatchFailed { index: 2, source }) => {
+            assert_eq!(source.kind(), ErrorKind::AlreadyExists, "{source}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        metrics.snapshot().requests_of(RequestKind::Transaction),
+        1,
+        "one transaction = one request"
+    );
+    let rows = table
+        .query::<Properties>()
+        .filter(Filter::partition("p"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "nothing of the failed transaction was written"
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn invalid_transactions_are_refused_before_any_request() {
+    let table = common::table("refused").await;
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let too_many = BatchPlan::atomic((0..101).map(|i| insert("p", &format!("{i:03}"))));
+    assert_eq!(too_many.unwrap_err().kind(), ErrorKind::LimitExceeded);
+    let two_partitions =
+        BatchPlan::atomic([insert("empid_Sales", "1"), insert("email_Sales", "a")]);
+    assert!(
+        matches!(two_partitions, Err(Error::CrossPartitionTransaction { .. })),
+        "claim 31"
+    );
+    let duplicate = BatchPlan::atomic([insert("p", "1"), insert("p", "1")]);
+    assert!(matches!(
+        duplicate,
+        Err(Error::DuplicateInTransaction {
+            first: 0,
+            second: 1,
+            ..
+        })
+    ));
+    assert_eq!(metrics.snapshot().requests(), 0);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_100_operation_transaction_commits_with_etags() {
+    let table = common::table("hundred").await;
+    let plan = BatchPlan::atomic((0..100).map(|i| insert("p", &format!("{i:03}")))).unwrap();
+    let done = table.submit(&plan).await.unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].indices, (0..100).collect::<Vec<_>>());
+    assert!(done[0].etags.iter().all(|e| e.is_some()));
+    let mixed = BatchPlan::atomic([
+        Operation::merge(
+            &Entity::try_new("p", "000", Properties::new().with("V", 2)).unwrap(),
+            IfMatch::Any,
+        )
+        .unwrap(),
+        Operation::delete(Keys::new("p", "001").unwrap(), IfMatch::Any),
+        Operation::upsert_replace(
+            &Entity::try_new("p", "new", Properties::new().with("V", 3)).unwrap(),
+        )
+        .unwrap(),
+    ])
+    .unwrap();
+    table.submit(&mixed).await.unwrap();
+    let rows = table
+        .query::<Properties>()
+        .filter(Filter::partition("p"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 100);
+    assert_eq!(rows[0].value.get_i64("V"), Some(2));
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn bulk_write_of_10000_entities_writes_each_once_and_reports_progress() {
+    let table = common::table("bulk").await;
+    let ops: Vec<Operation> = (0..10_000)
+        .map(|i| {
+            let value = Properties::new()
+                .with("N", i as i64)
+                .with("Pad", "x".repeat(100));
+            Operation::insert(
+                &Entity::try_new(format!("p{}", i % 10), format!("{i:06}"), value).unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let last_done = Arc::new(AtomicUsize::new(0));
+    let (c, d) = (calls.clone(), last_done.clone());
+    let options = BulkOptions::default()
+        .with_concurrency(8)
+        .on_progress(move |p| {
+            c.fetch_add(1, Ordering::Relaxed);
+            d.fetch_max(p.done, Ordering::Relaxed);
+            assert!(p.done <= p.total);
+        });
+    let report = table.bulk_write(ops, options).await.unwrap();
+    assert!(report.is_complete());
+    assert_eq!(
+        report.transactions, 100,
+        "10 partitions × 1,000 = 100 transactions of 100"
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 100);
+    assert_eq!(last_done.load(Ordering::Relaxed), 10_000);
+    let mut ns: Vec<i64> = table
+        .query::<Properties>()
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.value.get_i64("N").unwrap())
+        .collect();
+    ns.sort_unstable();
+    assert_eq!(
+        ns,
+        (0..10_000).collect::<Vec<_>>(),
+        "every entity exactly once"
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn bulk_write_takes_out_a_refused_operation_and_writes_the_rest() {
+    let table = common::table("bulkfail").await;
+    table
+        .insert(&Entity::try_new("p", "005", Properties::new()).unwrap())
+        .await
+        .unwrap();
+    let ops: Vec<Operation> = (0..10).map(|i| insert("p", &format!("{i:03}"))).collect();
+    let report = table.bulk_write(ops, Default::default()).await.unwrap();
+    let failures: Vec<(usize, ErrorKind)> = report.failures().map(|(i, e)| (i, e.kind())).collect();
+    assert_eq!(failures, [(5, ErrorKind::AlreadyExists)]);
+    assert_eq!(report.written(), 9);
+    assert_eq!(
+        report.transactions, 2,
+        "the transaction is re-sent once without the refused operation"
+    );
+    assert_eq!(
+        table.query::<Properties>().collect().await.unwrap().len(),
+        10
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Counter {
+    #[serde(rename = "Count")]
+    count: i64,
+}
+
+#[tokio::test]
+async fn sixteen_writers_times_25_increments_end_at_exactly_400() {
+    let table = common::table("counter").await;
+    let keys = Keys::new("counters", "c").unwrap();
+    let metrics = table.account().metrics().clone();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (table, keys) = (table.clone(), keys.clone());
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    table
+                        .update_with::<Counter, _>(&keys, |c| Counter {
+                            count: c.unwrap_or_default().count + 1,
+                        })
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let final_value = table.get::<Counter>(&keys).await.unwrap().unwrap();
+    assert_eq!(final_value.value.count, 400);
+    let snapshot = metrics.snapshot();
+    assert!(
+        snapshot.conflict_retries > 0,
+        "16 writers on one entity must conflict: {snapshot:?}"
+    );
+    assert_eq!(
+        snapshot.conflicts_412 + snapshot.conflicts_409,
+        snapshot.conflict_retries
+    );
+    table.delete_table().await.unwrap();
+}

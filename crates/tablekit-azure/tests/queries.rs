@@ -1,0 +1,235 @@
+//! Queries against Azurite: ordering, projection, paging, continuation tokens, scan policy.
+
+mod common;
+
+use futures::TryStreamExt as _;
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{ContinuationToken, RequestKind, ScanPolicy, Settings};
+use tablekit_core::batch::Operation;
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, ErrorKind, Properties, QueryShape};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Row {
+    #[serde(rename = "N")]
+    n: i64,
+    #[serde(rename = "Email")]
+    email: String,
+    #[serde(rename = "Notes")]
+    notes: String,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+struct EmailOnly {
+    #[serde(rename = "Email")]
+    email: String,
+}
+
+async fn fill(table: &tablekit_azure::Table, partitions: &[&str], per_partition: usize) {
+    let ops = partitions
+        .iter()
+        .flat_map(|pk| {
+            (0..per_partition).map(move |i| {
+                let row = Row {
+                    n: i as i64,
+                    email: format!("e{i}@x"),
+                    notes: "n".repeat(50),
+                };
+                Operation::insert(&Entity::try_new(*pk, format!("{i:05}"), row).unwrap()).unwrap()
+            })
+        })
+        .collect();
+    let report = table.bulk_write(ops, Default::default()).await.unwrap();
+    assert!(report.is_complete(), "{:?}", report.failures().next());
+}
+
+#[tokio::test]
+async fn claims_50_and_53_paging_returns_everything_once_and_tokens_resume_elsewhere() {
+    let table = common::table("paging").await;
+    fill(&table, &["p"], 2_500).await;
+    let query = table
+        .query::<Row>()
+        .filter(Filter::partition("p"))
+        .page_size(1_000);
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let all: Vec<_> = query.clone().stream().try_collect().await.unwrap();
+    assert_eq!(all.len(), 2_500);
+    let mut seen: Vec<i64> = all.iter().map(|s| s.value.n).collect();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        (0..2_500).collect::<Vec<_>>(),
+        "each exactly once, in RowKey order"
+    );
+    assert_eq!(
+        metrics.snapshot().requests_of(RequestKind::Query),
+        3,
+        "2,500 at 1,000 per page = 3 requests"
+    );
+
+    // Page 1, then the token travels as text to a fresh Table (another process, in effect).
+    let first = query.page().await.unwrap();
+    assert_eq!(first.items.len(), 1_000);
+    let saved = first.continuation.unwrap().to_string();
+    let json = serde_json::to_string(&saved.parse::<ContinuationToken>().unwrap()).unwrap();
+    let token: ContinuationToken = serde_json::from_str(&json).unwrap();
+    let fresh = common::reopen(&table);
+    let rest: Vec<_> = fresh
+        .query::<Row>()
+        .filter(Filter::partition("p"))
+        .page_size(1_000)
+        .resume(token)
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1_500);
+    assert_eq!(rest.first().unwrap().value.n, 1_000);
+    assert_eq!(rest.last().unwrap().value.n, 2_499);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn claim_52_page_size_caps_each_page_and_top_caps_the_total() {
+    let table = common::table("pagesize").await;
+    fill(&table, &["p"], 120).await;
+    let pages: Vec<_> = table
+        .query::<Row>()
+        .filter(Filter::partition("p"))
+        .page_size(50)
+        .pages()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        pages.iter().map(|p| p.items.len()).collect::<Vec<_>>(),
+        [50, 50, 20]
+    );
+    let top = table
+        .query::<Row>()
+        .filter(Filter::partition("p"))
+        .top(70)
+        .page_size(50)
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(top.len(), 70);
+    let err = table
+        .query::<Row>()
+        .page_size(1_001)
+        .page()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn claims_15_and_27_results_are_ordered_and_scans_cross_partitions() {
+    let table = common::table("ordering").await;
+    fill(&table, &["b", "a", "c"], 3).await;
+    let all = table.query::<Row>().collect().await.unwrap();
+    let keys: Vec<(String, String)> = all
+        .iter()
+        .map(|s| (s.keys.pk().to_owned(), s.keys.rk().to_owned()))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "ascending by PartitionKey, then RowKey");
+    let by_email = table
+        .query::<Row>()
+        .filter(Filter::eq("Email", "e1@x"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        by_email.len(),
+        3,
+        "a table scan finds matches in every partition"
+    );
+    let in_a = table
+        .query::<Row>()
+        .filter(Filter::partition("a").and(Filter::eq("Email", "e1@x")))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(in_a.len(), 1, "a partition scan stays in its partition");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn claim_34_projection_returns_only_selected_properties_plus_system_ones() {
+    let table = common::table("projection").await;
+    fill(&table, &["p"], 2).await;
+    let rows = table
+        .query::<Properties>()
+        .filter(Filter::partition("p"))
+        .select(["Email"])
+        .collect()
+        .await
+        .unwrap();
+    for row in &rows {
+        assert_eq!(
+            row.value.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            ["Email"]
+        );
+        assert!(
+            !row.keys.rk().is_empty() && !row.etag.as_str().is_empty() && row.timestamp.is_some()
+        );
+    }
+    let typed = table
+        .query::<EmailOnly>()
+        .filter(Filter::partition("p"))
+        .select_fields()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        typed[1].value,
+        EmailOnly {
+            email: "e1@x".into()
+        }
+    );
+    let err = table
+        .query::<Properties>()
+        .select(["Manager Rating"])
+        .page()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_scan_policy_can_refuse_table_scans_before_sending() {
+    let table = common::table("scanpolicy").await;
+    let strict = table
+        .account()
+        .with_settings(Settings {
+            scan_policy: ScanPolicy::deny_table_scans(),
+            ..Settings::default()
+        })
+        .unwrap();
+    let strict_table = strict.table(table.name()).unwrap();
+    let query = strict_table
+        .query::<Properties>()
+        .filter(Filter::eq("LastName", "Jones"));
+    assert_eq!(query.shape(), QueryShape::TableScan);
+    let err = query.clone().page().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(
+        strict.metrics().snapshot().requests(),
+        0,
+        "refused before any request"
+    );
+    assert!(
+        query.allow_scan().page().await.is_ok(),
+        "an explicit override is honoured"
+    );
+    let point = strict_table
+        .query::<Properties>()
+        .filter(Filter::partition("p").and(Filter::eq("RowKey", "r")));
+    assert_eq!(point.shape(), QueryShape::Point);
+    assert!(point.page().await.is_ok());
+    table.delete_table().await.unwrap();
+}
