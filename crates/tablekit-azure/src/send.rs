@@ -4,7 +4,7 @@ use azure_core::headers::Headers;
 use azure_core::{Context, Pipeline, Request};
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
-use tablekit_core::{Error, Result, Target};
+use tablekit_core::{Error, ResourceKind, Result, Target};
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
@@ -44,6 +44,15 @@ pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
             // missing entity.
             let target = match error_code.as_deref() {
                 Some("TableNotFound") => Target::table(target.table.clone()),
+                Some("ContainerNotFound") => Target::resource(
+                    ResourceKind::Container,
+                    target
+                        .table
+                        .split('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
                 _ => target.clone(),
             };
             Error::from_response(

@@ -130,10 +130,38 @@ impl fmt::Display for Limit {
     }
 }
 
-/// Where an entity error happened: the table and, when known, the entity's keys.
+/// The kind of resource a request addressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ResourceKind {
+    /// A table (or an entity in it).
+    #[default]
+    Table,
+    /// A storage queue (or a message in it).
+    Queue,
+    /// A blob container.
+    Container,
+    /// A blob (`container/name`).
+    Blob,
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ResourceKind::Table => "table",
+            ResourceKind::Queue => "queue",
+            ResourceKind::Container => "container",
+            ResourceKind::Blob => "blob",
+        })
+    }
+}
+
+/// What a failed request addressed: a table, queue, container or blob and, for entities,
+/// the keys.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Target {
-    /// The table name (empty when not known).
+    /// The kind of resource.
+    pub kind: ResourceKind,
+    /// Its name (`container/blob` for blobs; empty when not known).
     pub table: String,
     /// The entity's keys, when the request addressed one entity (boxed to keep [`Error`]
     /// small on the happy path).
@@ -144,6 +172,7 @@ impl Target {
     /// A target naming a table only.
     pub fn table(table: impl Into<String>) -> Self {
         Self {
+            kind: ResourceKind::Table,
             table: table.into(),
             keys: None,
         }
@@ -152,8 +181,18 @@ impl Target {
     /// A target naming one entity of a table.
     pub fn entity(table: impl Into<String>, keys: Keys) -> Self {
         Self {
+            kind: ResourceKind::Table,
             table: table.into(),
             keys: Some(Box::new(keys)),
+        }
+    }
+
+    /// A target naming a queue, container or blob.
+    pub fn resource(kind: ResourceKind, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            table: name.into(),
+            keys: None,
         }
     }
 }
@@ -161,8 +200,8 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.keys {
-            Some(keys) => write!(f, "entity {keys} in table `{}`", self.table),
-            None => write!(f, "table `{}`", self.table),
+            Some(keys) => write!(f, "entity {keys} in {} `{}`", self.kind, self.table),
+            None => write!(f, "{} `{}`", self.kind, self.table),
         }
     }
 }
@@ -457,6 +496,8 @@ impl Error {
             }
             409 if code.is_none() => Error::AlreadyExists { target },
             412 => Error::PreconditionFailed { target },
+            // A stale queue-message receipt: another consumer dequeued the message since.
+            400 if code_is("PopReceiptMismatch") => Error::PreconditionFailed { target },
             401 | 403 => Error::Unauthorized {
                 status,
                 code,

@@ -12,6 +12,6 @@ pub mod resource;
 pub use batch::{BatchPlan, Operation, OperationKind};
 pub use edm::{EdmType, EdmValue, Properties};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
-pub use error::{Error, ErrorKind, KeyKind, Limit, NameKind, Result, Target};
+pub use error::{Error, ErrorKind, KeyKind, Limit, NameKind, ResourceKind, Result, Target};
 pub use filter::QueryShape;
 pub use keys::{Keys, PartitionKey, RowKey};

@@ -116,6 +116,65 @@ pub fn validate_property_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a queue or blob container name: 3 to 63 characters of lowercase letters, digits and
+/// single hyphens, starting and ending with a letter or digit.
+///
+/// # Errors
+/// [`Error::InvalidName`] saying which rule is broken.
+pub fn validate_dns_name(kind: NameKind, name: &str) -> Result<()> {
+    let fail = |reason: &str| {
+        Err(Error::InvalidName {
+            kind,
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    if !(3..=63).contains(&name.len()) {
+        return fail("must be 3 to 63 characters long");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return fail(&format!(
+            "may contain only lowercase letters, digits and `-`, not {c:?}"
+        ));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return fail("must start and end with a letter or digit");
+    }
+    if name.contains("--") {
+        return fail("must not contain two hyphens in a row");
+    }
+    Ok(())
+}
+
+/// Checks a blob name: 1 to 1,024 characters, no control characters, not ending with `.` or
+/// `/` (which the service would silently drop or reject).
+///
+/// # Errors
+/// [`Error::InvalidName`] saying which rule is broken.
+pub fn validate_blob_name(name: &str) -> Result<()> {
+    let fail = |reason: &str| {
+        Err(Error::InvalidName {
+            kind: NameKind::Blob,
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    let chars = name.chars().count();
+    if chars == 0 || chars > 1024 {
+        return fail("must be 1 to 1024 characters long");
+    }
+    if name.chars().any(char::is_control) {
+        return fail("must not contain control characters");
+    }
+    if name.ends_with('.') || name.ends_with('/') {
+        return fail("must not end with `.` or `/`");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +207,26 @@ mod tests {
                     })
                 ),
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn queue_container_and_blob_names_follow_the_service_rules() {
+        for ok in ["abc", "employee-archive", "q1-poison", &"a".repeat(63)] {
+            assert!(validate_dns_name(NameKind::Queue, ok).is_ok(), "{ok}");
+        }
+        for bad in ["ab", "Abc", "a--b", "-ab", "ab-", "a_b", &"a".repeat(64)] {
+            assert!(
+                validate_dns_name(NameKind::Container, bad).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(validate_blob_name("queue/2014/07/31/1800/000001.log").is_ok());
+        for bad in ["", "a/", "a.", "a\nb"] {
+            assert!(
+                validate_blob_name(&bad.replace("\\n", "\n")).is_err(),
+                "{bad:?}"
             );
         }
     }

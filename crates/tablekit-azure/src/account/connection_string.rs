@@ -165,27 +165,26 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
         return Err(invalid("DefaultEndpointsProtocol", "must be http or https"));
     }
     let suffix = get("EndpointSuffix").unwrap_or("core.windows.net");
+    // The account name: given, or read off any explicit endpoint (a SAS connection string
+    // usually lists only the endpoints its token covers).
+    let account = match name {
+        Some(n) => n,
+        None => [&table, &queue, &blob]
+            .into_iter()
+            .flatten()
+            .find_map(account_from_endpoint)
+            .ok_or_else(|| invalid("AccountName", "missing, and no endpoint to read it from"))?,
+    };
     let derived = |service: &str, explicit: Option<Url>, key: &str| -> Result<Url> {
-        match (explicit, &name) {
-            (Some(url), _) => Ok(url),
-            (None, Some(account)) => {
-                endpoint(key, &format!("{protocol}://{account}.{service}.{suffix}"))
-            }
-            (None, None) => Err(invalid(
-                key,
-                "missing: give it, or AccountName to derive it",
-            )),
+        match explicit {
+            Some(url) => Ok(url),
+            None => endpoint(key, &format!("{protocol}://{account}.{service}.{suffix}")),
         }
     };
     let endpoints = Endpoints {
         table: derived("table", table, "TableEndpoint")?,
         queue: derived("queue", queue, "QueueEndpoint")?,
         blob: derived("blob", blob, "BlobEndpoint")?,
-    };
-    let account = match name {
-        Some(n) => n,
-        None => account_from_endpoint(&endpoints.table)
-            .ok_or_else(|| invalid("AccountName", "cannot be derived from TableEndpoint"))?,
     };
     Ok(Parsed {
         account,

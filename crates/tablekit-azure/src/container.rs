@@ -1,0 +1,526 @@
+//! [`Container`]: the blob operations the patterns need (large entities, blob indexes, logs).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use azure_core::headers::{HeaderName, Headers};
+use azure_core::prelude::NextMarker;
+use azure_core::{Body, Method, Url};
+use azure_storage::clients::ServiceType;
+use azure_storage_blobs::container::operations::BlobItem;
+use azure_storage_blobs::prelude::ContainerClient;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::StreamExt as _;
+use tablekit_core::limits::{validate_blob_name, validate_dns_name, validate_property_identifier};
+use tablekit_core::{ETag, Error, ErrorKind, NameKind, ResourceKind, Result, Target};
+use tracing::Instrument as _;
+
+use crate::account::Account;
+use crate::metrics::RequestKind;
+use crate::url::{encode_component, join};
+
+/// A handle on one blob container. Cheap to clone.
+#[derive(Clone)]
+pub struct Container {
+    account: Account,
+    name: Arc<str>,
+    client: ContainerClient,
+}
+
+impl fmt::Debug for Container {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Container")
+            .field("name", &self.name)
+            .field("account", &self.account.name())
+            .finish()
+    }
+}
+
+/// The condition of a blob write.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BlobCondition {
+    /// Write whatever exists (overwrite).
+    #[default]
+    None,
+    /// Create only: fail with [`Error::AlreadyExists`] or [`Error::PreconditionFailed`] if the
+    /// blob exists.
+    IfNotExists,
+    /// Overwrite only the blob with this ETag: fail with [`Error::PreconditionFailed`]
+    /// otherwise.
+    IfMatch(ETag),
+}
+
+/// Options of [`Container::put`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PutBlob {
+    /// `Content-Type` (default `application/octet-stream`).
+    pub content_type: Option<String>,
+    /// User metadata (`x-ms-meta-*`): identifier names, ASCII values.
+    pub metadata: BTreeMap<String, String>,
+    /// When the write may happen.
+    pub condition: BlobCondition,
+}
+
+/// A blob's properties and metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobInfo {
+    /// The blob's name.
+    pub name: String,
+    /// Its ETag.
+    pub etag: ETag,
+    /// Its size in bytes.
+    pub len: u64,
+    /// Its content type.
+    pub content_type: Option<String>,
+    /// When it was last written.
+    pub last_modified: Option<DateTime<Utc>>,
+    /// Its user metadata (names lower-cased by the service).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A downloaded blob.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// Properties and metadata.
+    pub info: BlobInfo,
+    /// The content.
+    pub data: Bytes,
+}
+
+impl fmt::Debug for Blob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Blob")
+            .field("info", &self.info)
+            .field("data_len", &self.data.len())
+            .finish()
+    }
+}
+
+fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<()> {
+    for (k, v) in metadata {
+        validate_property_identifier(k)?;
+        if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(Error::invalid_value(
+                k,
+                "metadata values must be printable ASCII",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn info_from_headers(name: &str, headers: &Headers) -> BlobInfo {
+    let get = |n: &'static str| {
+        headers
+            .get_optional_str(&HeaderName::from_static(n))
+            .map(str::to_owned)
+    };
+    let metadata = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            k.as_str()
+                .strip_prefix("x-ms-meta-")
+                .map(|m| (m.to_owned(), v.as_str().to_owned()))
+        })
+        .collect();
+    BlobInfo {
+        name: name.to_owned(),
+        etag: ETag::new(get("etag").unwrap_or_default()),
+        len: get("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0),
+        content_type: get("content-type"),
+        last_modified: get("last-modified")
+            .and_then(|t| DateTime::parse_from_rfc2822(&t).ok())
+            .map(|t| t.with_timezone(&Utc)),
+        metadata,
+    }
+}
+
+impl Account {
+    /// A handle on the blob container `name`. No request is sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for names breaking the container naming rules.
+    pub fn container(&self, name: &str) -> Result<Container> {
+        validate_dns_name(NameKind::Container, name)?;
+        Ok(Container {
+            account: self.clone(),
+            name: Arc::from(name),
+            client: self.blob_service().container_client(name),
+        })
+    }
+}
+
+impl Container {
+    /// The container's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The account this container belongs to.
+    pub fn account(&self) -> &Account {
+        &self.account
+    }
+
+    fn blob_target(&self, blob: &str) -> Target {
+        Target::resource(ResourceKind::Blob, format!("{}/{blob}", self.name))
+    }
+
+    fn url(&self, blob: Option<&str>, query: &[(&str, &str)]) -> Url {
+        let mut path = encode_component(&self.name);
+        if let Some(blob) = blob {
+            for segment in blob.split('/') {
+                path.push('/');
+                path.push_str(&encode_component(segment));
+            }
+        }
+        join(&self.account.endpoints().blob, &path, query)
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        url: Url,
+        headers: Vec<(String, String)>,
+        body: Option<&Bytes>,
+    ) -> Result<azure_core::Request> {
+        let mut h = Headers::new();
+        for (name, value) in headers {
+            h.insert(HeaderName::from(name), value);
+        }
+        azure_storage::clients::finalize_request(url, method, h, body.cloned().map(Body::from))
+            .map_err(|e| Error::transport("could not build the request", e))
+    }
+
+    async fn send(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        build: impl Fn() -> Result<azure_core::Request>,
+    ) -> crate::send::Outcome<crate::send::Collected> {
+        let span = tracing::debug_span!("tablekit.blob", op = %kind, container = %self.name);
+        self.account
+            .send(ServiceType::Blob, kind, target, build)
+            .instrument(span)
+            .await
+    }
+
+    /// Creates the container (private access).
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if it exists.
+    pub async fn create(&self) -> Result<()> {
+        let url = self.url(None, &[("restype", "container")]);
+        let target = Target::resource(ResourceKind::Container, self.name.as_ref());
+        let outcome = self
+            .send(RequestKind::ContainerCreate, &target, || {
+                self.request(Method::Put, url.clone(), Vec::new(), None)
+            })
+            .await;
+        match outcome.result {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.attempts > 1 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the container unless it exists; returns whether it was created.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// Transport and service errors.
+    pub async fn create_if_not_exists(&self) -> Result<bool> {
+        match self.create().await {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the container and every blob in it.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if it does not exist.
+    pub async fn delete(&self) -> Result<()> {
+        let url = self.url(None, &[("restype", "container")]);
+        let target = Target::resource(ResourceKind::Container, self.name.as_ref());
+        let outcome = self
+            .send(RequestKind::ContainerDelete, &target, || {
+                self.request(Method::Delete, url.clone(), Vec::new(), None)
+            })
+            .await;
+        match outcome.result {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Uploads (creates or overwrites) a block blob in one request, under `options.condition`.
+    /// Returns the new ETag.
+    ///
+    /// Requests: 1. Overwriting is idempotent; a create-only write retried after a lost
+    /// response is verified by comparing the stored ETag's content length and metadata.
+    ///
+    /// # Errors
+    /// Before any request: invalid blob name or metadata. [`Error::PreconditionFailed`] or
+    /// [`Error::AlreadyExists`] when the condition does not hold; [`Error::NotFound`] if the
+    /// container does not exist.
+    pub async fn put(&self, blob: &str, data: impl Into<Bytes>, options: PutBlob) -> Result<ETag> {
+        validate_blob_name(blob)?;
+        check_metadata(&options.metadata)?;
+        let data: Bytes = data.into();
+        let url = self.url(Some(blob), &[]);
+        let mut headers = vec![
+            ("x-ms-blob-type".to_owned(), "BlockBlob".to_owned()),
+            (
+                "content-type".to_owned(),
+                options
+                    .content_type
+                    .clone()
+                    .unwrap_or_else(|| "application/octet-stream".into()),
+            ),
+        ];
+        headers.extend(
+            options
+                .metadata
+                .iter()
+                .map(|(k, v)| (format!("x-ms-meta-{k}"), v.clone())),
+        );
+        match &options.condition {
+            BlobCondition::None => {}
+            BlobCondition::IfNotExists => headers.push(("if-none-match".into(), "*".into())),
+            BlobCondition::IfMatch(tag) => {
+                headers.push(("if-match".into(), tag.as_str().to_owned()))
+            }
+        }
+        let target = self.blob_target(blob);
+        let outcome = self
+            .send(RequestKind::BlobPut, &target, || {
+                self.request(Method::Put, url.clone(), headers.clone(), Some(&data))
+            })
+            .await;
+        match outcome.result {
+            Ok(response) => Ok(ETag::new(response.header("etag").unwrap_or_default())),
+            Err(e)
+                if outcome.attempts > 1
+                    && matches!(
+                        e.kind(),
+                        ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+                    ) =>
+            {
+                // An earlier attempt may have written it: accept if the stored blob is ours.
+                match self.get(blob).await? {
+                    Some(stored)
+                        if stored.data == data
+                            && stored.info.metadata == lowercase(&options.metadata) =>
+                    {
+                        Ok(stored.info.etag)
+                    }
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Downloads a blob; `None` if it does not exist.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the *container* does not exist.
+    pub async fn get(&self, blob: &str) -> Result<Option<Blob>> {
+        validate_blob_name(blob)?;
+        let url = self.url(Some(blob), &[]);
+        let target = self.blob_target(blob);
+        let outcome = self
+            .send(RequestKind::BlobGet, &target, || {
+                self.request(Method::Get, url.clone(), Vec::new(), None)
+            })
+            .await;
+        match outcome.result {
+            Ok(response) => {
+                let mut info = info_from_headers(blob, &response.headers);
+                info.len = response.body.len() as u64;
+                Ok(Some(Blob {
+                    info,
+                    data: response.body,
+                }))
+            }
+            Err(e) if is_missing_blob(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A blob's properties and metadata without its content; `None` if it does not exist.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// Transport and service errors.
+    pub async fn properties(&self, blob: &str) -> Result<Option<BlobInfo>> {
+        validate_blob_name(blob)?;
+        let url = self.url(Some(blob), &[]);
+        let target = self.blob_target(blob);
+        let outcome = self
+            .send(RequestKind::BlobProperties, &target, || {
+                self.request(Method::Head, url.clone(), Vec::new(), None)
+            })
+            .await;
+        match outcome.result {
+            Ok(response) => Ok(Some(info_from_headers(blob, &response.headers))),
+            Err(e) if is_missing_blob(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replaces a blob's metadata, optionally only if its ETag is `if_match`. Returns the new
+    /// ETag.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::PreconditionFailed`].
+    pub async fn set_metadata(
+        &self,
+        blob: &str,
+        metadata: &BTreeMap<String, String>,
+        if_match: Option<&ETag>,
+    ) -> Result<ETag> {
+        validate_blob_name(blob)?;
+        check_metadata(metadata)?;
+        let url = self.url(Some(blob), &[("comp", "metadata")]);
+        let mut headers: Vec<(String, String)> = metadata
+            .iter()
+            .map(|(k, v)| (format!("x-ms-meta-{k}"), v.clone()))
+            .collect();
+        if let Some(tag) = if_match {
+            headers.push(("if-match".into(), tag.as_str().to_owned()));
+        }
+        let target = self.blob_target(blob);
+        let outcome = self
+            .send(RequestKind::BlobMetadata, &target, || {
+                self.request(Method::Put, url.clone(), headers.clone(), None)
+            })
+            .await;
+        outcome
+            .result
+            .map(|r| ETag::new(r.header("etag").unwrap_or_default()))
+    }
+
+    /// Deletes a blob, optionally only if its ETag is `if_match`.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::PreconditionFailed`].
+    pub async fn delete_blob(&self, blob: &str, if_match: Option<&ETag>) -> Result<()> {
+        validate_blob_name(blob)?;
+        let url = self.url(Some(blob), &[]);
+        let headers: Vec<(String, String)> = if_match
+            .map(|t| ("if-match".to_owned(), t.as_str().to_owned()))
+            .into_iter()
+            .collect();
+        let target = self.blob_target(blob);
+        let outcome = self
+            .send(RequestKind::BlobDelete, &target, || {
+                self.request(Method::Delete, url.clone(), headers.clone(), None)
+            })
+            .await;
+        match outcome.result {
+            Ok(_) => Ok(()),
+            Err(e) if is_missing_blob(&e) && outcome.attempts > 1 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes a blob if it exists; returns whether it existed. Idempotent.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// Transport and service errors other than "not found".
+    pub async fn delete_blob_if_exists(&self, blob: &str) -> Result<bool> {
+        match self.delete_blob(blob, None).await {
+            Ok(()) => Ok(true),
+            Err(e) if is_missing_blob(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every blob whose name starts with `prefix`, in name order, with metadata.
+    ///
+    /// Requests: one per 5,000 blobs (a listing page).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the container does not exist.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
+        let mut out = Vec::new();
+        let mut marker: Option<NextMarker> = None;
+        let target = Target::resource(ResourceKind::Container, self.name.as_ref());
+        loop {
+            let outcome = self
+                .account
+                .run_sdk(RequestKind::BlobList, &target, |ctx| {
+                    let mut list = self.client.list_blobs().include_metadata(true).context(ctx);
+                    if !prefix.is_empty() {
+                        list = list.prefix(prefix.to_owned());
+                    }
+                    if let Some(m) = &marker {
+                        list = list.marker(m.clone());
+                    }
+                    async move {
+                        list.into_stream().next().await.unwrap_or_else(|| {
+                            Err(azure_core::Error::message(
+                                azure_core::error::ErrorKind::Other,
+                                "empty listing",
+                            ))
+                        })
+                    }
+                })
+                .await;
+            let page = outcome.result?;
+            for item in page.blobs.items {
+                if let BlobItem::Blob(b) = item {
+                    out.push(BlobInfo {
+                        etag: ETag::new(b.properties.etag.to_string()),
+                        len: b.properties.content_length,
+                        content_type: Some(b.properties.content_type.clone())
+                            .filter(|c| !c.is_empty()),
+                        last_modified: DateTime::from_timestamp(
+                            b.properties.last_modified.unix_timestamp(),
+                            0,
+                        ),
+                        metadata: b.metadata.unwrap_or_default().into_iter().collect(),
+                        name: b.name,
+                    });
+                }
+            }
+            match page.next_marker {
+                Some(m) => marker = Some(m),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+fn lowercase(metadata: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    metadata
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect()
+}
+
+/// A 404 about a blob rather than its container.
+fn is_missing_blob(e: &Error) -> bool {
+    matches!(e, Error::NotFound { target } if target.kind == ResourceKind::Blob)
+}

@@ -1,0 +1,341 @@
+//! Queues, blob containers and SAS tokens against Azurite.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use tablekit_azure::{
+    Account, AccountSas, BlobCondition, PutBlob, PutOptions, SasProtocol, SasServices, SasToken,
+    TablePermissions, TableSas,
+};
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, ErrorKind, Keys, Properties};
+use tablekit_testkit::{unique_container_name, unique_queue_name};
+
+#[tokio::test]
+async fn claim_38_unacknowledged_messages_reappear_with_a_higher_dequeue_count() {
+    let account = common::account();
+    let queue = account.queue(&unique_queue_name("jobs")).unwrap();
+    queue.create().await.unwrap();
+    queue.create().await.unwrap(); // idempotent
+    let payload: Vec<u8> = (0..=255).collect();
+    queue.put(&payload, PutOptions::default()).await.unwrap();
+    let first = queue.get(1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        (first[0].payload.clone(), first[0].dequeue_count),
+        (payload.clone(), 1)
+    );
+    assert!(
+        queue
+            .get(1, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty(),
+        "invisible while held"
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let again = queue.get(1, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        (again[0].id.clone(), again[0].dequeue_count),
+        (first[0].id.clone(), 2)
+    );
+    // The old receipt is dead; the new one can extend and then delete.
+    assert_eq!(
+        queue.delete_message(&first[0]).await.unwrap_err().kind(),
+        ErrorKind::PreconditionFailed
+    );
+    let extended = queue
+        .update(&again[0], Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(extended.next_visible > again[0].next_visible);
+    queue.delete_message(&extended).await.unwrap();
+    assert_eq!(queue.approximate_count().await.unwrap(), 0);
+    queue.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
+    let account = common::account();
+    let queue = account.queue(&unique_queue_name("delay")).unwrap();
+    queue.create().await.unwrap();
+    queue
+        .put(
+            b"later",
+            PutOptions {
+                visibility_delay: Some(Duration::from_secs(2)),
+                ttl: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        queue
+            .get(1, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(queue.peek(1).await.unwrap().len(), 0);
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    assert_eq!(queue.peek(1).await.unwrap(), [b"later".to_vec()]);
+    let before = account.metrics().snapshot().requests();
+    let err = queue
+        .put(&vec![0u8; 49_153], PutOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    assert_eq!(
+        account.metrics().snapshot().requests(),
+        before,
+        "refused before any request"
+    );
+    queue.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
+    let account = common::account();
+    let container = account.container(&unique_container_name("blobs")).unwrap();
+    assert!(container.create_if_not_exists().await.unwrap());
+    assert!(!container.create_if_not_exists().await.unwrap());
+    let meta = BTreeMap::from([("first".to_owned(), "2014-07-31T18:00:00Z".to_owned())]);
+    let data = vec![7u8; 300_000];
+    let tag = container
+        .put(
+            "queue/2014/07/31/1800/000001.log",
+            data.clone(),
+            PutBlob {
+                metadata: meta.clone(),
+                ..PutBlob::default()
+            },
+        )
+        .await
+        .unwrap();
+    container
+        .put(
+            "queue/2014/07/31/1900/000001.log",
+            b"later".to_vec(),
+            PutBlob::default(),
+        )
+        .await
+        .unwrap();
+    let got = container
+        .get("queue/2014/07/31/1800/000001.log")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            got.data.to_vec(),
+            got.info.metadata.clone(),
+            got.info.etag.clone()
+        ),
+        (data, meta.clone(), tag.clone())
+    );
+    // Claim 49: a prefix lists the hour's files only.
+    let listed = container.list("queue/2014/07/31/1800").await.unwrap();
+    assert_eq!(
+        listed.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
+        ["queue/2014/07/31/1800/000001.log"]
+    );
+    assert_eq!(listed[0].metadata, meta);
+    // Conditions: create-only refuses an existing blob; a stale ETag refuses an overwrite.
+    let exists = container
+        .put(
+            "queue/2014/07/31/1900/000001.log",
+            b"x".to_vec(),
+            PutBlob {
+                condition: BlobCondition::IfNotExists,
+                ..PutBlob::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            exists.kind(),
+            ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+        ),
+        "{exists}"
+    );
+    container
+        .put(
+            "queue/2014/07/31/1800/000001.log",
+            b"v2".to_vec(),
+            PutBlob::default(),
+        )
+        .await
+        .unwrap();
+    let stale = container
+        .put(
+            "queue/2014/07/31/1800/000001.log",
+            b"v3".to_vec(),
+            PutBlob {
+                condition: BlobCondition::IfMatch(tag),
+                ..PutBlob::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::PreconditionFailed);
+    assert!(
+        container
+            .delete_blob_if_exists("queue/2014/07/31/1800/000001.log")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !container
+            .delete_blob_if_exists("queue/2014/07/31/1800/000001.log")
+            .await
+            .unwrap()
+    );
+    assert!(container.get("nope").await.unwrap().is_none());
+    assert!(
+        container
+            .properties("queue/2014/07/31/1900/000001.log")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    container.delete().await.unwrap();
+    let err = container
+        .get("queue/2014/07/31/1900/000001.log")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ErrorKind::NotFound,
+        "a missing container is an error, not an absent blob"
+    );
+}
+
+fn sas_account(base: &Account, token: &SasToken) -> Account {
+    Account::from_sas(base.name(), base.endpoints().clone(), &token.to_query()).unwrap()
+}
+
+#[tokio::test]
+async fn a_partition_scoped_read_only_table_sas_is_accepted_altered_or_expired_ones_are_not() {
+    let table = common::table("sas").await;
+    let account = table.account().clone();
+    table
+        .insert(&Entity::try_new("Sales", "000223", Properties::new().with("V", 1)).unwrap())
+        .await
+        .unwrap();
+    let expiry = Utc::now() + chrono::Duration::minutes(10);
+    let sas = TableSas::new(table.name(), TablePermissions::READ, expiry)
+        .with_partition_range("Sales", "Sales")
+        .with_protocol(SasProtocol::HttpsAndHttp);
+    let token = sas.sign(&account).unwrap();
+    let reader = sas_account(&account, &token).table(table.name()).unwrap();
+    let rows = reader
+        .query::<Properties>()
+        .filter(Filter::partition("Sales"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "the token is accepted for reads");
+    let denied = reader
+        .insert(&Entity::try_new("Sales", "999", Properties::new()).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        denied.kind(),
+        ErrorKind::Unauthorized,
+        "read-only: {denied}"
+    );
+
+    // Any signed field altered: the signature no longer matches.
+    let tampered = token.to_query().replace("spk=Sales", "spk=Marketing");
+    assert_ne!(tampered, token.to_query());
+    let tampered =
+        Account::from_sas(account.name(), account.endpoints().clone(), &tampered).unwrap();
+    let err = tampered
+        .table(table.name())
+        .unwrap()
+        .get::<Properties>(&Keys::new("Sales", "000223").unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.status()),
+        (ErrorKind::Unauthorized, Some(403)),
+        "{err}"
+    );
+
+    let expired = TableSas::new(
+        table.name(),
+        TablePermissions::READ,
+        Utc::now() - chrono::Duration::minutes(1),
+    )
+    .with_protocol(SasProtocol::HttpsAndHttp)
+    .sign(&account)
+    .unwrap();
+    let err = sas_account(&account, &expired)
+        .table(table.name())
+        .unwrap()
+        .query::<Properties>()
+        .page()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_account_sas_reaches_queues_and_blobs() {
+    let account = common::account();
+    let queue = account.queue(&unique_queue_name("sas")).unwrap();
+    queue.create().await.unwrap();
+    let token = AccountSas::new(
+        SasServices {
+            blob: true,
+            queue: true,
+            table: false,
+        },
+        "raup",
+        "o",
+        Utc::now() + chrono::Duration::minutes(5),
+    )
+    .with_protocol(SasProtocol::HttpsAndHttp)
+    .sign(&account)
+    .unwrap();
+    let client = sas_account(&account, &token);
+    client
+        .queue(queue.name())
+        .unwrap()
+        .put(b"hi", PutOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(queue.peek(1).await.unwrap(), [b"hi".to_vec()]);
+    queue.delete().await.unwrap();
+}
+
+#[test]
+fn debug_and_display_never_show_secrets() {
+    let account = common::account();
+    let key = tablekit_testkit::ACCOUNT_KEY;
+    for text in [
+        format!("{account:?}"),
+        format!("{account}"),
+        format!("{:?}", account.table("abc").unwrap()),
+    ] {
+        assert!(!text.contains(key) && !text.contains(&key[..20]), "{text}");
+    }
+    let token = TableSas::new("abc", TablePermissions::READ, Utc::now())
+        .sign(&account)
+        .unwrap();
+    let sig = token.get("sig").unwrap().to_owned();
+    let sas = Account::from_sas(
+        account.name(),
+        account.endpoints().clone(),
+        &token.to_query(),
+    )
+    .unwrap();
+    for text in [format!("{sas:?}"), format!("{sas}"), format!("{token:?}")] {
+        assert!(!text.contains(&sig), "{text}");
+    }
+}
