@@ -287,7 +287,12 @@ impl Azurite {
             .child
             .take()
             .ok_or_else(|| std::io::Error::other("not running"))?;
-        child.wait()
+        // `Child::wait` closes stdin first, which would make the launcher exit at once: keep
+        // the pipe open for as long as we wait.
+        let stdin = child.stdin.take();
+        let status = child.wait();
+        drop(stdin);
+        status
     }
 
     fn kill(&mut self) {
