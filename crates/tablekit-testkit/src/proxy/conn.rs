@@ -169,9 +169,9 @@ impl Connection {
                     // The client may or may not send its body now: the connection cannot be
                     // reused either way.
                     if !drop_response {
+                        Counters::bump(&shared.counters.responses_relayed);
                         client.get_mut().write_all(&response.raw).await?;
                         copy_body(upstream, client.get_mut(), response.body).await?;
-                        Counters::bump(&shared.counters.responses_relayed);
                     } else {
                         copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
                     }
@@ -193,14 +193,16 @@ impl Connection {
             if drop_response {
                 copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
             } else {
+                if !response.is_interim() {
+                    // Counted before the client can see it, so a test reading the stats
+                    // after its response arrived never misses it.
+                    Counters::bump(&shared.counters.responses_relayed);
+                }
                 client.get_mut().write_all(&response.raw).await?;
                 copy_body(upstream, client.get_mut(), response.body).await?;
             }
             if response.is_interim() {
                 continue;
-            }
-            if !drop_response {
-                Counters::bump(&shared.counters.responses_relayed);
             }
             return Ok(if response.close || request.close {
                 Next::Close

@@ -41,7 +41,8 @@ pub struct ProxyStats {
     pub requests_seen: u64,
     /// Requests written to upstream completely (head and body).
     pub requests_forwarded: u64,
-    /// Upstream responses passed on to the client completely.
+    /// Final (non-1xx) upstream responses passed on to the client. Each is counted as its
+    /// head is sent, so the count already includes a response the client has received.
     pub responses_relayed: u64,
     /// Faults injected, by kind.
     pub faults_injected: FaultCounts,
