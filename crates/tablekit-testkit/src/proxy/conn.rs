@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use super::http::{Body, RequestHead, ResponseHead, copy_body, read_head};
+use super::body::copy_body;
+use super::http::{Body, RequestHead, ResponseHead, read_head};
 use super::plan::Plan;
 use super::stats::Counters;
 use super::{Fault, synthetic};

@@ -1,14 +1,13 @@
-//! Just enough HTTP/1.1 to find where each message ends: heads are read whole (bounded), bodies
-//! are streamed by their framing and forwarded byte for byte.
+//! Just enough HTTP/1.1 to find where each message ends: heads are read whole (bounded) and
+//! parsed for their framing; `body` streams what follows.
 
 use std::io::{Error, ErrorKind, Result};
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
-/// Largest request or response head accepted (Azure's own limit is far lower).
-const MAX_HEAD: u64 = 64 * 1024;
-/// Largest chunk-size or trailer line accepted.
-const MAX_LINE: u64 = 8 * 1024;
+/// Largest request or response head (or chunked trailer section) accepted; Azure's own limit
+/// is far lower.
+pub(crate) const MAX_HEAD: u64 = 64 * 1024;
 
 /// How a message body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,13 +187,13 @@ impl Fields {
     }
 }
 
-fn invalid(what: &str) -> Error {
+pub(crate) fn invalid(what: &str) -> Error {
     Error::new(ErrorKind::InvalidData, what.to_owned())
 }
 
 /// Reads one line (ending in `\n`) of at most `limit` bytes, appending it to `out`.
 /// Returns the number of bytes read; 0 means a clean end of stream.
-async fn read_line<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     r: &mut R,
     out: &mut Vec<u8>,
     limit: u64,
@@ -236,102 +235,6 @@ pub(crate) async fn read_head<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Opti
             return Ok(Some(head));
         }
     }
-}
-
-/// Streams a body from `r` to `w` unchanged (chunk sizes, extensions and trailers included).
-pub(crate) async fn copy_body<R, W>(r: &mut R, w: &mut W, body: Body) -> Result<()>
-where
-    R: AsyncBufRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    match body {
-        Body::None => Ok(()),
-        Body::Length(n) => copy_exact(r, w, n).await,
-        Body::Chunked => copy_chunked(r, w).await,
-        Body::UntilClose => loop {
-            let buf = r.fill_buf().await?;
-            if buf.is_empty() {
-                return Ok(());
-            }
-            let n = buf.len();
-            w.write_all(buf).await?;
-            r.consume(n);
-        },
-    }
-}
-
-async fn copy_exact<R, W>(r: &mut R, w: &mut W, mut remaining: u64) -> Result<()>
-where
-    R: AsyncBufRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    while remaining > 0 {
-        let buf = r.fill_buf().await?;
-        if buf.is_empty() {
-            return Err(ErrorKind::UnexpectedEof.into());
-        }
-        let n = buf
-            .len()
-            .min(usize::try_from(remaining).unwrap_or(usize::MAX));
-        w.write_all(&buf[..n]).await?;
-        r.consume(n);
-        remaining -= n as u64;
-    }
-    Ok(())
-}
-
-async fn copy_chunked<R, W>(r: &mut R, w: &mut W) -> Result<()>
-where
-    R: AsyncBufRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if read_line(r, &mut line, MAX_LINE).await? == 0 {
-            return Err(ErrorKind::UnexpectedEof.into());
-        }
-        w.write_all(&line).await?;
-        let size = chunk_size(&line)?;
-        if size == 0 {
-            break;
-        }
-        copy_exact(r, w, size).await?;
-        line.clear();
-        if read_line(r, &mut line, MAX_LINE).await? == 0 {
-            return Err(ErrorKind::UnexpectedEof.into());
-        }
-        if !matches!(line.as_slice(), b"\r\n" | b"\n") {
-            return Err(invalid("chunk data not followed by CRLF"));
-        }
-        w.write_all(&line).await?;
-    }
-    // Trailer fields, then the blank line that ends the message.
-    let mut trailer_bytes = 0u64;
-    loop {
-        line.clear();
-        let n = read_line(r, &mut line, MAX_LINE).await?;
-        if n == 0 {
-            return Err(ErrorKind::UnexpectedEof.into());
-        }
-        trailer_bytes += n as u64;
-        if trailer_bytes > MAX_HEAD {
-            return Err(invalid("chunked trailers too large"));
-        }
-        w.write_all(&line).await?;
-        if matches!(line.as_slice(), b"\r\n" | b"\n") {
-            return Ok(());
-        }
-    }
-}
-
-fn chunk_size(line: &[u8]) -> Result<u64> {
-    let text = std::str::from_utf8(line).map_err(|_| invalid("malformed chunk size"))?;
-    let digits = text.split(';').next().unwrap_or_default().trim();
-    if digits.is_empty() || digits.len() > 16 {
-        return Err(invalid("malformed chunk size"));
-    }
-    u64::from_str_radix(digits, 16).map_err(|_| invalid("malformed chunk size"))
 }
 
 #[cfg(test)]
@@ -398,20 +301,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn chunked_bodies_are_copied_verbatim_and_end_at_their_trailers() {
-        let wire = b"5;ext=1\r\nhello\r\n0\r\nx-trailer: 1\r\n\r\nNEXT".to_vec();
-        let mut reader = tokio::io::BufReader::new(&wire[..]);
-        let mut out = Vec::new();
-        copy_body(&mut reader, &mut out, Body::Chunked)
-            .await
-            .unwrap();
-        assert_eq!(out, &wire[..wire.len() - 4]);
-        let mut rest = String::new();
-        reader.read_to_string(&mut rest).await.unwrap();
-        assert_eq!(rest, "NEXT");
-    }
-
-    #[tokio::test]
     async fn heads_are_bounded_and_truncation_is_an_error() {
         let huge = format!("GET / HTTP/1.1\r\nx: {}\r\n\r\n", "a".repeat(70_000));
         let mut reader = tokio::io::BufReader::new(huge.as_bytes());
@@ -422,12 +311,5 @@ mod tests {
         let head = read_head(&mut reader).await.unwrap().unwrap();
         assert_eq!(head, b"GET / HTTP/1.1\r\n\r\n");
         assert!(read_head(&mut reader).await.unwrap().is_none());
-        let bad = b"zz\r\n".to_vec();
-        let mut reader = tokio::io::BufReader::new(&bad[..]);
-        assert!(
-            copy_body(&mut reader, &mut Vec::new(), Body::Chunked)
-                .await
-                .is_err()
-        );
     }
 }

@@ -1,5 +1,6 @@
 //! A loopback HTTP/1.1 proxy that injects faults between a client and an upstream server.
 
+mod body;
 mod conn;
 mod http;
 mod plan;
