@@ -118,6 +118,26 @@ fn delay_holds_the_request_then_forwards_it() {
 }
 
 #[test]
+fn a_delay_outlasting_upstreams_idle_timeout_still_delivers_the_request() {
+    // Upstream drops each connection 200 ms after answering, like a short keep-alive timeout.
+    let upstream = Upstream::start(|_| {
+        vec![
+            Step::Write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()),
+            Step::Sleep(Duration::from_millis(200)),
+            Step::Close,
+        ]
+    });
+    let proxy = FaultProxy::start(upstream.addr).unwrap();
+    proxy.fail_nth(2, Fault::Delay(Duration::from_millis(600)));
+    let mut client = Client::connect(proxy.addr());
+    assert_eq!(client.get("/1").body_text(), "ok");
+    // Sent at once, so it is on this connection before upstream closes the idle one.
+    assert_eq!(client.get("/2").body_text(), "ok");
+    assert_eq!(upstream.count(), 2);
+    assert_eq!(counts(&proxy), [1, 2, 2, 2, 2]);
+}
+
+#[test]
 fn drop_response_delivers_the_request_then_closes_without_an_answer() {
     // Upstream sends its answer in two parts: the client must not see the close before the
     // proxy has read the second one.

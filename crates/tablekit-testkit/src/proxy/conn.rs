@@ -90,7 +90,7 @@ impl Connection {
                 Some(Fault::Reset) => Next::Abort,
                 Some(Fault::Status(status)) => self.answer(&request, status).await?,
                 Some(Fault::Delay(delay)) => {
-                    tokio::time::sleep(delay).await;
+                    self.delay(delay).await;
                     self.exchange(&request, false).await?
                 }
                 Some(Fault::DropResponse) => {
@@ -117,6 +117,25 @@ impl Connection {
             got = self.client.fill_buf() => Ok(!got?.is_empty()),
             _ = upstream.fill_buf() => Ok(false),
         }
+    }
+
+    /// Holds the current request for `delay`. Upstream may time out its idle connection
+    /// meanwhile (Azurite does after 5 s); the request is then forwarded on a fresh connection,
+    /// because a delay promises to deliver it, not to fail it.
+    async fn delay(&mut self, delay: Duration) {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        if let Some(upstream) = self.upstream.as_mut() {
+            let upstream_closed = tokio::select! {
+                () = &mut sleep => false,
+                _ = upstream.fill_buf() => true,
+            };
+            if !upstream_closed {
+                return;
+            }
+            self.upstream = None;
+        }
+        sleep.await;
     }
 
     /// Answers with a synthetic response instead of forwarding.

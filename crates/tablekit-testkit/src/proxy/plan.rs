@@ -9,7 +9,8 @@ pub enum Fault {
     /// Closes the client connection (abortively, with a TCP reset) instead of forwarding the
     /// request: upstream never sees it, the client sees the connection fail.
     Reset,
-    /// Waits this long, then forwards the request normally.
+    /// Waits this long, then forwards the request normally (on a new upstream connection if
+    /// upstream closed the idle one meanwhile).
     Delay(Duration),
     /// Answers with a synthetic error response of this status in the Table service's JSON error
     /// format, without contacting upstream. The error code follows the status: 400
@@ -19,7 +20,8 @@ pub enum Fault {
     /// `InternalError`.
     Status(u16),
     /// Forwards the request, reads the complete upstream response (so the operation took effect)
-    /// and closes the client connection without sending any of it.
+    /// and closes the client connection (with a reset, as [`Fault::Reset`]) without sending any
+    /// of the response.
     DropResponse,
 }
 
