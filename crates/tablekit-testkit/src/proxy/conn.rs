@@ -1,0 +1,250 @@
+//! One client connection: its requests in order, each forwarded over one upstream connection
+//! or answered with a fault.
+
+use std::io::{ErrorKind, Result};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use super::body::copy_body;
+use super::http::{Body, RequestHead, ResponseHead, read_head};
+use super::plan::Plan;
+use super::stats::Counters;
+use super::{Fault, synthetic};
+
+/// Large enough that multi-megabyte bodies move in few system calls.
+const BUFFER: usize = 64 * 1024;
+/// How long a closing connection keeps reading what the client still sends, so the close does
+/// not turn into a reset that destroys the response the client has not read yet.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// State shared by the control handle and every connection task.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) upstream: SocketAddr,
+    pub(crate) plan: Mutex<Plan>,
+    pub(crate) counters: Counters,
+}
+
+impl Shared {
+    pub(crate) fn plan(&self) -> std::sync::MutexGuard<'_, Plan> {
+        // A panic elsewhere cannot leave the plan half-updated; keep serving.
+        self.plan.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How a connection continues after one exchange.
+enum Next {
+    KeepAlive,
+    /// Close gracefully (the client was told, or upstream closed).
+    Close,
+    /// Close abortively: the fault is that the connection fails.
+    Abort,
+}
+
+/// Serves one accepted client connection until it closes. I/O errors end the connection and
+/// drop upstream with it, which is what the client would see from a failing server.
+pub(crate) async fn serve(shared: Arc<Shared>, client: TcpStream) {
+    // Small writes (chunk-size lines) must not wait for Nagle's algorithm.
+    let _ = client.set_nodelay(true);
+    let mut conn = Connection {
+        shared,
+        client: BufReader::with_capacity(BUFFER, client),
+        upstream: None,
+    };
+    match conn.run().await {
+        Ok(Next::KeepAlive | Next::Close) | Err(_) => conn.close_gracefully().await,
+        Ok(Next::Abort) => {
+            // Zero linger makes the close send a reset instead of a FIN.
+            let _ = conn.client.get_ref().set_zero_linger();
+        }
+    }
+}
+
+struct Connection {
+    shared: Arc<Shared>,
+    client: BufReader<TcpStream>,
+    upstream: Option<BufReader<TcpStream>>,
+}
+
+impl Connection {
+    async fn run(&mut self) -> Result<Next> {
+        loop {
+            if !self.wait_for_request().await? {
+                return Ok(Next::Close);
+            }
+            let Some(raw) = read_head(&mut self.client).await? else {
+                return Ok(Next::Close);
+            };
+            let request = RequestHead::parse(raw)?;
+            Counters::bump(&self.shared.counters.requests_seen);
+            let (path, query) = request.path_and_query();
+            let fault = self.shared.plan().decide(&request.method, path, query);
+            if let Some(fault) = fault {
+                self.shared.counters.fault(fault);
+            }
+            let next = match fault {
+                Some(Fault::Reset) => Next::Abort,
+                Some(Fault::Status(status)) => self.answer(&request, status).await?,
+                Some(Fault::Delay(delay)) => {
+                    self.delay(delay).await;
+                    self.exchange(&request, false).await?
+                }
+                Some(Fault::DropResponse) => {
+                    self.exchange(&request, true).await?;
+                    Next::Abort
+                }
+                None => self.exchange(&request, false).await?,
+            };
+            if !matches!(next, Next::KeepAlive) {
+                return Ok(next);
+            }
+        }
+    }
+
+    /// Waits until the client sends the next request (`true`) or the connection should end
+    /// (`false`): the client closed, or upstream closed its idle connection. Passing the
+    /// latter on lets the client's pool discard the connection as it would without the proxy.
+    async fn wait_for_request(&mut self) -> Result<bool> {
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Ok(!self.client.fill_buf().await?.is_empty());
+        };
+        tokio::select! {
+            biased;
+            got = self.client.fill_buf() => Ok(!got?.is_empty()),
+            _ = upstream.fill_buf() => Ok(false),
+        }
+    }
+
+    /// Holds the current request for `delay`. Upstream may time out its idle connection
+    /// meanwhile (Azurite does after 5 s); the request is then forwarded on a fresh connection,
+    /// because a delay promises to deliver it, not to fail it.
+    async fn delay(&mut self, delay: Duration) {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        if let Some(upstream) = self.upstream.as_mut() {
+            let upstream_closed = tokio::select! {
+                () = &mut sleep => false,
+                _ = upstream.fill_buf() => true,
+            };
+            if !upstream_closed {
+                return;
+            }
+            self.upstream = None;
+        }
+        sleep.await;
+    }
+
+    /// Answers with a synthetic response instead of forwarding.
+    async fn answer(&mut self, request: &RequestHead, status: u16) -> Result<Next> {
+        // A client that sent `Expect: 100-continue` may be holding its body back; answering
+        // without reading it is allowed only if the connection then closes (RFC 9110 §10.1.1).
+        let close = request.close || request.expect_continue;
+        if !request.expect_continue {
+            copy_body(&mut self.client, &mut tokio::io::sink(), request.body).await?;
+        }
+        let bytes = synthetic::response(status, request.is_head(), close);
+        self.client.get_mut().write_all(&bytes).await?;
+        Ok(if close { Next::Close } else { Next::KeepAlive })
+    }
+
+    /// Forwards one request and its response. With `drop_response` the response is read
+    /// completely but none of it reaches the client.
+    async fn exchange(&mut self, request: &RequestHead, drop_response: bool) -> Result<Next> {
+        let Self {
+            shared,
+            client,
+            upstream,
+        } = self;
+        // One upstream connection per client connection, opened on first use, so connection
+        // reuse by the client is reuse upstream too.
+        let upstream = match upstream.take() {
+            Some(open) => upstream.insert(open),
+            None => {
+                let stream = TcpStream::connect(shared.upstream).await?;
+                let _ = stream.set_nodelay(true);
+                Counters::bump(&shared.counters.upstream_connections);
+                upstream.insert(BufReader::with_capacity(BUFFER, stream))
+            }
+        };
+        upstream.get_mut().write_all(&request.raw).await?;
+        if request.expect_continue && request.body != Body::None {
+            // Upstream may answer 100 Continue, or a final status without wanting the body,
+            // before the client sends anything; whichever side moves first decides.
+            loop {
+                let upstream_first = tokio::select! {
+                    biased;
+                    got = upstream.fill_buf() => { got?; true }
+                    got = client.fill_buf() => { got?; false }
+                };
+                if !upstream_first {
+                    break;
+                }
+                let raw = read_head(upstream).await?.ok_or(ErrorKind::UnexpectedEof)?;
+                let response = ResponseHead::parse(raw, request)?;
+                if !response.is_interim() {
+                    // The client may or may not send its body now: the connection cannot be
+                    // reused either way.
+                    if !drop_response {
+                        Counters::bump(&shared.counters.responses_relayed);
+                        client.get_mut().write_all(&response.raw).await?;
+                        copy_body(upstream, client.get_mut(), response.body).await?;
+                    } else {
+                        copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
+                    }
+                    return Ok(Next::Close);
+                }
+                if !drop_response {
+                    client.get_mut().write_all(&response.raw).await?;
+                }
+                if response.status == 100 {
+                    break;
+                }
+            }
+        }
+        copy_body(client, upstream.get_mut(), request.body).await?;
+        Counters::bump(&shared.counters.requests_forwarded);
+        loop {
+            let raw = read_head(upstream).await?.ok_or(ErrorKind::UnexpectedEof)?;
+            let response = ResponseHead::parse(raw, request)?;
+            if drop_response {
+                copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
+            } else {
+                if !response.is_interim() {
+                    // Counted before the client can see it, so a test reading the stats
+                    // after its response arrived never misses it.
+                    Counters::bump(&shared.counters.responses_relayed);
+                }
+                client.get_mut().write_all(&response.raw).await?;
+                copy_body(upstream, client.get_mut(), response.body).await?;
+            }
+            if response.is_interim() {
+                continue;
+            }
+            return Ok(if response.close || request.close {
+                Next::Close
+            } else {
+                Next::KeepAlive
+            });
+        }
+    }
+
+    /// Closes the client side with a FIN, then reads and discards what the client still sends
+    /// for a little while: closing a socket with unread input makes the kernel send a reset,
+    /// which can destroy a response the client has not read yet.
+    async fn close_gracefully(&mut self) {
+        self.upstream = None;
+        let stream = self.client.get_mut();
+        if stream.shutdown().await.is_err() {
+            return;
+        }
+        let drain = async {
+            let mut buf = [0u8; 4096];
+            while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+        };
+        let _ = tokio::time::timeout(LINGER, drain).await;
+    }
+}

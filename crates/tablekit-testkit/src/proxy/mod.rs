@@ -1,0 +1,260 @@
+//! A loopback HTTP/1.1 proxy that injects faults between a client and an upstream server.
+
+mod body;
+mod conn;
+mod http;
+mod plan;
+mod stats;
+mod synthetic;
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+pub use plan::{Fault, Matcher, Occurrences, Rule};
+pub use stats::{FaultCounts, ProxyStats};
+
+use conn::Shared;
+use plan::Plan;
+use stats::Counters;
+
+/// A fault-injecting HTTP/1.1 proxy on a free loopback port, forwarding to one upstream address
+/// (typically an Azurite service port).
+///
+/// Requests pass through byte for byte, over one upstream connection per client connection,
+/// until rules ([`FaultProxy::add_rule`], [`FaultProxy::fail_nth`]) or random faults
+/// ([`FaultProxy::set_random`]) select one: then it is reset, delayed, answered with a
+/// synthetic error, or forwarded with its response dropped (see [`Fault`]). Counters
+/// ([`FaultProxy::stats`]) prove what reached upstream.
+///
+/// The proxy runs on its own thread with its own tokio runtime, so it serves plain `#[test]`s
+/// and tests on any runtime alike, even one that blocks. Dropping it stops it and closes every
+/// connection through it.
+///
+/// ```no_run
+/// use std::net::SocketAddr;
+/// use tablekit_testkit::{Azurite, Fault, FaultProxy};
+///
+/// let azurite = Azurite::start()?;
+/// let table_port = azurite.ports()[2];
+/// let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], table_port)))?;
+/// let endpoint = proxy.endpoint_for(&azurite.endpoints().table);
+/// proxy.fail_nth(2, Fault::Status(503)); // the second request gets ServerBusy
+/// // … point the client under test at `endpoint`, then:
+/// assert_eq!(proxy.stats().faults_injected.status, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct FaultProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on `127.0.0.1` (a free port) that forwards to `upstream`. Upstream is
+    /// contacted only when a request is forwarded.
+    ///
+    /// # Errors
+    /// The I/O error of binding the port, building the runtime, or spawning its thread.
+    pub fn start(upstream: SocketAddr) -> std::io::Result<Self> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let listener = {
+            let _context = runtime.enter();
+            TcpListener::from_std(listener)?
+        };
+        let shared = Arc::new(Shared {
+            upstream,
+            plan: Mutex::new(Plan::default()),
+            counters: Counters::default(),
+        });
+        let (shutdown, stop) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("fault-proxy-{}", addr.port()))
+            .spawn({
+                let shared = shared.clone();
+                // Dropping the runtime when the accept loop ends cancels every connection task,
+                // which closes their sockets.
+                move || runtime.block_on(accept_loop(listener, shared, stop))
+            })?;
+        Ok(Self {
+            addr,
+            shared,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The port clients connect to.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The address requests are forwarded to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.shared.upstream
+    }
+
+    /// `upstream_endpoint` with its port replaced by the proxy's; scheme, host, path and query
+    /// are kept. `"http://127.0.0.1:49154/devstoreaccount1"` becomes
+    /// `"http://127.0.0.1:<proxy port>/devstoreaccount1"`.
+    pub fn endpoint_for(&self, upstream_endpoint: &str) -> String {
+        with_port(upstream_endpoint, self.port())
+    }
+
+    /// Injects `fault` into the `n`-th request (1-based, counted over all connections) that no
+    /// earlier rule faults. Shorthand for a [`Rule`] matching everything with
+    /// [`Occurrences::Nth`]`(n)`, so several calls count as rules do: after `fail_nth(1, …)`
+    /// and `fail_nth(1, …)` the first two requests are faulted.
+    ///
+    /// # Panics
+    /// For a [`Fault::Status`] outside 200–599.
+    pub fn fail_nth(&self, n: u64, fault: Fault) {
+        self.add_rule(Rule {
+            matcher: Matcher::any(),
+            occurrences: Occurrences::Nth(n),
+            fault,
+        });
+    }
+
+    /// Adds a rule after the existing ones. See [`Rule`] for how rules count requests and
+    /// which one wins.
+    ///
+    /// # Panics
+    /// For a [`Fault::Status`] outside 200–599.
+    pub fn add_rule(&self, rule: Rule) {
+        check_fault(rule.fault);
+        self.shared.plan().add_rule(rule);
+    }
+
+    /// Faults each request that no rule faults with probability `rate` (clamped to 0–1), with
+    /// a fault picked from `faults`. Decisions depend only on `seed` and the request's number
+    /// since this call (1-based, over all connections, counting requests rules fault too), so
+    /// the same seed and request sequence fault the same requests. Replaces earlier random
+    /// settings; an empty `faults` turns random faults off.
+    ///
+    /// # Panics
+    /// For a [`Fault::Status`] outside 200–599.
+    pub fn set_random(&self, rate: f64, faults: Vec<Fault>, seed: u64) {
+        faults.iter().copied().for_each(check_fault);
+        self.shared.plan().set_random(rate, faults, seed);
+    }
+
+    /// Removes every rule and the random faults: requests pass through again.
+    pub fn clear(&self) {
+        self.shared.plan().clear();
+    }
+
+    /// The counters since start or the last [`FaultProxy::reset_stats`].
+    pub fn stats(&self) -> ProxyStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Sets every counter back to zero (rules keep their own counts).
+    pub fn reset_stats(&self) {
+        self.shared.counters.reset();
+    }
+}
+
+impl fmt::Debug for FaultProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultProxy")
+            .field("addr", &self.addr)
+            .field("upstream", &self.shared.upstream)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn check_fault(fault: Fault) {
+    if let Fault::Status(status) = fault {
+        assert!(
+            synthetic::VALID_STATUSES.contains(&status),
+            "Fault::Status({status}): use a final status (200-599)"
+        );
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok((client, _)) => {
+                    Counters::bump(&shared.counters.connections_accepted);
+                    tokio::spawn(conn::serve(shared.clone(), client));
+                }
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+        }
+    }
+}
+
+/// Replaces (or adds) the port of a URL's authority.
+fn with_port(url: &str, port: u16) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, host_port) = match authority.rfind('@') {
+        Some(i) => authority.split_at(i + 1),
+        None => ("", authority),
+    };
+    let host = match host_port.find(']') {
+        Some(i) if host_port.starts_with('[') => &host_port[..=i],
+        _ => host_port.split(':').next().unwrap_or_default(),
+    };
+    let host = if host.is_empty() { "127.0.0.1" } else { host };
+    format!("{scheme}{userinfo}{host}:{port}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_port;
+
+    #[test]
+    fn endpoints_get_the_proxy_port_and_keep_the_rest() {
+        let cases = [
+            (
+                "http://127.0.0.1:49154/devstoreaccount1",
+                "http://127.0.0.1:7/devstoreaccount1",
+            ),
+            ("http://localhost/a?b=c:d", "http://localhost:7/a?b=c:d"),
+            ("https://u:p@[::1]:10002", "https://u:p@[::1]:7"),
+            ("127.0.0.1:10002/x", "127.0.0.1:7/x"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(with_port(input, 7), want, "{input}");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Synthetic error responses shaped like the Table service's, for [`super::Fault::Status`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The statuses a synthetic response may have: a 1xx would be taken for an interim response
+/// and leave the client waiting for a final one.
+pub(crate) const VALID_STATUSES: std::ops::RangeInclusive<u16> = 200..=599;
+
+/// The `x-ms-error-code` and message the service would send with `status`.
+fn error_for(status: u16) -> (&'static str, &'static str) {
+    match status {
+        403 => (
+            "AuthenticationFailed",
+            "The request could not be authenticated",
+        ),
+        404 => ("ResourceNotFound", "The addressed resource does not exist"),
+        408 | 500 => ("OperationTimedOut", "The operation did not finish in time"),
+        409 => ("EntityAlreadyExists", "The entity already exists"),
+        412 => (
+            "UpdateConditionNotSatisfied",
+            "The entity changed since its ETag was read",
+        ),
+        413 => ("RequestBodyTooLarge", "The request body is too large"),
+        503 => ("ServerBusy", "The server is busy; retry the request later"),
+        // 400 and every 4xx without a more specific code.
+        400..=499 => ("InvalidInput", "A request input is not valid"),
+        _ => ("InternalError", "The server failed to process the request"),
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        412 => "Precondition Failed",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Injected Fault",
+    }
+}
+
+/// Numbers synthetic responses so each carries a distinct, GUID-shaped request id, as real
+/// responses do (SDKs log it).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The complete response bytes for `status`. Statuses of 400 and above carry a JSON error body
+/// in the Table service's format; lower ones (and 204) carry none. `head_only` leaves the body
+/// out (the answer to a HEAD request) but still announces its length.
+pub(crate) fn response(status: u16, head_only: bool, close: bool) -> Vec<u8> {
+    let (code, body) = if status >= 400 {
+        let (code, message) = error_for(status);
+        // The strings above contain nothing JSON needs escaped.
+        let body = format!(
+            r#"{{"odata.error":{{"code":"{code}","message":{{"lang":"en-US","value":"{message} (fault injected by the tablekit proxy)."}}}}}}"#
+        );
+        (Some(code), body)
+    } else {
+        (None, String::new())
+    };
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\nx-ms-request-id: 00000000-0000-4000-8000-{id:012x}\r\nx-tablekit-fault: status\r\n",
+        reason(status)
+    );
+    if let Some(code) = code {
+        head.push_str(&format!(
+            "x-ms-error-code: {code}\r\nContent-Type: application/json;odata=minimalmetadata;streaming=true;charset=utf-8\r\n"
+        ));
+    }
+    if status != 204 {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    if !head_only {
+        bytes.extend_from_slice(body.as_bytes());
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(bytes: &[u8]) -> (String, String) {
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        // Keep the last header's line ending so every header reads `name: value\r\n`.
+        (format!("{head}\r\n"), body.to_owned())
+    }
+
+    #[test]
+    fn error_responses_carry_code_json_body_and_exact_length() {
+        let (head, body) = split(&response(503, false, false));
+        assert!(
+            head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("x-ms-error-code: ServerBusy\r\n"), "{head}");
+        assert!(head.contains(&format!("Content-Length: {}\r\n", body.len())));
+        assert!(!head.contains("Connection: close"));
+        assert!(
+            body.starts_with(
+                r#"{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":""#
+            ) && body.ends_with(r#"."}}}"#),
+            "{body}"
+        );
+        let (head, body) = split(&response(500, true, true));
+        assert!(
+            head.contains("x-ms-error-code: OperationTimedOut")
+                && head.contains("Connection: close")
+        );
+        assert!(body.is_empty(), "a HEAD answer has no body");
+        let (head, _) = split(&response(400, false, false));
+        assert!(head.contains("x-ms-error-code: InvalidInput"));
+        let (head, body) = split(&response(204, false, false));
+        assert!(
+            !head.contains("Content-Length")
+                && !head.contains("x-ms-error-code")
+                && body.is_empty()
+        );
+    }
+}
