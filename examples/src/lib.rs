@@ -33,7 +33,9 @@ pub fn account() -> tablekit_azure::core::Result<Account> {
 
 /// A table name unique to this run, so examples can run concurrently and against real accounts.
 pub fn unique_name(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     format!("{prefix}{}x{nanos:x}", std::process::id())
 }
 

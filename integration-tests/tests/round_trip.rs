@@ -19,8 +19,14 @@ async fn create_write_read_delete() {
     table.create().await.unwrap();
 
     let keys = Keys::new("p", "r").unwrap();
-    let row = Row { value: "hello".into(), n: i64::MAX };
-    table.insert(&Entity::new(keys.clone(), &row)).await.unwrap();
+    let row = Row {
+        value: "hello".into(),
+        n: i64::MAX,
+    };
+    table
+        .insert(&Entity::new(keys.clone(), &row))
+        .await
+        .unwrap();
     let got = table.get::<Row>(&keys).await.unwrap().unwrap();
     assert_eq!(got.value, row);
 

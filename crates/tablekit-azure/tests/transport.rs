@@ -1,0 +1,168 @@
+//! The transport under faults and load: connection reuse, retries of transient failures only,
+//! and verification of writes whose response was lost.
+
+mod common;
+
+use tablekit_azure::{RequestKind, RetryPolicy, Settings};
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
+use tablekit_testkit::{Fault, unique_table_name};
+
+#[tokio::test]
+async fn two_hundred_sequential_requests_reuse_one_connection() {
+    let p = common::proxied(Settings::default());
+    let table = p.account.table(&unique_table_name("reuse")).unwrap();
+    table.create().await.unwrap();
+    p.table.reset_stats();
+    let keys = Keys::new("p", "r").unwrap();
+    for i in 0..200 {
+        table
+            .upsert_replace(&Entity::new(keys.clone(), Properties::new().with("I", i)))
+            .await
+            .unwrap();
+    }
+    let stats = p.table.stats();
+    assert_eq!(stats.requests_forwarded, 200);
+    assert!(
+        stats.connections_accepted <= 2,
+        "{} connections for 200 requests",
+        stats.connections_accepted
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_injected_503_is_retried_and_a_400_is_not() {
+    let p = common::proxied(common::fast_retries());
+    let table = p.account.table(&unique_table_name("retry")).unwrap();
+    table.create().await.unwrap();
+    let metrics = p.account.metrics().clone();
+    metrics.reset();
+    p.table.fail_nth(1, Fault::Status(503));
+    table
+        .insert(&Entity::try_new("p", "1", Properties::new()).unwrap())
+        .await
+        .unwrap();
+    let s = metrics.snapshot();
+    assert_eq!(
+        (s.requests_of(RequestKind::Insert), s.retries, s.throttled),
+        (2, 1, 1)
+    );
+    assert!(
+        table
+            .get::<Properties>(&Keys::new("p", "1").unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    metrics.reset();
+    p.table.fail_nth(1, Fault::Status(400));
+    let err = table
+        .insert(&Entity::try_new("p", "2", Properties::new()).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(400));
+    let s = metrics.snapshot();
+    assert_eq!(
+        (s.requests_of(RequestKind::Insert), s.retries),
+        (1, 0),
+        "a 400 is never retried"
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn retries_give_up_after_the_schedule() {
+    let settings = Settings {
+        retry: RetryPolicy::exponential(
+            2,
+            std::time::Duration::from_millis(5),
+            std::time::Duration::from_millis(5),
+        ),
+        ..Settings::default()
+    };
+    let p = common::proxied(settings);
+    let table = p.account.table(&unique_table_name("giveup")).unwrap();
+    table.create().await.unwrap();
+    p.table.add_rule(tablekit_testkit::Rule {
+        matcher: tablekit_testkit::Matcher::any(),
+        occurrences: tablekit_testkit::Occurrences::All,
+        fault: Fault::Status(503),
+    });
+    let err = table
+        .get::<Properties>(&Keys::new("p", "r").unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Throttled);
+    assert_eq!(
+        p.account.metrics().snapshot().requests_of(RequestKind::Get),
+        3,
+        "1 attempt + 2 retries"
+    );
+    p.table.clear();
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_insert_response_is_verified_not_reported_as_a_conflict() {
+    let p = common::proxied(common::fast_retries());
+    let table = p.account.table(&unique_table_name("lost")).unwrap();
+    table.create().await.unwrap();
+    let entity = Entity::try_new("p", "r", Properties::new().with("V", 42i64)).unwrap();
+    p.table.fail_nth(1, Fault::DropResponse);
+    let etag = table
+        .insert(&entity)
+        .await
+        .expect("the write happened; the retry's 409 is ours");
+    let stored = table
+        .get::<Properties>(&entity.keys)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((stored.etag, stored.value), (etag, entity.value.clone()));
+
+    // But a 409 for an entity someone else wrote stays a conflict.
+    let other = Entity::try_new("p", "other", Properties::new().with("V", 1i64)).unwrap();
+    table.insert(&other).await.unwrap();
+    p.table.fail_nth(1, Fault::Reset);
+    let mine = Entity::new(other.keys.clone(), Properties::new().with("V", 2i64));
+    let err = table.insert(&mine).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+
+    // A transaction whose response was lost is verified the same way.
+    let plan = BatchPlan::atomic((0..5).map(|i| {
+        Operation::insert(
+            &Entity::try_new("b", format!("{i}"), Properties::new().with("I", i)).unwrap(),
+        )
+        .unwrap()
+    }))
+    .unwrap();
+    p.table.fail_nth(1, Fault::DropResponse);
+    let done = table.submit(&plan).await.unwrap();
+    assert_eq!(done[0].indices, [0, 1, 2, 3, 4]);
+    // And a conditional write whose response was lost.
+    let current = table
+        .get::<Properties>(&entity.keys)
+        .await
+        .unwrap()
+        .unwrap();
+    p.table.fail_nth(1, Fault::DropResponse);
+    table
+        .merge(
+            &Entity::new(entity.keys.clone(), Properties::new().with("W", 1)),
+            current.if_match(),
+        )
+        .await
+        .unwrap();
+    p.table.fail_nth(1, Fault::DropResponse);
+    table.delete(&entity.keys, IfMatch::Any).await.unwrap();
+    assert!(
+        table
+            .get::<Properties>(&entity.keys)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    table.delete_table().await.unwrap();
+}
