@@ -6,6 +6,7 @@
 //! - `cargo xtask azurite` — run Azurite in the foreground on the standard ports until Ctrl-C.
 //! - `cargo xtask install-azurite` — install the pinned Azurite into `target/azurite`.
 
+mod book;
 mod install;
 mod run;
 

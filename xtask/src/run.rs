@@ -46,9 +46,28 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
         ],
         &[],
     )?;
+    check_book()?;
+    cargo(
+        &["doc", "--workspace", "--no-deps", "--quiet"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
     cargo(&["test", "--workspace", "--quiet"], &envs)?;
     eprintln!("xtask: all checks passed");
     Ok(())
+}
+
+/// Fails if a book page includes a missing file or anchor.
+fn check_book() -> Result<(), String> {
+    match crate::book::check_includes(&workspace_root().join("docs/src")) {
+        Ok(count) => {
+            eprintln!("xtask: book: {count} includes resolve");
+            Ok(())
+        }
+        Err(problems) => Err(format!(
+            "book includes are broken:\n  {}",
+            problems.join("\n  ")
+        )),
+    }
 }
 
 pub(crate) fn demo() -> Result<(), String> {
