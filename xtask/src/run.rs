@@ -106,6 +106,14 @@ pub(crate) fn demo() -> Result<(), String> {
     }
 }
 
+pub(crate) fn bench(args: &[String]) -> Result<(), String> {
+    let install = install::ensure()?;
+    let dir = install.dir().to_string_lossy().into_owned();
+    let mut cmd = vec!["run", "--release", "--quiet", "-p", "tablekit-bench", "--"];
+    cmd.extend(args.iter().map(String::as_str));
+    cargo(&cmd, &[("TABLEKIT_AZURITE_DIR", dir.as_str())])
+}
+
 pub(crate) fn azurite_foreground() -> Result<(), String> {
     let install = install::ensure()?;
     let azurite = Azurite::builder()
