@@ -26,7 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Prefix ranges: every email starting with "a", and nothing else.
     let emails_a = prefix_range("email_a"); // ["email_a", "email_b")
-    assert_eq!((emails_a.start.as_str(), emails_a.end.as_deref()), ("email_a", Some("email_b")));
+    assert_eq!(
+        (emails_a.start.as_str(), emails_a.end.as_deref()),
+        ("email_a", Some("email_b"))
+    );
 
     // Newest first: .NET-compatible inverted ticks sort later times first.
     let earlier = inverted_ticks(chrono::Utc::now() - chrono::Duration::seconds(1));
@@ -40,15 +43,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("key-design: table {}", table.name());
     for id in [100u64, 123, 150, 199, 200] {
         let rk = key.build(["empid", &id.to_string()])?;
-        table.insert(&Entity::new(Keys::new("Sales", rk)?, Properties::new().with("Id", id as i64).with("LastName", "Jones"))).await?;
+        table
+            .insert(&Entity::new(
+                Keys::new("Sales", rk)?,
+                Properties::new()
+                    .with("Id", id as i64)
+                    .with("LastName", "Jones"),
+            ))
+            .await?;
     }
 
     // ANCHOR: shapes
     let point = Filter::point(&Keys::new("Sales", key.build(["empid", "123"])?)?);
-    let range = Filter::row_range("Sales", Bound::Included("empid_000100"), Bound::Excluded("empid_000200"));
+    let range = Filter::row_range(
+        "Sales",
+        Bound::Included("empid_000100"),
+        Bound::Excluded("empid_000200"),
+    );
     let partition_scan = Filter::partition("Sales").and(Filter::eq("LastName", "Jones"));
     let table_scan = Filter::eq("LastName", "Jones");
-    let either = Filter::partition("Sales").and(Filter::eq("RowKey", "empid_000121").or(Filter::eq("RowKey", "empid_000322")));
+    let either = Filter::partition("Sales")
+        .and(Filter::eq("RowKey", "empid_000121").or(Filter::eq("RowKey", "empid_000322")));
     assert_eq!(point.shape(), QueryShape::Point);
     assert_eq!(range.shape(), QueryShape::Range);
     assert_eq!(partition_scan.shape(), QueryShape::PartitionScan);
@@ -56,19 +71,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(either.shape(), QueryShape::PartitionScan); // `or` over RowKeys is a scan
     // ANCHOR_END: shapes
 
-    for (name, filter, expected) in [("point", point, 1), ("range 000100..000200", range, 4), ("partition scan on LastName", partition_scan, 5)] {
+    for (name, filter, expected) in [
+        ("point", point, 1),
+        ("range 000100..000200", range, 4),
+        ("partition scan on LastName", partition_scan, 5),
+    ] {
         let before = metrics.snapshot();
         let rows = table.query::<Properties>().filter(filter).collect().await?;
         assert_eq!(rows.len(), expected);
-        report(&format!("{name}: {} row(s)", rows.len()), &metrics.snapshot().since(&before));
+        report(
+            &format!("{name}: {} row(s)", rows.len()),
+            &metrics.snapshot().since(&before),
+        );
     }
 
     // ANCHOR: policy
     let strict = account.with_settings(Settings {
-        scan_policy: ScanPolicy { table_scans: ScanAction::Deny, partition_scans: ScanAction::Warn },
+        scan_policy: ScanPolicy {
+            table_scans: ScanAction::Deny,
+            partition_scans: ScanAction::Warn,
+        },
         ..Settings::default()
     })?;
-    let err = strict.table(table.name())?.query::<Properties>().filter(table_scan).page().await.unwrap_err();
+    let err = strict
+        .table(table.name())?
+        .query::<Properties>()
+        .filter(table_scan)
+        .page()
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput); // refused before any request
     assert_eq!(strict.metrics().snapshot().requests(), 0);
     // ANCHOR_END: policy
