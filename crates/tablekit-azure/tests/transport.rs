@@ -166,3 +166,42 @@ async fn a_lost_insert_response_is_verified_not_reported_as_a_conflict() {
     );
     table.delete_table().await.unwrap();
 }
+
+#[test]
+fn accounts_in_successive_runtimes_never_reuse_a_dead_runtimes_connections() {
+    // Regression: one process-wide HTTP client handed a new runtime connections whose tasks
+    // had died with the runtime that opened them, costing failed requests and retries.
+    let storage = tablekit_testkit::TestStorage::shared().unwrap();
+    let table_name = unique_table_name("runtimes");
+    for round in 0..3 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let account =
+                tablekit_azure::Account::from_connection_string(storage.connection_string())
+                    .unwrap();
+            let table = account.table(&table_name).unwrap();
+            if round == 0 {
+                table.create().await.unwrap();
+            }
+            account.metrics().reset();
+            for i in 0..20 {
+                table
+                    .upsert_replace(
+                        &Entity::try_new("p", format!("{i}"), Properties::new().with("R", round))
+                            .unwrap(),
+                    )
+                    .await
+                    .unwrap();
+            }
+            let s = account.metrics().snapshot();
+            assert_eq!((s.requests(), s.retries), (20, 0), "round {round}");
+            if round == 2 {
+                table.delete_table().await.unwrap();
+            }
+        });
+        drop(runtime);
+    }
+}
