@@ -334,7 +334,7 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     );
     assert_eq!(
         common::blob_names(&store).await,
-        [reference.name.clone()],
+        std::slice::from_ref(&reference.name),
         "each writer deleted what it replaced and what it could not commit"
     );
     let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
