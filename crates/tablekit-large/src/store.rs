@@ -6,122 +6,24 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{Properties, from_properties, to_properties};
-use tablekit_core::limits::{validate_blob_name, validate_property_identifier};
-use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, NameKind, Result, Stored};
+use tablekit_core::edm::{Properties, to_properties};
+use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, NameKind, Result};
 use tracing::Instrument as _;
 
 use crate::reference::{BlobRef, Names, PK_METADATA, Payload, RK_METADATA, encode_key};
 
-/// How often [`LargeEntities::get`] re-reads the entity when the blob it referenced was
-/// replaced (and deleted) between the two requests.
-const READ_ATTEMPTS: usize = 3;
-
 /// How often [`LargeEntities::put`] starts again after missing its commit deadline.
 const MAX_STALLS: usize = 3;
-
-/// Builds a [`LargeEntities`] store; see its setters for the defaults.
-#[derive(Debug, Clone)]
-pub struct LargeEntitiesBuilder {
-    table: Table,
-    container: Container,
-    property: String,
-    prefix: Option<String>,
-    inline_max: usize,
-    commit_deadline: Duration,
-    content_type: Option<String>,
-}
-
-impl LargeEntitiesBuilder {
-    /// The payload's name (default `Payload`): the entity stores the reference in
-    /// `{name}Blob`, `{name}Length` and `{name}Sha256`, or an inline payload in `{name}`.
-    #[must_use]
-    pub fn with_property(mut self, name: impl Into<String>) -> Self {
-        self.property = name.into();
-        self
-    }
-
-    /// The prefix of every blob name (default `{table name}/`); the sweeper lists it.
-    #[must_use]
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
-        self
-    }
-
-    /// Payloads of at most `bytes` (≤ 64 KiB) are stored in the entity as `Edm.Binary`
-    /// instead of a blob, so reading them takes one request. Default 0: always a blob.
-    #[must_use]
-    pub fn with_inline_max(mut self, bytes: usize) -> Self {
-        self.inline_max = bytes;
-        self
-    }
-
-    /// How long an uploaded blob may wait for the entity write that references it (default
-    /// 10 minutes, at least 1 second). When the process stalls longer between the upload and
-    /// the write, the blob is dropped and the attempt starts again, so a sweeper whose grace
-    /// period exceeds this deadline never deletes a blob that is about to be referenced.
-    #[must_use]
-    pub fn with_commit_deadline(mut self, deadline: Duration) -> Self {
-        self.commit_deadline = deadline;
-        self
-    }
-
-    /// The blobs' `Content-Type` (default `application/octet-stream`).
-    #[must_use]
-    pub fn with_content_type(mut self, content_type: impl Into<String>) -> Self {
-        self.content_type = Some(content_type.into());
-        self
-    }
-
-    /// The store. No request is sent.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`] when the property name does not make valid property names or
-    /// the prefix is not a valid start of a blob name; [`Error::InvalidValue`] for an inline
-    /// limit above 64 KiB; [`Error::InvalidConfig`] for a commit deadline under 1 second.
-    pub fn build(self) -> Result<LargeEntities> {
-        let names = Names::new(&self.property);
-        for name in names.all() {
-            validate_property_identifier(name)?;
-        }
-        let prefix = self
-            .prefix
-            .unwrap_or_else(|| format!("{}/", self.table.name()));
-        validate_blob_name(&format!("{prefix}{}", uuid::Uuid::nil()))?;
-        if self.commit_deadline < Duration::from_secs(1) {
-            return Err(Error::InvalidConfig {
-                part: "commit_deadline".into(),
-                reason: "must be at least 1 second".into(),
-            });
-        }
-        if self.inline_max > tablekit_core::limits::MAX_PROPERTY_BYTES {
-            return Err(Error::invalid_value(
-                names.inline.as_str(),
-                "an inline payload is one Edm.Binary property: at most 64 KiB",
-            ));
-        }
-        Ok(LargeEntities {
-            table: self.table,
-            container: self.container,
-            names,
-            prefix,
-            inline_max: self.inline_max,
-            commit_deadline: self.commit_deadline,
-            content_type: self.content_type,
-        })
-    }
-}
 
 /// Entities with a payload beyond the entity limits (a photo, a document, a serialized value
 /// of several MiB): the payload is a blob under a name used once, and the entity holds the
 /// reference — blob name, length and SHA-256 — next to its ordinary properties `M`.
 ///
-/// **Write order** (never a reference to a missing blob): upload the payload under a new
-/// name → write the entity conditionally on the ETag just read (insert when absent) → delete
-/// the blob it referenced before. A failure before the entity write leaves the old value; a
+/// **Write order** (never a reference to a missing blob): read the entity's ETag → upload
+/// the payload under a new name → write the entity conditionally on that ETag (insert when
+/// absent) → delete the blob it referenced before. A failure before the entity write leaves the old value; a
 /// failure after it leaves the new one; what is left behind is an unreferenced blob, which
 /// [`LargeEntities::sweep`] deletes. Concurrent writers of one entity each replace the
 /// reference they read, so they end with one reference and delete each other's old blobs.
@@ -131,10 +33,11 @@ impl LargeEntitiesBuilder {
 ///
 /// | operation | requests |
 /// |---|---|
-/// | [`LargeEntities::put`] | 4 (upload, read, conditional write, old-blob delete); 3 when new |
+/// | [`LargeEntities::put`] | 4 (read, upload, conditional write, old-blob delete); 3 when new |
 /// | [`LargeEntities::insert`] | 2 (upload, insert) |
 /// | [`LargeEntities::get`] | 2 (entity, blob); 1 for an inline payload |
 /// | [`LargeEntities::get_entity`] | 1 |
+/// | [`LargeEntities::merge`] | 1 |
 /// | [`LargeEntities::delete`] | 3 (read, conditional delete, blob delete) |
 /// | [`LargeEntities::sweep`] | 1 per 5,000 blobs + 1 per blob past the grace period + 1 per orphan |
 #[derive(Clone)]
@@ -143,9 +46,9 @@ pub struct LargeEntities {
     pub(crate) container: Container,
     pub(crate) names: Names,
     pub(crate) prefix: String,
-    inline_max: usize,
-    commit_deadline: Duration,
-    content_type: Option<String>,
+    pub(crate) inline_max: usize,
+    pub(crate) commit_deadline: Duration,
+    pub(crate) content_type: Option<String>,
 }
 
 impl fmt::Debug for LargeEntities {
@@ -156,27 +59,6 @@ impl fmt::Debug for LargeEntities {
             .field("property", &self.names.inline)
             .field("prefix", &self.prefix)
             .field("inline_max", &self.inline_max)
-            .finish()
-    }
-}
-
-/// An entity and its payload, as read.
-#[derive(Clone, PartialEq)]
-pub struct Large<M> {
-    /// The entity's keys, ETag, Timestamp and ordinary properties.
-    pub entity: Stored<M>,
-    /// The payload, verified against the reference.
-    pub payload: Bytes,
-    /// The blob reference (`None` for an inline payload).
-    pub reference: Option<BlobRef>,
-}
-
-impl<M: fmt::Debug> fmt::Debug for Large<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Large")
-            .field("entity", &self.entity)
-            .field("payload_len", &self.payload.len())
-            .field("reference", &self.reference)
             .finish()
     }
 }
@@ -194,20 +76,6 @@ pub struct LargeWritten {
 }
 
 impl LargeEntities {
-    /// A builder for a store of `table`'s entities with payloads in `container` (which must
-    /// exist; create it with [`Container::create_if_not_exists`]).
-    pub fn builder(table: Table, container: Container) -> LargeEntitiesBuilder {
-        LargeEntitiesBuilder {
-            table,
-            container,
-            property: "Payload".into(),
-            prefix: None,
-            inline_max: 0,
-            commit_deadline: Duration::from_secs(600),
-            content_type: None,
-        }
-    }
-
     /// The table of the entities.
     pub fn table(&self) -> &Table {
         &self.table
@@ -442,110 +310,28 @@ impl LargeEntities {
     ) -> Result<LargeWritten> {
         let data: Bytes = payload.into();
         let (entity, payload) = self.prepare(keys, value, &data)?;
-        self.upload_if_blob(keys, &payload, &data).await?;
-        match self.table.insert(&entity).await {
-            Ok(etag) => Ok(LargeWritten {
-                etag,
-                reference: reference(&payload),
-                orphaned: None,
-            }),
-            Err(e) => {
-                // Refused (409, 4xx): unreferenced. Otherwise the insert may have been
-                // applied, and the blob stays until the sweeper sees whether it is referenced.
-                if e.status().is_some_and(|s| (400..500).contains(&s)) {
-                    self.discard_payload(&payload).await;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads the entity and its payload, verifying the payload's length and SHA-256. If the
-    /// blob was replaced and deleted between the two requests, the entity is read again.
-    ///
-    /// **Requests: 2** (entity, blob); 1 for an inline payload; +2 per concurrent
-    /// replacement met. **Consistency:** the payload is the one the entity references.
-    /// `None` when the entity does not exist.
-    ///
-    /// # Errors
-    /// [`Error::InvalidValue`] when the entity has no valid reference, the blob does not
-    /// match it, the referenced blob is missing (which the write order rules out; only
-    /// deleting blobs by hand causes it), or the properties do not fit `M`.
-    pub async fn get<M: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<Large<M>>> {
-        let span = tracing::debug_span!("tablekit.large.get", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tracing::debug_span!("tablekit.large.insert", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
         async {
-            let mut missing: Option<String> = None;
-            for _ in 0..READ_ATTEMPTS {
-                let Some((entity, payload)) = self.read_entity::<M>(keys).await? else {
-                    return Ok(None);
-                };
-                let reference = match payload {
-                    Payload::Inline(bytes) => {
-                        return Ok(Some(Large {
-                            entity,
-                            payload: bytes.into(),
-                            reference: None,
-                        }));
+            self.upload_if_blob(keys, &payload, &data).await?;
+            match self.table.insert(&entity).await {
+                Ok(etag) => Ok(LargeWritten {
+                    etag,
+                    reference: reference(&payload),
+                    orphaned: None,
+                }),
+                Err(e) => {
+                    // Refused (409, 4xx): unreferenced. Otherwise the insert may have been
+                    // applied, and the blob stays until the sweeper sees whether it is
+                    // referenced.
+                    if e.status().is_some_and(|s| (400..500).contains(&s)) {
+                        self.discard_payload(&payload).await;
                     }
-                    Payload::Blob(reference) => reference,
-                };
-                match self.container.get(&reference.name).await? {
-                    Some(blob) => {
-                        reference.verify(&blob.data)?;
-                        return Ok(Some(Large {
-                            entity,
-                            payload: blob.data,
-                            reference: Some(reference),
-                        }));
-                    }
-                    // Replaced and deleted since the entity read: read the new reference.
-                    None if missing.as_ref() != Some(&reference.name) => {
-                        missing = Some(reference.name)
-                    }
-                    None => break,
+                    Err(e)
                 }
             }
-            Err(Error::invalid_value(
-                self.names.blob.as_str(),
-                format!(
-                    "entity {keys} references blob {} which does not exist",
-                    missing.unwrap_or_default()
-                ),
-            ))
         }
         .instrument(span)
         .await
-    }
-
-    /// Reads the entity only: its properties and the payload's reference, not the payload.
-    ///
-    /// **Requests: 1.**
-    ///
-    /// # Errors
-    /// As [`LargeEntities::get`], without the blob checks.
-    pub async fn get_entity<M: DeserializeOwned>(
-        &self,
-        keys: &Keys,
-    ) -> Result<Option<(Stored<M>, Option<BlobRef>)>> {
-        Ok(self.read_entity::<M>(keys).await?.map(|(stored, payload)| {
-            let reference = match payload {
-                Payload::Blob(r) => Some(r),
-                Payload::Inline(_) => None,
-            };
-            (stored, reference)
-        }))
-    }
-
-    async fn read_entity<M: DeserializeOwned>(
-        &self,
-        keys: &Keys,
-    ) -> Result<Option<(Stored<M>, Payload)>> {
-        let Some(mut stored) = self.table.get::<Properties>(keys).await? else {
-            return Ok(None);
-        };
-        let payload = self.names.take(keys, &mut stored.value)?;
-        let value = from_properties::<M>(&stored.value)?;
-        Ok(Some((stored.map(|_| value), payload)))
     }
 
     /// Deletes the entity, then its blob. Returns whether the entity existed.
@@ -559,6 +345,11 @@ impl LargeEntities {
     /// [`Error::PreconditionFailed`] when concurrent writes outlast the conflict-retry limit;
     /// transport and service errors of the entity requests.
     pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+        let span = tracing::debug_span!("tablekit.large.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        self.delete_loop(keys).instrument(span).await
+    }
+
+    async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
         let mut conflicts = self.table.account().conflict_loop();
         loop {
             let attempt = async {

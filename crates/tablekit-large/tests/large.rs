@@ -87,7 +87,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     assert_eq!(
         spent.requests(),
         4,
-        "replace: read, upload, replace, delete old blob"
+        "replace: read, upload, replace, delete old blob: {spent:?}"
     );
     assert_eq!(
         [
@@ -132,7 +132,11 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     metrics.reset();
     assert!(store.delete(&keys()).await.unwrap());
     let spent = metrics.snapshot();
-    assert_eq!(spent.requests(), 3, "read, delete entity, delete blob");
+    assert_eq!(
+        spent.requests(),
+        3,
+        "read, delete entity, delete blob: {spent:?}"
+    );
     assert_eq!(spent.requests_of(RequestKind::BlobDelete), 1);
     metrics.reset();
     assert!(!store.delete(&keys()).await.unwrap());

@@ -325,6 +325,11 @@ impl WideEntities {
     /// [`Error::PreconditionFailed`] when conflicts outlast the retry limit; transport and
     /// service errors.
     pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+        let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        self.delete_loop(keys).instrument(span).await
+    }
+
+    async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
         let mut conflicts = self.table.account().conflict_loop();
         loop {
             let attempt = async {
@@ -357,7 +362,9 @@ impl WideEntities {
         let write_id = Uuid::new_v4();
         let etags = current.map(WideVersion::etags).unwrap_or_default();
         let plan = BatchPlan::atomic(split.operations(write_id, &etags)?)?;
-        let outcomes = self.table.submit(&plan).await?;
+        let keys = split.keys();
+        let span = tracing::debug_span!("tablekit.wide.commit", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len(), stored = etags.len());
+        let outcomes = self.table.submit(&plan).instrument(span).await?;
         Ok(version_of(split, write_id, &outcomes))
     }
 

@@ -115,6 +115,24 @@ async fn every_operation_costs_what_its_docs_say() {
     assert_eq!(written, [("H09", 7), ("H10", 3), ("H11", 1), ("H12", 2)]);
     assert_eq!(read.value.get_or_zero("H00"), 0);
 
+    let other_read = series.read(&other).await.unwrap().unwrap();
+    metrics.reset();
+    series
+        .delete_if(&other, other_read.if_match())
+        .await
+        .unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "a conditional delete is one request"
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Delete), 1);
+    let err = series
+        .delete_if(&keys(), other_read.if_match())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
+
     metrics.reset();
     assert!(series.delete(&keys()).await.unwrap());
     assert!(!series.delete(&keys()).await.unwrap());

@@ -21,8 +21,23 @@ pub fn account() -> Account {
     let storage = TestStorage::shared().expect("test storage");
     Account::from_connection_string(storage.connection_string())
         .expect("connection string")
+        .with_http_client(client())
+        .expect("client")
         .with_settings(settings())
         .expect("settings")
+}
+
+/// An HTTP client for this test alone. The process-wide default client pools connections
+/// whose driver tasks belong to the runtime that opened them; each `#[tokio::test]` has its
+/// own runtime, and a connection reused after its runtime ended fails (`DispatchGone`) or
+/// loses a response after the service applied the request — which would show up as extra
+/// requests in the counts these tests prove.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .use_rustls_tls()
+        .build()
+        .expect("http client")
 }
 
 /// A created table and container with unique names on `account`.
@@ -110,6 +125,8 @@ pub fn proxied() -> Proxied {
     );
     let account = Account::from_connection_string(&cs)
         .expect("connection string")
+        .with_http_client(client())
+        .expect("client")
         .with_settings(settings())
         .expect("settings");
     Proxied {
