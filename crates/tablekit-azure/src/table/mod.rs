@@ -2,6 +2,7 @@
 
 mod batch;
 mod entity;
+mod list;
 mod query;
 mod update;
 
@@ -120,17 +121,7 @@ impl Table {
         headers: &[(&'static str, &str)],
         body: Option<&Bytes>,
     ) -> Result<Request> {
-        let mut h = Headers::new();
-        h.insert(HeaderName::from_static("dataserviceversion"), "3.0;NetFx");
-        h.insert(
-            HeaderName::from_static("maxdataserviceversion"),
-            "3.0;NetFx",
-        );
-        for (name, value) in headers {
-            h.insert(HeaderName::from_static(name), (*value).to_owned());
-        }
-        azure_storage::clients::finalize_request(url, method, h, body.cloned().map(Body::from))
-            .map_err(|e| Error::transport("could not build the request", e))
+        table_request(method, url, headers, body)
     }
 
     /// Creates the table.
@@ -228,4 +219,24 @@ impl Table {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Builds a signed-on-send request to the Table service: the OData 3.0 headers plus `headers`.
+pub(crate) fn table_request(
+    method: Method,
+    url: Url,
+    headers: &[(&'static str, &str)],
+    body: Option<&Bytes>,
+) -> Result<Request> {
+    let mut h = Headers::new();
+    h.insert(HeaderName::from_static("dataserviceversion"), "3.0;NetFx");
+    h.insert(
+        HeaderName::from_static("maxdataserviceversion"),
+        "3.0;NetFx",
+    );
+    for (name, value) in headers {
+        h.insert(HeaderName::from_static(name), (*value).to_owned());
+    }
+    azure_storage::clients::finalize_request(url, method, h, body.cloned().map(Body::from))
+        .map_err(|e| Error::transport("could not build the request", e))
 }
