@@ -124,6 +124,24 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
 
     let reader = BlobLogReader::new(container.clone(), "app").unwrap();
     metrics.reset();
+    let files = reader
+        .files(
+            common::at("2014-07-31T14:30:00Z"),
+            common::at("2014-07-31T15:06:00Z"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        2,
+        "one listing per hour touched"
+    );
+    assert_eq!(
+        files.len(),
+        3,
+        "the 15:40 file is ruled out by its metadata"
+    );
+    metrics.reset();
     let read = reader
         .read(
             common::at("2014-07-31T15:04:00Z"),

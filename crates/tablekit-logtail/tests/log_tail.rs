@@ -97,8 +97,11 @@ async fn a_thousand_appends_from_8_tasks_are_distinct_and_newest_first() {
     let keys: HashSet<String> = appended.iter().map(|a| a.keys.rk().to_owned()).collect();
     assert_eq!(keys.len(), 1_000, "every append got its own key");
 
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
     let read: Vec<_> = tail.entries("p").try_collect().await.unwrap();
     assert_eq!(read.len(), 1_000);
+    assert_eq!(metrics.snapshot().requests(), 1, "one page of 1,000");
     let read_keys: HashSet<String> = read.iter().map(|e| e.keys.rk().to_owned()).collect();
     assert_eq!(read_keys, keys);
     for pair in read.windows(2) {

@@ -112,7 +112,13 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
 
     // A window across buckets is the same as filtering the merged stream.
     let (from, to) = (base + Duration::seconds(3), base + Duration::seconds(4));
+    metrics.reset();
     let window: Vec<_> = log.window(from, to).try_collect().await.unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        16,
+        "one range query per bucket"
+    );
     let expected: Vec<_> = merged
         .iter()
         .filter(|e| from <= e.time && e.time < to)

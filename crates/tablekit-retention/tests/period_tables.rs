@@ -158,7 +158,11 @@ async fn other_tables_sharing_the_prefix_are_never_dropped() {
         account.table(name).unwrap().create().await.unwrap();
     }
     let at = common::at("2026-11-01T10:00:00Z");
+    let metrics = account.metrics().clone();
+    metrics.reset();
     days.ensure(at).await.unwrap();
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::TableCreate), 1);
+    assert_eq!(metrics.snapshot().requests(), 1);
     hours.ensure(at).await.unwrap();
     assert_eq!(hours.table_name(at).unwrap(), format!("{prefix}2026110110"));
 
@@ -197,7 +201,10 @@ async fn the_next_period_is_created_ahead_and_expired_periods_refuse_writes() {
         .next(Period::Month.start_of(now).unwrap())
         .unwrap();
     assert_eq!(next.name(), months.table_name(next_start).unwrap());
+    metrics.reset();
     let listed = months.list().await.unwrap();
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::TableList), 1);
+    assert_eq!(metrics.snapshot().requests(), 1);
     assert_eq!(listed.len(), 1);
     assert_eq!(
         (listed[0].start, listed[0].name.as_str()),
@@ -223,7 +230,13 @@ async fn the_next_period_is_created_ahead_and_expired_periods_refuse_writes() {
         0,
         "refused before any request"
     );
+    metrics.reset();
     let report = months.drop_expired(now).await.unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "the listing; nothing expired"
+    );
     assert!(report.dropped.is_empty());
     assert_eq!(report.kept, [next.name().to_owned()]);
     next.delete_table().await.unwrap();

@@ -148,10 +148,14 @@ async fn a_purge_by_filter_deletes_only_matches() {
         std::ops::Bound::Unbounded,
         std::ops::Bound::Excluded("000120"),
     );
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
     let done = purge_where(&table, old, &PurgeOptions::default().with_concurrency(2))
         .await
         .unwrap();
     assert_eq!((done.deleted, done.transactions), (120, 2));
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 2);
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
     assert_eq!(count(&table, "p").await, 180);
     table.delete_table().await.unwrap();
 }
