@@ -13,6 +13,7 @@ use tablekit_azure::{BulkOptions, Query, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Keys, PartitionKey, Result};
+use tracing::Instrument as _;
 
 use crate::entry::{AppendReport, Appended, LogEntry};
 use crate::key::{SuffixSource, row_key, truncate_to_tick, window_filter};
@@ -195,10 +196,12 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
             self::partition(partition)?;
             return Ok(Vec::new());
         }
+        let span = tracing::debug_span!("tablekit.logtail.latest", table = %self.table.name(), pk = %partition, n);
         self.latest_query(partition, n)?
             .stream()
             .map(|r| r.and_then(LogEntry::from_stored))
             .try_collect()
+            .instrument(span)
             .await
     }
 

@@ -12,7 +12,7 @@ use tablekit_azure::{Page, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::MAX_TRANSACTION_OPERATIONS;
-use tablekit_core::{Error, ErrorKind, IfMatch, Keys, Properties, Result};
+use tablekit_core::{Error, IfMatch, Keys, Properties, Result};
 
 /// How many times one chunk is re-sent after entities in it turned out to be gone already.
 const MAX_ROUNDS: usize = 4;
@@ -269,9 +269,9 @@ async fn delete_chunk(table: &Table, mut pending: Vec<Keys>) -> Result<PurgeProg
     }
 }
 
+/// A 404 about an entity (not about the table).
 fn is_missing_entity(e: &Error) -> bool {
-    e.kind() == ErrorKind::NotFound
-        && matches!(e, Error::NotFound { target } if target.keys.is_some())
+    matches!(e, Error::NotFound { target } if target.keys.is_some())
 }
 
 /// Which of `keys` (one partition) still exist: one range query over their RowKeys.

@@ -327,8 +327,14 @@ impl PeriodTables {
             .into_iter()
             .partition(|t| t.end <= cutoff);
         let concurrency = self.account.settings().concurrency;
-        futures::stream::iter(expired.iter())
-            .map(|t| async move { self.account.table(&t.name)?.delete_table_if_exists().await })
+        // Futures that own their table handles: a closure borrowing each listed table would
+        // make this future not `Send` (rustc's higher-ranked lifetime limitation).
+        let mut deletes = Vec::with_capacity(expired.len());
+        for t in &expired {
+            let table = self.account.table(&t.name)?;
+            deletes.push(async move { table.delete_table_if_exists().await });
+        }
+        futures::stream::iter(deletes)
             .buffer_unordered(concurrency.max(1))
             .try_collect::<Vec<bool>>()
             .await?;

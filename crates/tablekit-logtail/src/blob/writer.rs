@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use tablekit_azure::{BlobCondition, Container, PutBlob};
 use tablekit_core::{Error, ErrorKind, Result};
 use tokio::sync::Mutex;
+use tracing::Instrument as _;
 
 use super::line::{LogRecord, encode_line, format_time};
 use super::naming::{
@@ -208,6 +209,11 @@ impl BlobLogWriter {
     }
 
     async fn write(&self, buffer: &mut Buffer) -> Result<Option<Flushed>> {
+        let span = tracing::debug_span!("tablekit.bloblog.flush", container = %self.container.name(), prefix = %self.prefix, entries = buffer.entries);
+        self.write_file(buffer).instrument(span).await
+    }
+
+    async fn write_file(&self, buffer: &mut Buffer) -> Result<Option<Flushed>> {
         let (Some(hour), Some(first), Some(last)) = (buffer.hour, buffer.first, buffer.last) else {
             return Ok(None);
         };

@@ -15,11 +15,12 @@ use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
 use tablekit_core::filter::Filter;
 use tablekit_core::{Error, Limit, PartitionKey, Result};
+use tracing::Instrument as _;
 
 pub use hash::{bucket_of, stable_hash};
 
 use crate::entry::{AppendReport, Appended, LogEntry};
-use crate::key::window_filter;
+use crate::key::{window_bounds, window_filter};
 use crate::tail::LogTail;
 
 /// The most buckets a [`SpreadLog`] may have: every read fans out to all of them.
@@ -205,10 +206,12 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
                     .top(n)
             })
             .collect();
+        let span = tracing::debug_span!("tablekit.spread.latest", table = %self.tail.table().name(), base = %self.base, buckets = self.buckets, n);
         merge::merge_by_row_key(queries, self.concurrency())
             .take(n)
             .map(|r| r.and_then(LogEntry::from_stored))
             .try_collect()
+            .instrument(span)
             .await
     }
 
@@ -236,10 +239,11 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> BoxStream<'static, Result<LogEntry<T>>> {
-        if from == to {
-            return futures::stream::empty().boxed();
+        match window_bounds(from, to) {
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+            Ok(_) if from == to => futures::stream::empty().boxed(),
+            Ok(_) => self.merged(|pk| window_filter(pk, from, to)),
         }
-        self.merged(|pk| window_filter(pk, from, to))
     }
 
     fn merged(
