@@ -31,7 +31,7 @@ async fn claim_49_an_hour_prefix_lists_its_files_and_no_other_hour() {
         .await
         .unwrap();
     assert!(buffered.is_none());
-    assert_eq!(metrics.snapshot().requests(), 0, "appending only buffers");
+    common::assert_requests(&metrics.snapshot(), None, 0); // appending only buffers
     writer
         .append(&record("2014-07-31T18:59:00Z", Level::Information, "b"))
         .await
@@ -46,13 +46,9 @@ async fn claim_49_an_hour_prefix_lists_its_files_and_no_other_hour() {
     assert_eq!(flushed.name, "queue/2014/07/31/1800/000001.log");
     assert_eq!(flushed.entries, 2);
     let spent = metrics.snapshot();
-    assert_eq!(
-        spent.requests_of(RequestKind::BlobList),
-        1,
-        "first file of the hour"
-    );
-    assert_eq!(spent.requests_of(RequestKind::BlobPut), 1);
-    assert_eq!(spent.requests(), 2);
+    common::assert_requests(&spent, Some(RequestKind::BlobList), 1); // first file of the hour
+    common::assert_requests(&spent, Some(RequestKind::BlobPut), 1);
+    common::assert_requests(&spent, None, 2);
     let last = writer.flush().await.unwrap().unwrap();
     assert_eq!(last.name, "queue/2014/07/31/1900/000001.log");
     assert!(writer.flush().await.unwrap().is_none());
@@ -131,11 +127,7 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        metrics.snapshot().requests(),
-        2,
-        "one listing per hour touched"
-    );
+    common::assert_requests(&metrics.snapshot(), None, 2); // one listing per hour touched
     assert_eq!(
         files.len(),
         3,
@@ -150,16 +142,8 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
         .await
         .unwrap();
     let spent = metrics.snapshot();
-    assert_eq!(
-        spent.requests_of(RequestKind::BlobList),
-        1,
-        "one hour touched"
-    );
-    assert_eq!(
-        spent.requests_of(RequestKind::BlobGet),
-        2,
-        "two files overlap"
-    );
+    common::assert_requests(&spent, Some(RequestKind::BlobList), 1); // one hour touched
+    common::assert_requests(&spent, Some(RequestKind::BlobGet), 2); // two files overlap
     let got: Vec<_> = read.iter().map(|r| r.time).collect();
     assert_eq!(
         got,
@@ -226,11 +210,7 @@ async fn a_restarted_writer_never_overwrites_a_file() {
         .unwrap();
     let second_file = first.flush().await.unwrap().unwrap();
     assert_eq!(second_file.name, "queue/2014/07/31/1800/000002.log");
-    assert_eq!(
-        metrics.snapshot().requests(),
-        1,
-        "the next number is known: one upload"
-    );
+    common::assert_requests(&metrics.snapshot(), None, 1); // the next number is known: one upload
 
     // A new writer (a restart) continues after the existing files.
     let restarted = BlobLogWriter::new(container.clone(), "queue", never()).unwrap();
@@ -263,7 +243,7 @@ async fn a_restarted_writer_never_overwrites_a_file() {
         restarted.flush().await.unwrap().unwrap().name,
         "queue/2014/07/31/1800/000005.log"
     );
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::BlobPut), 2);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::BlobPut), 2);
 
     let reader = BlobLogReader::new(container.clone(), "queue").unwrap();
     let all = reader
@@ -320,7 +300,7 @@ async fn buffers_flush_by_size_and_by_time() {
     .unwrap();
     metrics.reset();
     assert!(by_time.flush_if_due().await.unwrap().is_none());
-    assert_eq!(metrics.snapshot().requests(), 0);
+    common::assert_requests(&metrics.snapshot(), None, 0);
     by_time.append(&line(0)).await.unwrap();
     assert_eq!(by_time.flush_if_due().await.unwrap().unwrap().entries, 1);
 
@@ -328,7 +308,7 @@ async fn buffers_flush_by_size_and_by_time() {
     patient.append(&line(0)).await.unwrap();
     metrics.reset();
     assert!(patient.flush_if_due().await.unwrap().is_none());
-    assert_eq!(metrics.snapshot().requests(), 0);
+    common::assert_requests(&metrics.snapshot(), None, 0);
     container.delete().await.unwrap();
 }
 

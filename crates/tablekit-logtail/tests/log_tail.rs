@@ -41,20 +41,16 @@ async fn claim_19_latest_10_is_one_request_and_the_10_newest_newest_first() {
         metrics.reset();
         let at = base + Duration::minutes(i);
         let appended = tail.append_at("000123", at, &claim(i)).await.unwrap();
-        assert_eq!(metrics.snapshot().requests_of(RequestKind::Insert), 1);
-        assert_eq!(metrics.snapshot().requests(), 1);
+        common::assert_requests(&metrics.snapshot(), Some(RequestKind::Insert), 1);
+        common::assert_requests(&metrics.snapshot(), None, 1);
         assert_eq!(appended.time, at);
         assert_eq!(time_of(appended.keys.rk()).unwrap(), at);
     }
 
     metrics.reset();
     let latest = tail.latest("000123", 10).await.unwrap();
-    assert_eq!(
-        metrics.snapshot().requests(),
-        1,
-        "latest(p, 10) = 1 request"
-    );
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1); // latest(p, 10) = 1 request
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 1);
     let mut newest: Vec<i64> = order.to_vec();
     newest.sort_unstable_by(|a, b| b.cmp(a));
     let got: Vec<i64> = latest.iter().map(|e| e.value.amount).collect();
@@ -65,10 +61,10 @@ async fn claim_19_latest_10_is_one_request_and_the_10_newest_newest_first() {
 
     metrics.reset();
     assert!(tail.latest("000123", 0).await.unwrap().is_empty());
-    assert_eq!(metrics.snapshot().requests(), 0);
+    common::assert_requests(&metrics.snapshot(), None, 0);
     let all = tail.latest("000123", 1_000).await.unwrap();
     assert_eq!(all.len(), order.len());
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     assert!(tail.latest("nobody", 10).await.unwrap().is_empty());
     table.delete_table().await.unwrap();
 }
@@ -101,7 +97,7 @@ async fn a_thousand_appends_from_8_tasks_are_distinct_and_newest_first() {
     metrics.reset();
     let read: Vec<_> = tail.entries("p").try_collect().await.unwrap();
     assert_eq!(read.len(), 1_000);
-    assert_eq!(metrics.snapshot().requests(), 1, "one page of 1,000");
+    common::assert_requests(&metrics.snapshot(), None, 1); // one page of 1,000
     let read_keys: HashSet<String> = read.iter().map(|e| e.keys.rk().to_owned()).collect();
     assert_eq!(read_keys, keys);
     for pair in read.windows(2) {
@@ -216,8 +212,8 @@ async fn a_window_is_one_range_query_newest_first() {
     metrics.reset();
     let report = tail.append_batch("p", &items).await.unwrap();
     assert!(report.is_complete());
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Transaction), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
 
     metrics.reset();
     let window: Vec<_> = tail
@@ -229,7 +225,7 @@ async fn a_window_is_one_range_query_newest_first() {
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     let got: Vec<i64> = window.iter().map(|e| e.value.amount).collect();
     assert_eq!(got, (5..12).rev().collect::<Vec<_>>());
 
@@ -262,7 +258,7 @@ async fn batches_are_split_at_100_per_transaction() {
         .unwrap()
         .into_result()
         .unwrap();
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 3);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Transaction), 3);
     assert_eq!(appended.len(), 250);
     assert_eq!(tail.latest("p", 1_000).await.unwrap().len(), 250);
     table.delete_table().await.unwrap();
@@ -287,7 +283,7 @@ async fn bad_input_is_refused_before_any_request() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(tail.latest("a#b", 10).await.is_err());
-    assert_eq!(metrics.snapshot().requests(), 0);
+    common::assert_requests(&metrics.snapshot(), None, 0);
 
     let missing = LogTail::<Claim>::new(common::account().table("NoSuchTable0").unwrap());
     let err = missing.latest("p", 10).await.unwrap_err();

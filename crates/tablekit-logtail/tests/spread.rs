@@ -42,6 +42,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
         "{:?}",
         report.outcomes.iter().find(|o| o.is_err())
     );
+    let report_transactions = report.transactions;
     let appended: Vec<Appended> = report.into_result().unwrap();
 
     let mut per_partition: BTreeMap<String, usize> = BTreeMap::new();
@@ -61,10 +62,11 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
         );
     }
     let transactions: usize = per_partition.values().map(|n| n.div_ceil(100)).sum();
-    assert_eq!(
-        metrics.snapshot().requests_of(RequestKind::Transaction),
-        transactions as u64
-    );
+    // Every attempt is a request: a transient failure retried under load (2,000+ requests
+    // per second into one emulator) adds one request and one retry.
+    let spent = metrics.snapshot();
+    common::assert_requests(&spent, Some(RequestKind::Transaction), transactions as u64);
+    assert_eq!(report_transactions, transactions);
 
     // The partitions really hold what the report says.
     for (pk, n) in &per_partition {
@@ -77,7 +79,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     let paged = log.clone().with_page_size(100);
     let mut stream = paged.entries();
     let first = stream.next().await.unwrap().unwrap();
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 16);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 16);
     let mut merged = vec![first];
     merged.extend(stream.try_collect::<Vec<_>>().await.unwrap());
     assert_eq!(merged.len(), 10_000);
@@ -86,9 +88,11 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
         assert!(pair[0].keys.rk() < pair[1].keys.rk());
     }
     let expected_pages: u64 = per_partition.values().map(|n| n.div_ceil(100) as u64).sum();
-    let pages = metrics.snapshot().requests_of(RequestKind::Query);
+    // A bucket whose last page is full may need one more (empty) page to see the end.
+    let spent = metrics.snapshot();
+    let pages = spent.requests_of(RequestKind::Query);
     assert!(
-        (expected_pages..=expected_pages + 16).contains(&pages),
+        (expected_pages..=expected_pages + 16 + 2 * spent.retries).contains(&pages),
         "{pages} pages for {expected_pages} pages of entries"
     );
     let merged_keys: HashSet<_> = merged.iter().map(|e| e.keys.clone()).collect();
@@ -98,7 +102,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     // latest(50) across buckets = the 50 newest overall, one request per bucket.
     metrics.reset();
     let latest = log.latest(50).await.unwrap();
-    assert_eq!(metrics.snapshot().requests(), 16);
+    common::assert_requests(&metrics.snapshot(), None, 16);
     let mut newest = appended.clone();
     newest.sort_by_key(|a| std::cmp::Reverse(a.time));
     assert_eq!(
@@ -114,11 +118,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     let (from, to) = (base + Duration::seconds(3), base + Duration::seconds(4));
     metrics.reset();
     let window: Vec<_> = log.window(from, to).try_collect().await.unwrap();
-    assert_eq!(
-        metrics.snapshot().requests(),
-        16,
-        "one range query per bucket"
-    );
+    common::assert_requests(&metrics.snapshot(), None, 16); // one range query per bucket
     let expected: Vec<_> = merged
         .iter()
         .filter(|e| from <= e.time && e.time < to)
@@ -143,7 +143,7 @@ async fn single_appends_go_to_the_bucket_of_their_value() {
     };
     metrics.reset();
     let appended = log.append("000123", &access).await.unwrap();
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     assert_eq!(appended.keys.pk(), log.partition_for("000123"));
     assert_eq!(
         log.partition_for("000123"),
@@ -151,7 +151,7 @@ async fn single_appends_go_to_the_bucket_of_their_value() {
     );
     metrics.reset();
     let latest = log.latest(5).await.unwrap();
-    assert_eq!(metrics.snapshot().requests(), 4);
+    common::assert_requests(&metrics.snapshot(), None, 4);
     assert_eq!(latest.len(), 1);
     assert_eq!(latest[0].value, access);
     assert!(log.latest(0).await.unwrap().is_empty());

@@ -24,7 +24,10 @@ pub struct PurgeProgress {
     pub pages: usize,
     /// Keys read by the scan (or given).
     pub scanned: usize,
-    /// Entities this purge deleted.
+    /// Entities whose delete this purge saw succeed. Exact unless another purge of the same
+    /// entities runs concurrently: a transaction retried after a transient failure is
+    /// accepted when its entities are gone, which they also are when the other purge deleted
+    /// them in between — both purges then count them.
     pub deleted: usize,
     /// Entities that were gone before their delete arrived (deleted by someone else, or by an
     /// earlier run).

@@ -47,13 +47,13 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
         let at = day(n) + Duration::hours(9);
         metrics.reset();
         days.insert(at, &signin("alice", at)).await.unwrap();
-        assert_eq!(metrics.snapshot().requests_of(RequestKind::Insert), 2);
-        assert_eq!(metrics.snapshot().requests_of(RequestKind::TableCreate), 1);
-        assert_eq!(metrics.snapshot().requests(), 3, "insert, create, insert");
+        common::assert_requests(&metrics.snapshot(), Some(RequestKind::Insert), 2);
+        common::assert_requests(&metrics.snapshot(), Some(RequestKind::TableCreate), 1);
+        common::assert_requests(&metrics.snapshot(), None, 3); // insert, create, insert
         metrics.reset();
         let later = at + Duration::hours(3);
         days.insert(later, &signin("bob", later)).await.unwrap();
-        assert_eq!(metrics.snapshot().requests(), 1, "the table exists now");
+        common::assert_requests(&metrics.snapshot(), None, 1); // the table exists now
     }
     assert_eq!(
         days.table_name(day(0)).unwrap(),
@@ -82,8 +82,8 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 3);
-    assert_eq!(metrics.snapshot().requests(), 3);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 3);
+    common::assert_requests(&metrics.snapshot(), None, 3);
     let got: Vec<_> = alice.iter().map(|s| s.value.at).collect();
     let expected: Vec<_> = (1..=3).rev().map(|n| day(n) + Duration::hours(9)).collect();
     assert_eq!(got, expected, "oldest table first");
@@ -108,13 +108,9 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
         [1, 0].map(|n| days.table_name(day(n)).unwrap())
     );
     let spent = metrics.snapshot();
-    assert_eq!(spent.requests_of(RequestKind::TableList), 1);
-    assert_eq!(
-        spent.requests_of(RequestKind::TableDelete),
-        3,
-        "one request per table"
-    );
-    assert_eq!(spent.requests(), 4);
+    common::assert_requests(&spent, Some(RequestKind::TableList), 1);
+    common::assert_requests(&spent, Some(RequestKind::TableDelete), 3); // one request per table
+    common::assert_requests(&spent, None, 4);
 
     // Claim 45: the dropped table and all its entities are gone; queries on it fail.
     let err = expiring
@@ -136,7 +132,7 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
     metrics.reset();
     let again = days.drop_older_than(cutoff).await.unwrap();
     assert!(again.dropped.is_empty());
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     days.drop_older_than(today + Duration::days(2))
         .await
         .unwrap();
@@ -161,8 +157,8 @@ async fn other_tables_sharing_the_prefix_are_never_dropped() {
     let metrics = account.metrics().clone();
     metrics.reset();
     days.ensure(at).await.unwrap();
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::TableCreate), 1);
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::TableCreate), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     hours.ensure(at).await.unwrap();
     assert_eq!(hours.table_name(at).unwrap(), format!("{prefix}2026110110"));
 
@@ -196,15 +192,15 @@ async fn the_next_period_is_created_ahead_and_expired_periods_refuse_writes() {
         .with_retention(Duration::days(60));
     metrics.reset();
     let next = months.create_ahead(now).await.unwrap();
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     let next_start = Period::Month
         .next(Period::Month.start_of(now).unwrap())
         .unwrap();
     assert_eq!(next.name(), months.table_name(next_start).unwrap());
     metrics.reset();
     let listed = months.list().await.unwrap();
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::TableList), 1);
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::TableList), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     assert_eq!(listed.len(), 1);
     assert_eq!(
         (listed[0].start, listed[0].name.as_str()),
@@ -216,7 +212,7 @@ async fn the_next_period_is_created_ahead_and_expired_periods_refuse_writes() {
         .upsert_replace(next_start, &signin("dave", next_start))
         .await
         .unwrap();
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
 
     metrics.reset();
     let long_ago = now - Duration::days(200);
@@ -225,18 +221,10 @@ async fn the_next_period_is_created_ahead_and_expired_periods_refuse_writes() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert_eq!(
-        metrics.snapshot().requests(),
-        0,
-        "refused before any request"
-    );
+    common::assert_requests(&metrics.snapshot(), None, 0); // refused before any request
     metrics.reset();
     let report = months.drop_expired(now).await.unwrap();
-    assert_eq!(
-        metrics.snapshot().requests(),
-        1,
-        "the listing; nothing expired"
-    );
+    common::assert_requests(&metrics.snapshot(), None, 1); // the listing; nothing expired
     assert!(report.dropped.is_empty());
     assert_eq!(report.kept, [next.name().to_owned()]);
     next.delete_table().await.unwrap();

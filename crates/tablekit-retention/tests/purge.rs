@@ -53,17 +53,9 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
     metrics.reset();
     let done = purge_partition(&table, "user42", &options).await.unwrap();
     let spent = metrics.snapshot();
-    assert_eq!(
-        spent.requests_of(RequestKind::Transaction),
-        25,
-        "100 deletes each"
-    );
-    assert_eq!(
-        spent.requests_of(RequestKind::Query),
-        3,
-        "keys read 1,000 at a time"
-    );
-    assert_eq!(spent.requests(), 28);
+    common::assert_requests(&spent, Some(RequestKind::Transaction), 25); // 100 deletes each
+    common::assert_requests(&spent, Some(RequestKind::Query), 3); // keys read 1,000 at a time
+    common::assert_requests(&spent, None, 28);
     assert_eq!(
         done,
         PurgeProgress {
@@ -90,7 +82,7 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
         .await
         .unwrap();
     assert_eq!((again.deleted, again.transactions), (0, 0));
-    assert_eq!(metrics.snapshot().requests(), 1);
+    common::assert_requests(&metrics.snapshot(), None, 1);
     table.delete_table().await.unwrap();
 }
 
@@ -112,8 +104,8 @@ async fn entities_already_deleted_do_not_fail_a_purge() {
     assert_eq!(done.transactions, 4);
     assert_eq!(done.rechecks, 2);
     let spent = metrics.snapshot();
-    assert_eq!(spent.requests_of(RequestKind::Transaction), 4);
-    assert_eq!(spent.requests_of(RequestKind::Query), 2);
+    common::assert_requests(&spent, Some(RequestKind::Transaction), 4);
+    common::assert_requests(&spent, Some(RequestKind::Query), 2);
     assert_eq!(count(&table, "p").await, 0);
 
     // Deleting keys that are all gone is fine too.
@@ -134,7 +126,13 @@ async fn two_purges_racing_on_one_partition_both_finish() {
         purge_partition(&table, "p", &options)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
-    assert_eq!(a.deleted + b.deleted, 1_000, "{a:?} {b:?}");
+    for p in [a, b] {
+        assert_eq!(p.deleted + p.already_gone, p.scanned, "{p:?}");
+    }
+    // Each entity was deleted by one of them; a transaction retried after a transient failure
+    // may also count, as deleted, entities the other purge deleted in between (see
+    // `PurgeProgress::deleted`).
+    assert!(a.deleted + b.deleted >= 1_000, "{a:?} {b:?}");
     assert_eq!(count(&table, "p").await, 0);
     table.delete_table().await.unwrap();
 }
@@ -154,8 +152,8 @@ async fn a_purge_by_filter_deletes_only_matches() {
         .await
         .unwrap();
     assert_eq!((done.deleted, done.transactions), (120, 2));
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 2);
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Transaction), 2);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 1);
     assert_eq!(count(&table, "p").await, 180);
     table.delete_table().await.unwrap();
 }
@@ -177,12 +175,12 @@ async fn bad_input_and_missing_tables_are_reported() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert_eq!(metrics.snapshot().requests(), 0);
+    common::assert_requests(&metrics.snapshot(), None, 0);
     assert_eq!(
         delete_keys(&table, Vec::new(), &options).await.unwrap(),
         PurgeProgress::default()
     );
-    assert_eq!(metrics.snapshot().requests(), 0);
+    common::assert_requests(&metrics.snapshot(), None, 0);
 
     table.delete_table().await.unwrap();
     let err = purge_partition(&table, "p", &options).await.unwrap_err();

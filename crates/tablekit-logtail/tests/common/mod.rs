@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tablekit_azure::{Account, Container, RetryPolicy, Settings, Table};
+use tablekit_azure::{
+    Account, Container, MetricsSnapshot, RequestKind, RetryPolicy, Settings, Table,
+};
 use tablekit_testkit::{TestStorage, unique_container_name, unique_table_name};
 
 /// A new account handle on the shared test storage, with its own metrics and fast retries.
@@ -47,4 +49,20 @@ pub fn at(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
         .expect("RFC 3339")
         .to_utc()
+}
+
+/// Asserts that `snapshot` counts `expected` requests (of `kind`, or of every kind).
+///
+/// Every attempt is a request, so a transient failure that was retried adds one, and a
+/// retried write whose first response was lost is verified with one read. Only extra
+/// requests that the retry counter explains are allowed: none without retries, at most two
+/// per retry.
+#[track_caller]
+pub fn assert_requests(snapshot: &MetricsSnapshot, kind: Option<RequestKind>, expected: u64) {
+    let sent = kind.map_or(snapshot.requests(), |k| snapshot.requests_of(k));
+    assert!(
+        expected <= sent && sent <= expected + 2 * snapshot.retries,
+        "{kind:?}: {sent} requests, expected {expected} (+{} retries): {snapshot:?}",
+        snapshot.retries
+    );
 }
