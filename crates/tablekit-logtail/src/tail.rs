@@ -241,7 +241,8 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
 
     /// Every entry of `partition`, newest first.
     ///
-    /// Requests: one per page. Memory: one page.
+    /// Requests: one per page. Memory: one page. Consistency: each page is consistent; the
+    /// whole read is not a snapshot.
     ///
     /// # Errors
     /// As [`LogTail::window`].

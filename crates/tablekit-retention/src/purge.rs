@@ -128,6 +128,8 @@ pub async fn purge_partition(
 ///
 /// Requests: scan pages + Σ over partitions of ⌈keys in the partition / 100⌉ per page; plus
 /// one range query and one transaction per transaction that met an already deleted entity.
+/// Consistency: each transaction is atomic; entities that start matching during the purge
+/// may survive it.
 ///
 /// # Errors
 /// As [`purge_partition`]; [`Error::ScanDenied`] before any request when the scan policy
@@ -171,6 +173,7 @@ pub async fn purge_where(
 /// Requests: Σ over partitions of ⌈keys / 100⌉ transactions; plus one range query and one
 /// transaction per transaction that met an already deleted entity (the range query reads the
 /// partition between the transaction's smallest and largest RowKey). 0 for no keys.
+/// Consistency: each transaction (up to 100 keys of one partition) is atomic.
 ///
 /// # Errors
 /// [`Error::DuplicateInTransaction`] before any request when a key is given twice.

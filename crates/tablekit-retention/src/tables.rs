@@ -174,7 +174,7 @@ impl PeriodTables {
     /// outgrown Azure's new-table throttling — before writes arrive. Run it once per period,
     /// e.g. from the job that drops expired tables.
     ///
-    /// Requests: 1.
+    /// Requests: 1. Consistency: the table exists when this returns.
     ///
     /// # Errors
     /// As [`PeriodTables::ensure`].
@@ -204,7 +204,8 @@ impl PeriodTables {
     /// Inserts or replaces `entity` in the table of `time`'s period, creating the table if it
     /// is missing.
     ///
-    /// Requests: 1 when the table exists; 3 when it does not. Idempotent.
+    /// Requests: 1 when the table exists; 3 when it does not. Consistency: strong.
+    /// Idempotent.
     ///
     /// # Errors
     /// As [`PeriodTables::insert`], without the conflict.
@@ -262,6 +263,7 @@ impl PeriodTables {
     /// range is read whole. Put the time in the filter (e.g. a RowKey range) to trim it.
     ///
     /// Requests: one per page per touched table (at least one per table). Memory: one page.
+    /// Consistency: each page is consistent; tables are read one after the other.
     /// `None` reads whole tables deliberately, so the scan policy is not applied to it; a
     /// filter is subject to the account's scan policy.
     ///
@@ -294,7 +296,8 @@ impl PeriodTables {
 
     /// The tables of this set that exist, oldest first.
     ///
-    /// Requests: one per 1,000 tables whose name starts with the prefix.
+    /// Requests: one per 1,000 tables whose name starts with the prefix. Consistency: a
+    /// table being deleted may still be listed.
     ///
     /// # Errors
     /// Service errors.
@@ -347,7 +350,8 @@ impl PeriodTables {
 
     /// [`PeriodTables::drop_older_than`]`(now − retention)`.
     ///
-    /// Requests: as [`PeriodTables::drop_older_than`].
+    /// Requests: as [`PeriodTables::drop_older_than`]. Consistency: as
+    /// [`PeriodTables::drop_older_than`].
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] without a retention ([`PeriodTables::with_retention`]), before

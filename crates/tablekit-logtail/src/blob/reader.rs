@@ -35,7 +35,8 @@ impl BlobLogReader {
     /// under the hours the window touches whose metadata range overlaps it (files without
     /// readable `first`/`last` metadata are kept, since they cannot be ruled out).
     ///
-    /// Requests: one listing per hour touched (per 5,000 files).
+    /// Requests: one listing per hour touched (per 5,000 files). Consistency: files written
+    /// before the listing are seen.
     ///
     /// # Errors
     /// Before any request: `from > to`, a time outside the years 1–9999. Then
@@ -61,7 +62,8 @@ impl BlobLogReader {
     ///
     /// Requests: one listing per hour touched, plus one download per file whose metadata
     /// overlaps the window (downloads run with the account's bounded concurrency). Memory:
-    /// the overlapping files' records.
+    /// the overlapping files' records. Consistency: every file flushed before the listing is
+    /// read whole (files are never partly written).
     ///
     /// # Errors
     /// As [`BlobLogReader::files`]; [`Error::InvalidValue`] naming the file and line for a

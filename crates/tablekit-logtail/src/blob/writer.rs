@@ -141,7 +141,8 @@ impl BlobLogWriter {
     /// `max_bytes`, or has waited `max_age`, it is written out; that file is returned.
     ///
     /// Requests: 0 when the record is only buffered; a flush's requests otherwise (see
-    /// [`BlobLogWriter::flush`]).
+    /// [`BlobLogWriter::flush`]). Consistency: a buffered record is in memory only; it is
+    /// durable and readable once a flush has written it.
     ///
     /// # Errors
     /// Before any request: a time outside the years 1–9999. A failed flush's error; then the
@@ -177,6 +178,8 @@ impl BlobLogWriter {
     /// Requests: 0 with an empty buffer. Otherwise 1 upload, plus 1 listing of the hour's
     /// files the first time this writer writes to an hour (to continue after the files that
     /// already exist), plus 1 upload per name found taken meanwhile by another writer.
+    /// Consistency: the file is written with one create-only upload, so it is complete or
+    /// absent, and readable when this returns; no existing file is ever overwritten.
     ///
     /// # Errors
     /// Transport and service errors ([`Error::NotFound`] for a missing container); the

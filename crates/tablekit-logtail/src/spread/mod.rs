@@ -188,6 +188,8 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
     ///
     /// Requests: N (one per bucket) for `n` ≤ 1,000; more only if the service splits a
     /// bucket's page (see [`LogTail::latest`]). 0 for `n` = 0. Memory: N × `n` entries.
+    /// Consistency: each bucket's page is consistent; the buckets are read concurrently, not
+    /// as one snapshot.
     ///
     /// # Errors
     /// As [`LogTail::latest`].
@@ -218,7 +220,8 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
     /// Every entry across all buckets as one stream, newest first (a k-way merge).
     ///
     /// Requests: one per page per bucket (at least N). Memory: at most one page per bucket
-    /// (N × page size entries; 1,000 per page by default).
+    /// (N × page size entries; 1,000 per page by default). Consistency: per page and bucket;
+    /// entries appended during the read may or may not appear.
     ///
     /// # Errors
     /// Service errors as stream items; the stream ends after one.
@@ -230,7 +233,7 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
     /// RowKey range query per bucket, merged.
     ///
     /// Requests: one per page per bucket (at least N; none when `from == to`). Memory: at
-    /// most one page per bucket.
+    /// most one page per bucket. Consistency: per page and bucket.
     ///
     /// # Errors
     /// As the first item, before any request: `from > to` or an instant outside .NET's range.
