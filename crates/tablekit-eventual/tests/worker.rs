@@ -1,0 +1,442 @@
+//! The worker against Azurite: request counts, concurrency, visibility extension, handler
+//! retries and graceful shutdown.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tablekit_azure::RequestKind;
+use tablekit_core::{Error, ErrorKind, Result, Target};
+use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
+use tokio::sync::{Notify, Semaphore, oneshot};
+
+use common::{ArchiveEmployee, archive_tables, cleanup, ids_in, job_queue, quick_options, seed};
+
+#[tokio::test]
+async fn one_job_costs_a_dequeue_its_steps_and_a_delete() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    seed(&tables.current, [223]).await;
+    let queue = job_queue::<ArchiveEmployee>(&account, "archive").await;
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    queue.enqueue(&ArchiveEmployee::new(223)).await.unwrap();
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::QueuePut), 1);
+    assert_eq!(metrics.snapshot().requests(), 1);
+
+    metrics.reset();
+    let options = WorkerOptions {
+        concurrency: 1,
+        ..quick_options()
+    };
+    let worker = Worker::new(queue.clone(), tables.clone(), options);
+    let report = worker.drain().await.unwrap();
+    let s = metrics.snapshot();
+    let counts = [
+        RequestKind::QueueGet,
+        RequestKind::Get,
+        RequestKind::UpsertReplace,
+        RequestKind::Delete,
+        RequestKind::QueueDeleteMessage,
+        RequestKind::QueueMetadata,
+    ]
+    .map(|k| s.requests_of(k));
+    // One dequeue with the message and one that finds the queue empty, the handler's three
+    // steps, one delete of the message, and drain's check that nothing is left.
+    assert_eq!(counts, [2, 1, 1, 1, 1, 1]);
+    assert_eq!(s.requests(), 7);
+    assert_eq!(
+        (report.dequeued, report.processed, report.deleted),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        report.failed_attempts + report.poisoned + report.extensions,
+        0
+    );
+    assert_eq!(worker.stats(), report);
+    assert_eq!(ids_in(&tables.archive).await, [223].into());
+    assert!(ids_in(&tables.current).await.is_empty());
+    cleanup(&queue, &tables).await;
+}
+
+#[tokio::test]
+async fn a_batch_is_taken_in_one_dequeue_and_each_message_is_deleted_once() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    seed(&tables.current, 0..20).await;
+    let queue = job_queue::<ArchiveEmployee>(&account, "batch").await;
+    for id in 0..20 {
+        queue.enqueue(&ArchiveEmployee::new(id)).await.unwrap();
+    }
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let options = WorkerOptions {
+        concurrency: 20,
+        ..quick_options()
+    };
+    let report = Worker::new(queue.clone(), tables.clone(), options)
+        .drain()
+        .await
+        .unwrap();
+    let s = metrics.snapshot();
+    assert_eq!(report.processed, 20);
+    assert_eq!(s.requests_of(RequestKind::QueueDeleteMessage), 20);
+    assert_eq!(s.requests_of(RequestKind::Get), 20);
+    assert_eq!(s.requests_of(RequestKind::UpsertReplace), 20);
+    assert_eq!(s.requests_of(RequestKind::Delete), 20);
+    // The 20 messages came in one dequeue; every other dequeue found nothing.
+    assert_eq!(report.dequeued, 20);
+    assert!(s.requests_of(RequestKind::QueueGet) >= 2);
+    assert_eq!(ids_in(&tables.archive).await, (0..20).collect());
+    assert_eq!(queue.approximate_len().await.unwrap(), 0);
+    cleanup(&queue, &tables).await;
+}
+
+/// A job whose handler records how many handlers run at once.
+#[derive(Serialize, Deserialize)]
+struct Probe(u32);
+impl Job for Probe {
+    const KIND: &'static str = "probe";
+}
+
+#[derive(Default)]
+struct Gauge {
+    now: AtomicUsize,
+    max: AtomicUsize,
+    runs: AtomicU64,
+}
+
+struct Concurrent(Arc<Gauge>, usize);
+impl Handler<Probe> for Concurrent {
+    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
+        let now = self.0.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.max.fetch_max(now, Ordering::SeqCst);
+        self.0.runs.fetch_add(1, Ordering::SeqCst);
+        // Stay busy until the expected number run together (or give up after a while, so a
+        // worker running fewer at once fails the assertion instead of hanging).
+        for _ in 0..200 {
+            if self.0.max.load(Ordering::SeqCst) >= self.1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn runs_exactly_n_handlers_at_once() {
+    let account = common::account();
+    let queue = job_queue::<Probe>(&account, "concurrency").await;
+    for i in 0..12 {
+        queue.enqueue(&Probe(i)).await.unwrap();
+    }
+    let gauge = Arc::new(Gauge::default());
+    let options = WorkerOptions {
+        concurrency: 4,
+        ..quick_options()
+    };
+    let report = Worker::new(queue.clone(), Concurrent(gauge.clone(), 4), options)
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(report.processed, 12);
+    assert_eq!(gauge.runs.load(Ordering::SeqCst), 12);
+    assert_eq!(
+        gauge.max.load(Ordering::SeqCst),
+        4,
+        "never more, and reached"
+    );
+    queue.delete().await.unwrap();
+}
+
+struct Slow(Duration);
+impl Handler<Probe> for Slow {
+    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
+        tokio::time::sleep(self.0).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
+    let account = common::account();
+    let queue = job_queue::<Probe>(&account, "extend").await;
+    queue.enqueue(&Probe(1)).await.unwrap();
+    let options = WorkerOptions {
+        visibility_timeout: Duration::from_secs(1),
+        ..quick_options()
+    };
+    let worker = Worker::new(queue.clone(), Slow(Duration::from_millis(3_500)), options);
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    // A competing consumer polls the whole time the handler runs.
+    let rival = common::account().queue(queue.queue().name()).unwrap();
+    let (done_tx, mut done_rx) = oneshot::channel::<()>();
+    let competitor = tokio::spawn(async move {
+        let mut polls = 0;
+        loop {
+            let got = rival.get(32, Duration::from_secs(30)).await.unwrap();
+            assert!(
+                got.is_empty(),
+                "the rival took a message still being handled"
+            );
+            polls += 1;
+            tokio::select! {
+                _ = &mut done_rx => return polls,
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    });
+    let report = worker.drain().await.unwrap();
+    done_tx.send(()).unwrap();
+    let polls = competitor.await.unwrap();
+    assert!(polls >= 20, "the rival polled throughout ({polls})");
+    assert_eq!((report.processed, report.deleted), (1, 1));
+    assert!(report.extensions >= 5, "{report:?}");
+    assert_eq!(
+        metrics.snapshot().requests_of(RequestKind::QueueUpdate),
+        report.extensions,
+        "one request per extension"
+    );
+    assert_eq!(report.lost_receipts, 0);
+    assert_eq!(queue.approximate_len().await.unwrap(), 0);
+    queue.delete().await.unwrap();
+}
+
+/// Fails its first `fail` runs with `error`, then succeeds; records attempts and re-runs.
+struct Flaky {
+    fail: u64,
+    error: fn() -> Error,
+    runs: AtomicU64,
+    seen: std::sync::Mutex<Vec<(u64, u32)>>,
+}
+
+impl Flaky {
+    fn new(fail: u64, error: fn() -> Error) -> Self {
+        Self {
+            fail,
+            error,
+            runs: AtomicU64::new(0),
+            seen: Default::default(),
+        }
+    }
+}
+
+impl Handler<Probe> for Flaky {
+    async fn handle(&self, _job: Probe, steps: &Steps) -> Result<()> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((steps.attempt(), steps.retry()));
+        if self.runs.fetch_add(1, Ordering::SeqCst) < self.fail {
+            return Err((self.error)());
+        }
+        Ok(())
+    }
+}
+
+fn busy() -> Error {
+    Error::from_response(
+        503,
+        Some("ServerBusy".into()),
+        String::new(),
+        Target::table("t"),
+        None,
+    )
+}
+
+fn bad() -> Error {
+    Error::invalid_value("Age", "not a number")
+}
+
+#[tokio::test]
+async fn transient_failures_rerun_the_handler_within_one_dequeue() {
+    let account = common::account();
+    let queue = job_queue::<Probe>(&account, "rerun").await;
+    queue.enqueue(&Probe(1)).await.unwrap();
+    let worker = Worker::new(queue.clone(), Flaky::new(2, busy), quick_options());
+    let report = worker.drain().await.unwrap();
+    assert_eq!(
+        (
+            report.dequeued,
+            report.retries,
+            report.processed,
+            report.failed_attempts
+        ),
+        (1, 2, 1, 0)
+    );
+    assert_eq!(
+        *worker.handler().seen.lock().unwrap(),
+        [(1, 0), (1, 1), (1, 2)]
+    );
+    queue.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_permanent_failure_waits_for_the_next_delivery_or_the_failure_backoff() {
+    let account = common::account();
+    let queue = job_queue::<Probe>(&account, "backoff").await;
+    queue.enqueue(&Probe(1)).await.unwrap();
+    let options = WorkerOptions {
+        visibility_timeout: Duration::from_secs(60),
+        failure_backoff: Some(Duration::ZERO),
+        ..quick_options()
+    };
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let worker = Worker::new(queue.clone(), Flaky::new(1, bad), options);
+    let report = worker.drain().await.unwrap();
+    // Not re-run in the same dequeue; made visible again at once (one update) rather than
+    // after the 60 s timeout, and done on the second delivery.
+    assert_eq!(*worker.handler().seen.lock().unwrap(), [(1, 0), (2, 0)]);
+    assert_eq!(
+        (
+            report.retries,
+            report.failed_attempts,
+            report.processed,
+            report.dequeued
+        ),
+        (0, 1, 1, 2)
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::QueueUpdate), 1);
+    queue.delete().await.unwrap();
+}
+
+/// Signals when it starts, then waits for permission (or forever).
+struct Gate {
+    started: Arc<Notify>,
+    go: Arc<Semaphore>,
+}
+
+impl Handler<Probe> for Gate {
+    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
+        self.started.notify_one();
+        let _permit = self.go.acquire().await.expect("semaphore open");
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn shutdown_stops_dequeuing_and_lets_running_handlers_finish() {
+    let account = common::account();
+    let queue = job_queue::<Probe>(&account, "graceful").await;
+    for i in 0..3 {
+        queue.enqueue(&Probe(i)).await.unwrap();
+    }
+    let started = Arc::new(Notify::new());
+    let go = Arc::new(Semaphore::new(0));
+    let handler = Gate {
+        started: started.clone(),
+        go: go.clone(),
+    };
+    let options = WorkerOptions {
+        concurrency: 1,
+        ..quick_options()
+    };
+    let worker = Worker::new(queue.clone(), handler, options);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let run = tokio::spawn({
+        let worker = worker.clone();
+        async move {
+            worker
+                .run_until(async {
+                    let _ = stop_rx.await;
+                })
+                .await
+        }
+    });
+    started.notified().await;
+    stop_tx.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!run.is_finished(), "waits for the running handler");
+    go.add_permits(10);
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(
+        (
+            report.dequeued,
+            report.processed,
+            report.deleted,
+            report.released
+        ),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(
+        queue.approximate_len().await.unwrap(),
+        2,
+        "the rest stay queued"
+    );
+    queue.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
+    let account = common::account();
+    let queue = job_queue::<Probe>(&account, "release").await;
+    queue.enqueue(&Probe(1)).await.unwrap();
+    let started = Arc::new(Notify::new());
+    let handler = Gate {
+        started: started.clone(),
+        go: Arc::new(Semaphore::new(0)), // never finishes
+    };
+    let options = WorkerOptions {
+        visibility_timeout: Duration::from_secs(60),
+        shutdown_grace: Duration::from_millis(100),
+        ..quick_options()
+    };
+    let worker = Worker::new(queue.clone(), handler, options);
+    let metrics = account.metrics().clone();
+    let report = worker
+        .run_until(async {
+            started.notified().await;
+            metrics.reset();
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.dequeued, report.processed, report.released),
+        (1, 0, 1)
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::QueueUpdate), 1);
+    assert_eq!(metrics.snapshot().requests(), 1, "only the release");
+    // Released, not left hidden for 60 s: another consumer gets it at once.
+    let again = queue.queue().get(1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].dequeue_count, 2);
+    queue.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn invalid_options_are_refused_before_any_request() {
+    let account = common::account();
+    let queue = JobQueue::<Probe>::new(account.queue("never-created").unwrap());
+    account.metrics().reset();
+    for options in [
+        WorkerOptions {
+            concurrency: 0,
+            ..WorkerOptions::default()
+        },
+        WorkerOptions {
+            visibility_timeout: Duration::ZERO,
+            ..WorkerOptions::default()
+        },
+    ] {
+        let worker = Worker::new(queue.clone(), Slow(Duration::ZERO), options);
+        let e = worker.drain().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        let e = worker.run_until(async {}).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    }
+    assert_eq!(account.metrics().snapshot().requests(), 0);
+    // A missing queue makes drain fail rather than spin.
+    let worker = Worker::new(queue, Slow(Duration::ZERO), quick_options());
+    assert_eq!(
+        worker.drain().await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
