@@ -235,3 +235,32 @@ pub fn proxied() -> Proxied {
         queue,
     }
 }
+
+/// Asserts the requests of each kind: `expected` exactly, none of any other kind except those
+/// in `ignore` (polls, whose number depends on timing). An attempt the account retried after
+/// a transient failure (the emulator now and then resets a fresh connection) is sent, and
+/// counted, twice; such retries, counted by the metrics, are the only slack allowed.
+pub fn assert_requests(
+    s: &tablekit_azure::MetricsSnapshot,
+    expected: &[(tablekit_azure::RequestKind, u64)],
+    ignore: &[tablekit_azure::RequestKind],
+) {
+    let mut extra = 0;
+    for kind in tablekit_azure::RequestKind::ALL {
+        let got = s.requests_of(*kind);
+        if ignore.contains(kind) {
+            continue;
+        }
+        let want = expected
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or(0, |(_, n)| *n);
+        assert!(
+            got >= want && got <= want + s.retries,
+            "{kind}: {got} requests, expected {want} (retries: {})",
+            s.retries
+        );
+        extra += got - want;
+    }
+    assert!(extra <= s.retries, "{extra} requests beyond the retries");
+}
