@@ -41,7 +41,7 @@ report! {
     failed_attempts: "Handler attempts that failed (after their in-dequeue re-runs): the message was left to reappear, or poisoned.",
     retries: "Re-runs of a handler within one dequeue (transient failures and conflicts).",
     poisoned: "Messages moved to the poison queue.",
-    released: "Messages made visible again at shutdown, unfinished.",
+    released: "Messages made visible again at shutdown, unfinished: taken by a dequeue that completed after the shutdown signal (never started), or whose handler was still running when the grace period ended (cancelled).",
     extensions: "Visibility extensions of messages whose handler was still running.",
     lost_receipts: "Messages this worker no longer held when it extended, deleted, released or delayed them: their visibility ended and another consumer took them, or they were already deleted. The work is done again there, idempotently.",
     dequeue_errors: "Dequeue requests that failed (after the account's retries).",
