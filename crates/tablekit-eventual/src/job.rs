@@ -21,6 +21,29 @@ use crate::steps::Steps;
 /// of the data: the handler reads the current state when it runs, which is what makes
 /// re-running it safe.
 ///
+/// A [`crate::Worker`] handles one kind and moves messages of any other kind to the poison
+/// queue at once, so do not point workers of different job types at one queue. To carry
+/// several job types on one queue, make the job an enum (one kind, one worker, one handler
+/// that matches on the variant):
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tablekit_eventual::Job;
+///
+/// #[derive(Serialize, Deserialize)]
+/// #[serde(tag = "type")]
+/// enum HrJob {
+///     Archive { department: String, employee_id: String },
+///     Rehire { department: String, employee_id: String },
+/// }
+///
+/// impl Job for HrJob {
+///     const KIND: &'static str = "hr";
+/// }
+/// ```
+///
+/// The single-type form:
+///
 /// ```
 /// use serde::{Deserialize, Serialize};
 /// use tablekit_eventual::Job;

@@ -1,5 +1,5 @@
-//! The worker against Azurite: request counts, concurrency, visibility extension, handler
-//! retries and graceful shutdown.
+//! The worker against Azurite: request counts, batches, concurrency, visibility extension,
+//! handler retries and option checks.
 
 mod common;
 
@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tablekit_azure::RequestKind;
 use tablekit_core::{Error, ErrorKind, Result, Target};
-use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
-use tokio::sync::{Notify, Semaphore, oneshot};
+use tablekit_eventual::{Handler, JobQueue, Steps, Worker, WorkerOptions};
+use tokio::sync::oneshot;
 
-use common::{ArchiveEmployee, archive_tables, cleanup, ids_in, job_queue, quick_options, seed};
+use common::{
+    ArchiveEmployee, Probe, Slow, archive_tables, cleanup, ids_in, job_queue, quick_options, seed,
+};
 
 #[tokio::test]
 async fn one_job_costs_a_dequeue_its_steps_and_a_delete() {
@@ -102,12 +103,6 @@ async fn a_batch_is_taken_in_one_dequeue_and_each_message_is_deleted_once() {
 }
 
 /// A job whose handler records how many handlers run at once.
-#[derive(Serialize, Deserialize)]
-struct Probe(u32);
-impl Job for Probe {
-    const KIND: &'static str = "probe";
-}
-
 #[derive(Default)]
 struct Gauge {
     now: AtomicUsize,
@@ -159,14 +154,6 @@ async fn runs_exactly_n_handlers_at_once() {
         "never more, and reached"
     );
     queue.delete().await.unwrap();
-}
-
-struct Slow(Duration);
-impl Handler<Probe> for Slow {
-    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
-        tokio::time::sleep(self.0).await;
-        Ok(())
-    }
 }
 
 #[tokio::test]
@@ -328,108 +315,6 @@ async fn a_permanent_failure_waits_for_the_next_delivery_or_the_failure_backoff(
 }
 
 /// Signals when it starts, then waits for permission (or forever).
-struct Gate {
-    started: Arc<Notify>,
-    go: Arc<Semaphore>,
-}
-
-impl Handler<Probe> for Gate {
-    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
-        self.started.notify_one();
-        let _permit = self.go.acquire().await.expect("semaphore open");
-        Ok(())
-    }
-}
-
-#[tokio::test]
-async fn shutdown_stops_dequeuing_and_lets_running_handlers_finish() {
-    let account = common::account();
-    let queue = job_queue::<Probe>(&account, "graceful").await;
-    for i in 0..3 {
-        queue.enqueue(&Probe(i)).await.unwrap();
-    }
-    let started = Arc::new(Notify::new());
-    let go = Arc::new(Semaphore::new(0));
-    let handler = Gate {
-        started: started.clone(),
-        go: go.clone(),
-    };
-    let options = WorkerOptions {
-        concurrency: 1,
-        ..quick_options()
-    };
-    let worker = Worker::new(queue.clone(), handler, options);
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let run = tokio::spawn({
-        let worker = worker.clone();
-        async move {
-            worker
-                .run_until(async {
-                    let _ = stop_rx.await;
-                })
-                .await
-        }
-    });
-    started.notified().await;
-    stop_tx.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!run.is_finished(), "waits for the running handler");
-    go.add_permits(10);
-    let report = run.await.unwrap().unwrap();
-    assert_eq!(
-        (
-            report.dequeued,
-            report.processed,
-            report.deleted,
-            report.released
-        ),
-        (1, 1, 1, 0)
-    );
-    assert_eq!(
-        queue.approximate_len().await.unwrap(),
-        2,
-        "the rest stay queued"
-    );
-    queue.delete().await.unwrap();
-}
-
-#[tokio::test]
-async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
-    let account = common::account();
-    let queue = job_queue::<Probe>(&account, "release").await;
-    queue.enqueue(&Probe(1)).await.unwrap();
-    let started = Arc::new(Notify::new());
-    let handler = Gate {
-        started: started.clone(),
-        go: Arc::new(Semaphore::new(0)), // never finishes
-    };
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(60),
-        shutdown_grace: Duration::from_millis(100),
-        ..quick_options()
-    };
-    let worker = Worker::new(queue.clone(), handler, options);
-    let metrics = account.metrics().clone();
-    let report = worker
-        .run_until(async {
-            started.notified().await;
-            metrics.reset();
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        (report.dequeued, report.processed, report.released),
-        (1, 0, 1)
-    );
-    // Only the release.
-    common::assert_requests(&metrics.snapshot(), &[(RequestKind::QueueUpdate, 1)], &[]);
-    // Released, not left hidden for 60 s: another consumer gets it at once.
-    let again = queue.queue().get(1, Duration::from_secs(1)).await.unwrap();
-    assert_eq!(again.len(), 1);
-    assert_eq!(again[0].dequeue_count, 2);
-    queue.delete().await.unwrap();
-}
-
 #[tokio::test]
 async fn invalid_options_are_refused_before_any_request() {
     let account = common::account();

@@ -124,7 +124,9 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
     /// another worker). Returns what it did.
     ///
     /// Pass [`crate::shutdown_signal`] to stop on Ctrl-C or SIGTERM. Failed dequeues are
-    /// counted, logged and retried after a backoff; they do not stop the worker.
+    /// counted, logged and retried after a backoff; they do not stop the worker. Dropping the
+    /// returned future instead of resolving `shutdown` aborts running handlers without
+    /// releasing their messages: they reappear when their visibility timeout ends.
     ///
     /// **Requests:** see [`Worker`]; while the queue stays empty, one dequeue per poll, the
     /// polls backing off from [`WorkerOptions::poll_interval`] to
@@ -146,7 +148,8 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
     ///
     /// **Errors:** [`Error::InvalidConfig`] for invalid options, before any request; the
     /// first failed dequeue or metadata read (after the account's retries), returned once the
-    /// handlers already running have finished.
+    /// handlers already running have finished (or, after [`WorkerOptions::shutdown_grace`],
+    /// been cancelled and their messages released).
     pub async fn drain(&self) -> Result<WorkerReport> {
         self.run(std::future::pending(), Mode::Drain).await
     }

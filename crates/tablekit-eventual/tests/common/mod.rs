@@ -264,3 +264,19 @@ pub fn assert_requests(
     }
     assert!(extra <= s.retries, "{extra} requests beyond the retries");
 }
+
+/// A job for tests that need no tables.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Probe(pub u32);
+impl Job for Probe {
+    const KIND: &'static str = "probe";
+}
+
+/// A handler that takes its time and succeeds.
+pub struct Slow(pub Duration);
+impl Handler<Probe> for Slow {
+    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
+        tokio::time::sleep(self.0).await;
+        Ok(())
+    }
+}
