@@ -49,7 +49,7 @@ impl Account {
     /// A handle on the table `name`. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidName`] when `name` breaks the table naming rules
+    /// [`Error::InvalidName`](tablekit_core::Error::InvalidName) when `name` breaks the table naming rules
     /// (`^[A-Za-z][A-Za-z0-9]{2,62}$`, not `tables`).
     pub fn table(&self, name: &str) -> Result<Table> {
         validate_table_name(name)?;
@@ -65,7 +65,7 @@ impl Table {
     /// settings are used).
     ///
     /// # Errors
-    /// [`Error::InvalidName`] for an invalid table name.
+    /// [`Error::InvalidName`](tablekit_core::Error::InvalidName) for an invalid table name.
     pub fn from_client(account: &Account, client: &TableClient) -> Result<Self> {
         account.table(client.table_name())
     }
@@ -117,7 +117,7 @@ impl Table {
     /// Requests: 1. Consistency: the table exists when this returns.
     ///
     /// # Errors
-    /// [`Error::AlreadyExists`] if it exists; [`Error::Service`] with code
+    /// [`Error::AlreadyExists`](tablekit_core::Error::AlreadyExists) if it exists; [`Error::Service`](tablekit_core::Error::Service) with code
     /// `TableBeingDeleted` shortly after a delete of the same name (use fresh names).
     pub async fn create(&self) -> Result<()> {
         let body = Bytes::from(format!("{{\"TableName\":\"{}\"}}", self.name));
@@ -166,7 +166,7 @@ impl Table {
     /// Requests: 1.
     ///
     /// # Errors
-    /// [`Error::NotFound`] if the table does not exist.
+    /// [`Error::NotFound`](tablekit_core::Error::NotFound) if the table does not exist.
     pub async fn delete_table(&self) -> Result<()> {
         let url = self.url(&format!("Tables('{}')", self.name), &[]);
         let span = tracing::debug_span!("tablekit.table.delete", table = %self.name);
