@@ -118,6 +118,9 @@ impl Checkpoint for TableCheckpoint {
     }
 }
 
+/// A progress callback: called with the state saved after each page.
+pub type ProgressFn = Arc<dyn Fn(&BackfillState) + Send + Sync>;
+
 /// Options of a backfill.
 #[derive(Clone, Default)]
 pub struct BackfillOptions {
@@ -134,7 +137,7 @@ pub struct BackfillOptions {
     /// Transactions in flight (default: the account's `concurrency` setting).
     pub concurrency: Option<usize>,
     /// Called after every page with the saved state.
-    pub on_progress: Option<Arc<dyn Fn(&BackfillState) + Send + Sync>>,
+    pub on_progress: Option<ProgressFn>,
 }
 
 impl fmt::Debug for BackfillOptions {

@@ -2,13 +2,18 @@
 #![deny(missing_docs)]
 
 mod backfill;
+mod conflict;
 mod intra;
+mod list;
 mod range;
 mod spec;
 mod verify;
 
-pub use backfill::{BackfillOptions, BackfillState, Checkpoint, MemoryCheckpoint, TableCheckpoint};
+pub use backfill::{
+    BackfillOptions, BackfillState, Checkpoint, MemoryCheckpoint, ProgressFn, TableCheckpoint,
+};
 pub use intra::IntraPartitionIndex;
+pub use list::{ListSpec, ListSpecBuilder, SamePartitionList};
 pub use range::IndexRange;
 pub use spec::{CopySpec, IndexSpec, IndexSpecBuilder};
 pub use verify::{CopyIssue, RepairReport, VerifyReport};

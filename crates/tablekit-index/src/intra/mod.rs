@@ -15,6 +15,7 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Stored};
 use tracing::Instrument as _;
 
+use crate::conflict::as_conflict;
 use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
 use crate::spec::{Family, IndexSpec, Layout};
 use crate::verify::{Audit, VerifyReport, audit};
@@ -59,20 +60,6 @@ impl<T> fmt::Debug for IntraPartitionIndex<T> {
 fn lost_race(error: &Error) -> bool {
     matches!(error, Error::BatchFailed { index: 0, source }
         if matches!(source.kind(), ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound))
-}
-
-/// A lost race as the conflict an ETag loop retries (a 404 on the primary means it was
-/// deleted since the read: the same situation as a changed ETag).
-fn as_conflict(error: Error) -> Error {
-    match error {
-        Error::BatchFailed { source, .. } if source.kind() == ErrorKind::NotFound => {
-            match *source {
-                Error::NotFound { target } => Error::PreconditionFailed { target },
-                other => other,
-            }
-        }
-        other => other,
-    }
 }
 
 /// Submits a family transaction. A release whose row is already gone (a copy never written,

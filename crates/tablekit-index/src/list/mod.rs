@@ -1,0 +1,8 @@
+//! Index entities (PATTERNS.md §5.4): lists of the entities that share a value.
+
+mod rows;
+mod same_partition;
+mod spec;
+
+pub use same_partition::SamePartitionList;
+pub use spec::{ListSpec, ListSpecBuilder};
