@@ -2,7 +2,10 @@
 #![deny(missing_docs)]
 
 mod backfill;
+mod compound;
 mod conflict;
+mod denormalize;
+mod hetero;
 mod intra;
 mod list;
 mod range;
@@ -12,6 +15,9 @@ mod verify;
 pub use backfill::{
     BackfillOptions, BackfillState, Checkpoint, MemoryCheckpoint, ProgressFn, TableCheckpoint,
 };
+pub use compound::CompoundRows;
+pub use denormalize::{DenormalizedCopy, DenormalizedWrite, SourceWrite};
+pub use hetero::{EntityKind, TypedRows};
 pub use intra::IntraPartitionIndex;
 pub use list::{ListSpec, ListSpecBuilder, SamePartitionList};
 pub use range::IndexRange;
