@@ -3,9 +3,11 @@
 //! - `cargo xtask demo` — install and start Azurite, run every example against it, stop it.
 //! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, and the whole test
 //!   suite. `.ci/run` runs exactly this.
+//! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
 //! - `cargo xtask azurite` — run Azurite in the foreground on the standard ports until Ctrl-C.
 //! - `cargo xtask install-azurite` — install the pinned Azurite into `target/azurite`.
 
+mod book;
 mod install;
 mod run;
 
@@ -17,6 +19,9 @@ commands:
   demo              install and start Azurite, run every example against it, stop it
   test [--long]     install Azurite, then fmt check, clippy and the whole test suite
                     (--long runs the load scenario for 60 s instead of 10 s)
+  bench [--quick] [--with-python]
+                    benchmarks against the raw SDK (and the Python SDK) on an in-memory
+                    Azurite; prints a table and writes target/bench/report.json
   azurite           run Azurite in the foreground on ports 10000-10002 until Ctrl-C
   install-azurite   install the pinned Azurite into target/azurite";
 
@@ -26,6 +31,7 @@ fn main() -> ExitCode {
         Some("demo") => run::demo(),
         Some("test") => run::test(args[1..].iter().any(|a| a == "--long")),
         Some("azurite") => run::azurite_foreground(),
+        Some("bench") => run::bench(&args[1..]),
         Some("install-azurite") => install::ensure().map(|_| ()),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -46,9 +46,28 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
         ],
         &[],
     )?;
+    check_book()?;
+    cargo(
+        &["doc", "--workspace", "--no-deps", "--quiet"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
     cargo(&["test", "--workspace", "--quiet"], &envs)?;
     eprintln!("xtask: all checks passed");
     Ok(())
+}
+
+/// Fails if a book page includes a missing file or anchor.
+fn check_book() -> Result<(), String> {
+    match crate::book::check_includes(&workspace_root().join("docs/src")) {
+        Ok(count) => {
+            eprintln!("xtask: book: {count} includes resolve");
+            Ok(())
+        }
+        Err(problems) => Err(format!(
+            "book includes are broken:\n  {}",
+            problems.join("\n  ")
+        )),
+    }
 }
 
 pub(crate) fn demo() -> Result<(), String> {
@@ -85,6 +104,14 @@ pub(crate) fn demo() -> Result<(), String> {
     } else {
         Err(failed.join("; "))
     }
+}
+
+pub(crate) fn bench(args: &[String]) -> Result<(), String> {
+    let install = install::ensure()?;
+    let dir = install.dir().to_string_lossy().into_owned();
+    let mut cmd = vec!["run", "--release", "--quiet", "-p", "tablekit-bench", "--"];
+    cmd.extend(args.iter().map(String::as_str));
+    cargo(&cmd, &[("TABLEKIT_AZURITE_DIR", dir.as_str())])
 }
 
 pub(crate) fn azurite_foreground() -> Result<(), String> {

@@ -5,14 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use azure_core::headers::{HeaderName, Headers};
-use azure_core::prelude::NextMarker;
-use azure_core::{Body, Method, Url};
+use azure_core::{Method, Url};
 use azure_storage::clients::ServiceType;
-use azure_storage_blobs::container::operations::BlobItem;
-use azure_storage_blobs::prelude::ContainerClient;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::StreamExt as _;
+use serde::Deserialize;
 use tablekit_core::limits::{validate_blob_name, validate_dns_name, validate_property_identifier};
 use tablekit_core::{ETag, Error, ErrorKind, NameKind, ResourceKind, Result, Target};
 use tracing::Instrument as _;
@@ -26,7 +23,6 @@ use crate::url::{encode_component, join};
 pub struct Container {
     account: Account,
     name: Arc<str>,
-    client: ContainerClient,
 }
 
 impl fmt::Debug for Container {
@@ -149,7 +145,6 @@ impl Account {
         Ok(Container {
             account: self.clone(),
             name: Arc::from(name),
-            client: self.blob_service().container_client(name),
         })
     }
 }
@@ -163,6 +158,18 @@ impl Container {
     /// The account this container belongs to.
     pub fn account(&self) -> &Account {
         &self.account
+    }
+
+    /// An SDK client for this container with the same credentials, endpoint and HTTP stack,
+    /// for anything tablekit does not cover (leases, tiers, block lists). Requests made
+    /// through it are counted in the account's metrics but are not retried by tablekit.
+    pub fn client(&self) -> azure_storage_blobs::prelude::ContainerClient {
+        azure_storage_blobs::prelude::ClientBuilder::with_location(
+            self.account.location(ServiceType::Blob),
+            self.account.storage_credentials().clone(),
+        )
+        .client_options(self.account.client_options().clone())
+        .container_client(self.name.to_string())
     }
 
     fn blob_target(&self, blob: &str) -> Target {
@@ -187,12 +194,12 @@ impl Container {
         headers: Vec<(String, String)>,
         body: Option<&Bytes>,
     ) -> Result<azure_core::Request> {
-        let mut h = Headers::new();
-        for (name, value) in headers {
-            h.insert(HeaderName::from(name), value);
-        }
-        azure_storage::clients::finalize_request(url, method, h, body.cloned().map(Body::from))
-            .map_err(|e| Error::transport("could not build the request", e))
+        crate::send::build_request(
+            method,
+            url,
+            headers.into_iter().map(|(n, v)| (HeaderName::from(n), v)),
+            body,
+        )
     }
 
     async fn send(
@@ -465,52 +472,89 @@ impl Container {
     /// [`Error::NotFound`] if the container does not exist.
     pub async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
         let mut out = Vec::new();
-        let mut marker: Option<NextMarker> = None;
+        let mut marker: Option<String> = None;
         let target = Target::resource(ResourceKind::Container, self.name.as_ref());
         loop {
+            let mut query = vec![
+                ("restype", "container"),
+                ("comp", "list"),
+                ("include", "metadata"),
+            ];
+            if !prefix.is_empty() {
+                query.push(("prefix", prefix));
+            }
+            if let Some(m) = &marker {
+                query.push(("marker", m));
+            }
+            let url = self.url(None, &query);
             let outcome = self
-                .account
-                .run_sdk(RequestKind::BlobList, &target, |ctx| {
-                    let mut list = self.client.list_blobs().include_metadata(true).context(ctx);
-                    if !prefix.is_empty() {
-                        list = list.prefix(prefix.to_owned());
-                    }
-                    if let Some(m) = &marker {
-                        list = list.marker(m.clone());
-                    }
-                    async move {
-                        list.into_stream().next().await.unwrap_or_else(|| {
-                            Err(azure_core::Error::message(
-                                azure_core::error::ErrorKind::Other,
-                                "empty listing",
-                            ))
-                        })
-                    }
+                .send(RequestKind::BlobList, &target, || {
+                    self.request(Method::Get, url.clone(), Vec::new(), None)
                 })
                 .await;
-            let page = outcome.result?;
-            for item in page.blobs.items {
-                if let BlobItem::Blob(b) = item {
-                    out.push(BlobInfo {
-                        etag: ETag::new(b.properties.etag.to_string()),
-                        len: b.properties.content_length,
-                        content_type: Some(b.properties.content_type.clone())
-                            .filter(|c| !c.is_empty()),
-                        last_modified: DateTime::from_timestamp(
-                            b.properties.last_modified.unix_timestamp(),
-                            0,
-                        ),
-                        metadata: b.metadata.unwrap_or_default().into_iter().collect(),
-                        name: b.name,
-                    });
+            let page: EnumerationResults = azure_core::xml::read_xml(&outcome.result?.body)
+                .map_err(|e| Error::transport("malformed blob listing", e))?;
+            out.extend(page.blobs.blob.into_iter().map(|b| {
+                BlobInfo {
+                    etag: ETag::new(b.properties.etag),
+                    len: b.properties.content_length,
+                    content_type: b.properties.content_type.filter(|c| !c.is_empty()),
+                    last_modified: DateTime::parse_from_rfc2822(&b.properties.last_modified)
+                        .ok()
+                        .map(|t| t.with_timezone(&Utc)),
+                    metadata: b
+                        .metadata
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                        .collect(),
+                    name: b.name,
                 }
-            }
-            match page.next_marker {
+            }));
+            match page.next_marker.filter(|m| !m.is_empty()) {
                 Some(m) => marker = Some(m),
                 None => return Ok(out),
             }
         }
     }
+}
+
+/// The parts of a List Blobs response tablekit reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct EnumerationResults {
+    #[serde(default)]
+    blobs: ListedBlobs,
+    #[serde(default)]
+    next_marker: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+struct ListedBlobs {
+    #[serde(default)]
+    blob: Vec<ListedBlob>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListedBlob {
+    name: String,
+    properties: ListedProperties,
+    #[serde(default)]
+    metadata: Option<std::collections::HashMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct ListedProperties {
+    #[serde(rename = "Etag")]
+    etag: String,
+    #[serde(rename = "Content-Length")]
+    content_length: u64,
+    #[serde(rename = "Content-Type", default)]
+    content_type: Option<String>,
+    #[serde(rename = "Last-Modified")]
+    last_modified: String,
 }
 
 fn lowercase(metadata: &BTreeMap<String, String>) -> BTreeMap<String, String> {

@@ -4,17 +4,21 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use azure_storage_queues::{
-    MessageTTL, NumberOfMessages, PopReceipt, QueueClient, VisibilityTimeout,
-};
+use azure_core::headers::HeaderName;
+use azure_core::{Method, Url};
+use azure_storage::clients::ServiceType;
 use base64::Engine as _;
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use tablekit_core::limits::{MAX_QUEUE_MESSAGE_BYTES, validate_dns_name};
 use tablekit_core::{Error, ErrorKind, Limit, NameKind, ResourceKind, Result, Target};
 use tracing::Instrument as _;
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
+use crate::send::{Collected, Outcome, build_request};
+use crate::url::{encode_component, join};
 
 /// Largest visibility timeout or delay the service accepts: 7 days.
 pub const MAX_VISIBILITY: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -27,7 +31,6 @@ pub const MAX_VISIBILITY: Duration = Duration::from_secs(7 * 24 * 3600);
 pub struct Queue {
     account: Account,
     name: Arc<str>,
-    client: QueueClient,
 }
 
 impl fmt::Debug for Queue {
@@ -79,8 +82,56 @@ pub struct PutOptions {
     pub ttl: Option<Duration>,
 }
 
-fn to_chrono(t: time::OffsetDateTime) -> DateTime<Utc> {
-    DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond()).unwrap_or_default()
+/// The parts of a `QueueMessagesList` response tablekit reads.
+#[derive(Deserialize)]
+struct QueueMessagesList {
+    #[serde(rename = "QueueMessage", default)]
+    messages: Vec<RawMessage>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawMessage {
+    message_id: String,
+    #[serde(default)]
+    pop_receipt: String,
+    #[serde(default)]
+    insertion_time: String,
+    #[serde(default)]
+    expiration_time: String,
+    #[serde(default)]
+    time_next_visible: String,
+    #[serde(default)]
+    dequeue_count: u64,
+    #[serde(default)]
+    message_text: String,
+}
+
+impl RawMessage {
+    fn into_message(self) -> Message {
+        Message {
+            payload: decode(&self.message_text),
+            id: self.message_id,
+            pop_receipt: self.pop_receipt,
+            dequeue_count: self.dequeue_count,
+            inserted: rfc1123(&self.insertion_time),
+            next_visible: rfc1123(&self.time_next_visible),
+            expires: rfc1123(&self.expiration_time),
+        }
+    }
+}
+
+fn rfc1123(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc2822(text)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
+}
+
+fn message_body(text: &str) -> Bytes {
+    // Base64 text needs no XML escaping.
+    Bytes::from(format!(
+        "<QueueMessage><MessageText>{text}</MessageText></QueueMessage>"
+    ))
 }
 
 fn decode(text: &str) -> Vec<u8> {
@@ -109,7 +160,6 @@ impl Account {
         Ok(Queue {
             account: self.clone(),
             name: Arc::from(name),
-            client: self.queue_service().queue_client(name),
         })
     }
 }
@@ -125,8 +175,64 @@ impl Queue {
         &self.account
     }
 
+    /// An SDK client for this queue with the same credentials, endpoint and HTTP stack, for
+    /// anything tablekit does not cover. Requests made through it are counted in the
+    /// account's metrics but are not retried by tablekit.
+    pub fn client(&self) -> azure_storage_queues::QueueClient {
+        azure_storage_queues::QueueServiceClientBuilder::with_location(
+            self.account.location(ServiceType::Queue),
+            self.account.storage_credentials().clone(),
+        )
+        .client_options(self.account.client_options().clone())
+        .build()
+        .queue_client(self.name.to_string())
+    }
+
     fn target(&self) -> Target {
         Target::resource(ResourceKind::Queue, self.name.as_ref())
+    }
+
+    fn url(&self, path: &str, query: &[(&str, &str)]) -> Url {
+        let mut full = encode_component(&self.name);
+        if !path.is_empty() {
+            full.push('/');
+            full.push_str(path);
+        }
+        join(&self.account.endpoints().queue, &full, query)
+    }
+
+    async fn send(
+        &self,
+        kind: RequestKind,
+        method: Method,
+        url: Url,
+        body: Option<Bytes>,
+    ) -> Outcome<Collected> {
+        let span = tracing::debug_span!("tablekit.queue", op = %kind, queue = %self.name);
+        let headers = || {
+            body.as_ref().map(|_| {
+                (
+                    HeaderName::from_static("content-type"),
+                    "application/xml".to_owned(),
+                )
+            })
+        };
+        self.account
+            .send(ServiceType::Queue, kind, &self.target(), || {
+                build_request(method, url.clone(), headers(), body.as_ref())
+            })
+            .instrument(span)
+            .await
+    }
+
+    fn messages(response: &Collected) -> Result<Vec<Message>> {
+        let list: QueueMessagesList = azure_core::xml::read_xml(&response.body)
+            .map_err(|e| Error::transport("malformed queue response", e))?;
+        Ok(list
+            .messages
+            .into_iter()
+            .map(RawMessage::into_message)
+            .collect())
     }
 
     /// Creates the queue; succeeds if it already exists (without metadata).
@@ -136,15 +242,15 @@ impl Queue {
     /// # Errors
     /// Transport and service errors.
     pub async fn create(&self) -> Result<()> {
-        let span = tracing::debug_span!("tablekit.queue.create", queue = %self.name);
-        self.account
-            .run_sdk(RequestKind::QueueCreate, &self.target(), |ctx| {
-                self.client.create().context(ctx).into_future()
-            })
-            .instrument(span)
-            .await
-            .result
-            .map(|_| ())
+        self.send(
+            RequestKind::QueueCreate,
+            Method::Put,
+            self.url("", &[]),
+            None,
+        )
+        .await
+        .result
+        .map(|_| ())
     }
 
     /// Deletes the queue and its messages.
@@ -155,10 +261,12 @@ impl Queue {
     /// [`Error::NotFound`] if it does not exist.
     pub async fn delete(&self) -> Result<()> {
         let outcome = self
-            .account
-            .run_sdk(RequestKind::QueueDelete, &self.target(), |ctx| {
-                self.client.delete().context(ctx).into_future()
-            })
+            .send(
+                RequestKind::QueueDelete,
+                Method::Delete,
+                self.url("", &[]),
+                None,
+            )
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
@@ -167,7 +275,7 @@ impl Queue {
         }
     }
 
-    /// Puts a message.
+    /// Puts a message. Returns its id.
     ///
     /// Requests: 1. Not idempotent: a retry after a lost response can put the message twice,
     /// so consumers must be idempotent (as the patterns require anyway).
@@ -184,68 +292,63 @@ impl Queue {
                 actual: text.len(),
             });
         }
-        if let Some(d) = options.visibility_delay {
-            check_visibility("visibility_delay", d)?;
+        let delay = options
+            .visibility_delay
+            .map(|d| check_visibility("visibility_delay", d).map(|()| d.as_secs().to_string()))
+            .transpose()?;
+        let ttl = options.ttl.map(|t| t.as_secs().max(1).to_string());
+        let mut query = Vec::new();
+        if let Some(d) = &delay {
+            query.push(("visibilitytimeout", d.as_str()));
         }
-        let span =
-            tracing::debug_span!("tablekit.queue.put", queue = %self.name, bytes = payload.len());
-        let outcome = self
-            .account
-            .run_sdk(RequestKind::QueuePut, &self.target(), |ctx| {
-                let mut put = self.client.put_message(text.clone()).context(ctx);
-                if let Some(d) = options.visibility_delay {
-                    put = put.visibility_timeout(VisibilityTimeout::new(d));
-                }
-                if let Some(ttl) = options.ttl {
-                    put = put.ttl(MessageTTL::new(ttl));
-                }
-                put.into_future()
+        if let Some(t) = &ttl {
+            query.push(("messagettl", t.as_str()));
+        }
+        let response = self
+            .send(
+                RequestKind::QueuePut,
+                Method::Post,
+                self.url("messages", &query),
+                Some(message_body(&text)),
+            )
+            .await
+            .result?;
+        Self::messages(&response)?
+            .into_iter()
+            .next()
+            .map(|m| m.id)
+            .ok_or_else(|| {
+                Error::transport(
+                    "the service did not return the message",
+                    std::io::Error::other("empty list"),
+                )
             })
-            .instrument(span)
-            .await;
-        outcome.result.map(|r| r.queue_message.message_id)
     }
 
-    /// Dequeues up to `max` (1–32) messages, hiding them for `visibility_timeout`.
+    /// Dequeues up to `max` (1–32) messages, hiding them for `visibility_timeout` (at least
+    /// 1 s).
     ///
     /// Requests: 1 (an empty queue returns an empty list).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for `max` outside 1–32 or a timeout over 7 days.
     pub async fn get(&self, max: u8, visibility_timeout: Duration) -> Result<Vec<Message>> {
-        if !(1..=32).contains(&max) {
-            return Err(Error::InvalidConfig {
-                part: "max".into(),
-                reason: "1 to 32 messages per request".into(),
-            });
-        }
+        check_count(max)?;
         check_visibility("visibility_timeout", visibility_timeout)?;
-        let outcome = self
-            .account
-            .run_sdk(RequestKind::QueueGet, &self.target(), |ctx| {
-                self.client
-                    .get_messages()
-                    .number_of_messages(NumberOfMessages::new(max))
-                    .visibility_timeout(VisibilityTimeout::new(
-                        visibility_timeout.max(Duration::from_secs(1)),
-                    ))
-                    .context(ctx)
-                    .into_future()
-            })
-            .await;
-        let messages = outcome.result?.messages;
-        Ok(messages
-            .into_iter()
-            .map(|m| Message {
-                payload: decode(&m.message_text),
-                id: m.message_id,
-                pop_receipt: m.pop_receipt,
-                dequeue_count: m.dequeue_count,
-                inserted: to_chrono(m.insertion_time),
-                next_visible: to_chrono(m.time_next_visible),
-                expires: to_chrono(m.expiration_time),
-            })
-            .collect())
+        let (n, timeout) = (
+            max.to_string(),
+            visibility_timeout.as_secs().max(1).to_string(),
+        );
+        let url = self.url(
+            "messages",
+            &[("numofmessages", &n), ("visibilitytimeout", &timeout)],
+        );
+        Self::messages(
+            &self
+                .send(RequestKind::QueueGet, Method::Get, url, None)
+                .await
+                .result?,
+        )
     }
 
     /// Extends (or shortens) a dequeued message's invisibility to `visibility_timeout` from
@@ -260,44 +363,53 @@ impl Queue {
     pub async fn update(&self, message: &Message, visibility_timeout: Duration) -> Result<Message> {
         check_visibility("visibility_timeout", visibility_timeout)?;
         let text = base64::engine::general_purpose::STANDARD.encode(&message.payload);
-        let receipt = PopReceipt::new(message.id.clone(), message.pop_receipt.clone());
-        let outcome = self
-            .account
-            .run_sdk(RequestKind::QueueUpdate, &self.target(), |ctx| {
-                self.client
-                    .pop_receipt_client(receipt.clone())
-                    .update(text.clone(), VisibilityTimeout::new(visibility_timeout))
-                    .context(ctx)
-                    .into_future()
-            })
-            .await;
-        let updated = outcome.result?;
+        let timeout = visibility_timeout.as_secs().to_string();
+        let url = self.url(
+            &format!("messages/{}", encode_component(&message.id)),
+            &[
+                ("popreceipt", &message.pop_receipt),
+                ("visibilitytimeout", &timeout),
+            ],
+        );
+        let response = self
+            .send(
+                RequestKind::QueueUpdate,
+                Method::Put,
+                url,
+                Some(message_body(&text)),
+            )
+            .await
+            .result?;
+        let pop_receipt = response
+            .header("x-ms-popreceipt")
+            .unwrap_or_default()
+            .to_owned();
+        let next_visible = response
+            .header("x-ms-time-next-visible")
+            .map(rfc1123)
+            .unwrap_or_default();
         Ok(Message {
-            pop_receipt: updated.pop_receipt,
-            next_visible: to_chrono(updated.time_next_visible),
+            pop_receipt,
+            next_visible,
             ..message.clone()
         })
     }
 
     /// Deletes a dequeued message.
     ///
-    /// Requests: 1. Idempotent with respect to lost responses: a retry that finds the message
-    /// gone counts as success.
+    /// Requests: 1. A retry after a lost response that finds the message gone counts as
+    /// success.
     ///
     /// # Errors
     /// [`Error::PreconditionFailed`] when the receipt is stale (the message reappeared and was
     /// dequeued by another consumer), [`Error::NotFound`] when the message is already gone.
     pub async fn delete_message(&self, message: &Message) -> Result<()> {
-        let receipt = PopReceipt::new(message.id.clone(), message.pop_receipt.clone());
+        let url = self.url(
+            &format!("messages/{}", encode_component(&message.id)),
+            &[("popreceipt", &message.pop_receipt)],
+        );
         let outcome = self
-            .account
-            .run_sdk(RequestKind::QueueDeleteMessage, &self.target(), |ctx| {
-                self.client
-                    .pop_receipt_client(receipt.clone())
-                    .delete()
-                    .context(ctx)
-                    .into_future()
-            })
+            .send(RequestKind::QueueDeleteMessage, Method::Delete, url, None)
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
@@ -313,13 +425,19 @@ impl Queue {
     /// # Errors
     /// [`Error::NotFound`] if the queue does not exist.
     pub async fn approximate_count(&self) -> Result<usize> {
-        let outcome = self
-            .account
-            .run_sdk(RequestKind::QueueMetadata, &self.target(), |ctx| {
-                self.client.get_metadata().context(ctx).into_future()
-            })
-            .await;
-        outcome.result.map(|r| r.approximate_messages_count)
+        let response = self
+            .send(
+                RequestKind::QueueMetadata,
+                Method::Get,
+                self.url("", &[("comp", "metadata")]),
+                None,
+            )
+            .await
+            .result?;
+        Ok(response
+            .header("x-ms-approximate-messages-count")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0))
     }
 
     /// The payloads of up to `max` (1–32) visible messages, without dequeuing them.
@@ -329,27 +447,28 @@ impl Queue {
     /// # Errors
     /// [`Error::InvalidConfig`] for `max` outside 1–32.
     pub async fn peek(&self, max: u8) -> Result<Vec<Vec<u8>>> {
-        if !(1..=32).contains(&max) {
-            return Err(Error::InvalidConfig {
-                part: "max".into(),
-                reason: "1 to 32 messages per request".into(),
-            });
-        }
-        let outcome = self
-            .account
-            .run_sdk(RequestKind::QueuePeek, &self.target(), |ctx| {
-                self.client
-                    .peek_messages()
-                    .number_of_messages(NumberOfMessages::new(max))
-                    .context(ctx)
-                    .into_future()
-            })
-            .await;
-        Ok(outcome
-            .result?
-            .messages
-            .into_iter()
-            .map(|m| decode(&m.message_text))
-            .collect())
+        check_count(max)?;
+        let n = max.to_string();
+        let url = self.url("messages", &[("numofmessages", &n), ("peekonly", "true")]);
+        Ok(Self::messages(
+            &self
+                .send(RequestKind::QueuePeek, Method::Get, url, None)
+                .await
+                .result?,
+        )?
+        .into_iter()
+        .map(|m| m.payload)
+        .collect())
+    }
+}
+
+fn check_count(max: u8) -> Result<()> {
+    if (1..=32).contains(&max) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig {
+            part: "max".into(),
+            reason: "1 to 32 messages per request".into(),
+        })
     }
 }

@@ -121,50 +121,6 @@ impl Account {
             }
         }
     }
-
-    /// Runs an SDK operation (queue, blob) with the same retries, metrics and error mapping.
-    pub(crate) async fn run_sdk<T, F, Fut>(
-        &self,
-        kind: RequestKind,
-        target: &Target,
-        op: F,
-    ) -> Outcome<T>
-    where
-        F: Fn(Context) -> Fut,
-        Fut: std::future::Future<Output = azure_core::Result<T>>,
-    {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let mut ctx = Context::new();
-            ctx.insert(kind);
-            match op(ctx).await {
-                Ok(value) => {
-                    return Outcome {
-                        result: Ok(value),
-                        attempts,
-                    };
-                }
-                Err(e) => {
-                    let error = map_error(e, target);
-                    self.metrics().error(&error);
-                    match self.settings().retry.delay(attempts, &error) {
-                        Some(delay) => {
-                            tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
-                            self.metrics().retry();
-                            tokio::time::sleep(delay).await;
-                        }
-                        None => {
-                            return Outcome {
-                                result: Err(error),
-                                attempts,
-                            };
-                        }
-                    }
-                }
-            }
-        }
-    }
 }
 
 async fn attempt(
@@ -184,4 +140,25 @@ async fn attempt(
     let (_, headers, body) = response.deconstruct();
     let body = body.collect().await.map_err(|e| map_error(e, target))?;
     Ok(Collected { headers, body })
+}
+
+/// A request signed when sent: the storage headers every request needs (date, version,
+/// length) plus `headers`.
+pub(crate) fn build_request(
+    method: azure_core::Method,
+    url: azure_core::Url,
+    headers: impl IntoIterator<Item = (azure_core::headers::HeaderName, String)>,
+    body: Option<&Bytes>,
+) -> Result<Request> {
+    let mut h = Headers::new();
+    for (name, value) in headers {
+        h.insert(name, value);
+    }
+    azure_storage::clients::finalize_request(
+        url,
+        method,
+        h,
+        body.cloned().map(azure_core::Body::from),
+    )
+    .map_err(|e| Error::transport("could not build the request", e))
 }

@@ -229,3 +229,36 @@ async fn sixteen_writers_times_25_increments_end_at_exactly_400() {
     );
     table.delete_table().await.unwrap();
 }
+
+#[tokio::test]
+async fn line_separators_in_a_transaction_round_trip() {
+    // Regression: U+2028/U+2029 unescaped in a batch body make Azurite answer 500 after
+    // applying part of the transaction; tablekit escapes them in its JSON.
+    let table = common::table("separators").await;
+    let text = "a\u{2028}b\u{2029}c";
+    let plan = BatchPlan::atomic(["1", "2"].map(|rk| {
+        Operation::insert(
+            &Entity::try_new(
+                "p",
+                format!("{rk}{text}"),
+                Properties::new().with("V", text),
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    }))
+    .unwrap();
+    table.submit(&plan).await.unwrap();
+    let rows = table
+        .query::<Properties>()
+        .filter(Filter::partition("p"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter()
+            .all(|r| r.value.get_str("V") == Some(text) && r.keys.rk().ends_with(text))
+    );
+    table.delete_table().await.unwrap();
+}

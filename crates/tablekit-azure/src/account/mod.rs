@@ -9,10 +9,8 @@ use std::sync::Arc;
 
 use azure_core::auth::Secret;
 use azure_core::{ClientOptions, Pipeline, RetryOptions, TransportOptions, Url};
+use azure_storage::StorageCredentials;
 use azure_storage::clients::ServiceType;
-use azure_storage::{CloudLocation, StorageCredentials};
-use azure_storage_blobs::prelude::{BlobServiceClient, ClientBuilder as BlobClientBuilder};
-use azure_storage_queues::{QueueServiceClient, QueueServiceClientBuilder};
 use tablekit_core::{Error, Result};
 
 pub use sas_token::SasToken;
@@ -66,8 +64,6 @@ struct Inner {
     table_pipeline: Pipeline,
     queue_pipeline: Pipeline,
     blob_pipeline: Pipeline,
-    queue_service: QueueServiceClient,
-    blob_service: BlobServiceClient,
     storage_credentials: StorageCredentials,
     client_options: ClientOptions,
     http: reqwest::Client,
@@ -222,30 +218,20 @@ impl Account {
             timeout: settings.request_timeout,
         });
         // tablekit retries itself (with metrics and outcome verification); the SDK must not.
-        let client_options = ClientOptions::new(TransportOptions::new_custom_policy(transport))
-            .retry(RetryOptions::none());
+        let client_options =
+            ClientOptions::new(TransportOptions::new_custom_policy(transport.clone()))
+                .retry(RetryOptions::none());
+        // The SDK wraps any transport in a policy that logs whole requests at DEBUG level —
+        // URLs with SAS signatures included. tablekit's pipelines end in its own transport.
         let pipeline = || {
-            azure_storage::clients::new_pipeline_from_options(
+            let mut pipeline = azure_storage::clients::new_pipeline_from_options(
                 client_options.clone(),
                 storage_credentials.clone(),
-            )
+            );
+            let last = pipeline.policies().len() - 1;
+            pipeline.replace_policy(transport.clone(), last);
+            pipeline
         };
-        let location = |url: &Url| CloudLocation::Custom {
-            account: name.clone(),
-            uri: url.as_str().trim_end_matches('/').to_owned(),
-        };
-        let queue_service = QueueServiceClientBuilder::with_location(
-            location(&endpoints.queue),
-            storage_credentials.clone(),
-        )
-        .client_options(client_options.clone())
-        .build();
-        let blob_service = BlobClientBuilder::with_location(
-            location(&endpoints.blob),
-            storage_credentials.clone(),
-        )
-        .client_options(client_options.clone())
-        .blob_service_client();
         Ok(Self {
             inner: Arc::new(Inner {
                 table_pipeline: pipeline(),
@@ -256,8 +242,6 @@ impl Account {
                 endpoints,
                 settings,
                 metrics,
-                queue_service,
-                blob_service,
                 storage_credentials,
                 client_options,
                 http: client,
@@ -309,12 +293,17 @@ impl Account {
         }
     }
 
-    pub(crate) fn queue_service(&self) -> &QueueServiceClient {
-        &self.inner.queue_service
-    }
-
-    pub(crate) fn blob_service(&self) -> &BlobServiceClient {
-        &self.inner.blob_service
+    /// The SDK's view of one service endpoint, for building SDK clients.
+    pub(crate) fn location(&self, service: ServiceType) -> azure_storage::CloudLocation {
+        let url = match service {
+            ServiceType::Queue => &self.inner.endpoints.queue,
+            ServiceType::Blob | ServiceType::DataLake => &self.inner.endpoints.blob,
+            ServiceType::Table => &self.inner.endpoints.table,
+        };
+        azure_storage::CloudLocation::Custom {
+            account: self.inner.name.clone(),
+            uri: url.as_str().trim_end_matches('/').to_owned(),
+        }
     }
 
     pub(crate) fn storage_credentials(&self) -> &StorageCredentials {

@@ -8,14 +8,13 @@ mod update;
 use std::fmt;
 use std::sync::Arc;
 
-use azure_core::headers::{HeaderName, Headers};
-use azure_core::{Body, Method, Request, Url};
+use azure_core::headers::HeaderName;
+use azure_core::{Method, Request, Url};
 use azure_data_tables::clients::{TableClient, TableServiceClientBuilder};
-use azure_storage::CloudLocation;
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
 use tablekit_core::limits::validate_table_name;
-use tablekit_core::{Error, ErrorKind, Result, Target};
+use tablekit_core::{ErrorKind, Result, Target};
 use tracing::Instrument as _;
 
 pub use batch::{BulkOptions, BulkReport, OperationOutcome, Progress, TransactionOutcome};
@@ -74,19 +73,8 @@ impl Table {
     /// anything tablekit does not cover. Requests made through it are counted in the
     /// account's metrics but are not retried by tablekit.
     pub fn client(&self) -> TableClient {
-        let endpoint = self
-            .account
-            .endpoints()
-            .table
-            .as_str()
-            .trim_end_matches('/')
-            .to_owned();
-        let location = CloudLocation::Custom {
-            account: self.account.name().to_owned(),
-            uri: endpoint,
-        };
         TableServiceClientBuilder::with_location(
-            location,
+            self.account.location(ServiceType::Table),
             self.account.storage_credentials().clone(),
         )
         .client_options(self.account.client_options().clone())
@@ -120,17 +108,15 @@ impl Table {
         headers: &[(&'static str, &str)],
         body: Option<&Bytes>,
     ) -> Result<Request> {
-        let mut h = Headers::new();
-        h.insert(HeaderName::from_static("dataserviceversion"), "3.0;NetFx");
-        h.insert(
-            HeaderName::from_static("maxdataserviceversion"),
-            "3.0;NetFx",
-        );
-        for (name, value) in headers {
-            h.insert(HeaderName::from_static(name), (*value).to_owned());
-        }
-        azure_storage::clients::finalize_request(url, method, h, body.cloned().map(Body::from))
-            .map_err(|e| Error::transport("could not build the request", e))
+        let standard = [
+            ("dataserviceversion", "3.0;NetFx"),
+            ("maxdataserviceversion", "3.0;NetFx"),
+        ];
+        let all = standard
+            .iter()
+            .chain(headers)
+            .map(|(n, v)| (HeaderName::from_static(n), (*v).to_owned()));
+        crate::send::build_request(method, url, all, body)
     }
 
     /// Creates the table.

@@ -1,0 +1,156 @@
+//! `cargo xtask bench`: tablekit against the raw SDK (and optionally the Python SDK), in one
+//! run against one in-memory Azurite, reporting medians, spreads and ratios.
+//!
+//! Usage: `tablekit-bench [--quick] [--with-python]` (run through `cargo xtask bench`, which
+//! builds it in release mode). Writes `target/bench/report.json` and prints a markdown table;
+//! exits non-zero if an acceptance criterion fails.
+
+mod data;
+mod measure;
+mod memory;
+mod patterns;
+mod python;
+mod raw;
+mod report;
+mod workloads;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tablekit_azure::{Account, ScanPolicy, Settings};
+use tablekit_testkit::Azurite;
+
+use crate::workloads::Sizes;
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.first().map(String::as_str) == Some("stream-child") {
+        let partitions = args.get(3).and_then(|p| p.parse().ok()).unwrap_or(0);
+        return match runtime.block_on(memory::child(&args[1], &args[2], partitions)) {
+            Ok(streamed) => {
+                println!("{}", serde_json::to_string(&streamed).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let with_python = args.iter().any(|a| a == "--with-python");
+    match runtime.block_on(run(
+        if quick { Sizes::quick() } else { Sizes::full() },
+        with_python,
+    )) {
+        Ok(report) => {
+            println!("{}", report.markdown());
+            let dir = target_dir().join("bench");
+            let _ = std::fs::create_dir_all(&dir);
+            let path = dir.join("report.json");
+            match serde_json::to_string_pretty(&report).map(|json| std::fs::write(&path, json)) {
+                Ok(Ok(())) => eprintln!("tablekit-bench: wrote {}", path.display()),
+                _ => eprintln!("tablekit-bench: could not write {}", path.display()),
+            }
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> {
+    let azurite = Azurite::start().map_err(|e| e.to_string())?;
+    let cs = azurite.connection_string();
+    let endpoint = azurite.endpoints().table.clone();
+    let account = Account::from_connection_string(&cs)
+        .and_then(|a| {
+            a.with_settings(Settings {
+                scan_policy: ScanPolicy::allow_all(),
+                ..Settings::default()
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    let step = |name: &str| eprintln!("tablekit-bench: {name}");
+
+    step("1, 4. bulk load and client CPU");
+    let bulk = workloads::bulk(&account, &endpoint, sizes).await?;
+    step("2, 3. scan and point reads");
+    let scan_table = workloads::scan_table(&account, sizes.scan).await?;
+    let scan = workloads::scan(&scan_table, &endpoint, sizes.scan).await?;
+    let points = workloads::points(&scan_table, &endpoint, sizes.scan, sizes.point_reads).await?;
+    step("6. connections");
+    let connections =
+        workloads::connections(&account, &scan_table, &endpoint, sizes.connection_requests).await?;
+    step("7. request counts");
+    let patterns = patterns::table_operations(&account).await?;
+    step("5. memory");
+    let large = memory::load(&account, sizes.memory_large).await?;
+    let small = memory::measure(&cs, large.name(), sizes.memory_small.div_ceil(1_000))?;
+    let large_run = memory::measure(&cs, large.name(), sizes.memory_large.div_ceil(1_000))?;
+    if small.entities != sizes.memory_small || large_run.entities != sizes.memory_large {
+        return Err("memory runs streamed the wrong number of entities".into());
+    }
+    large.delete_table().await.map_err(|e| e.to_string())?;
+    let python = if with_python {
+        step("8. Python SDK");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/bench.py");
+        Some(python::bench(
+            &target_dir(),
+            &script,
+            &cs,
+            scan_table.name(),
+            sizes,
+        )?)
+    } else {
+        None
+    };
+    scan_table.delete_table().await.map_err(|e| e.to_string())?;
+    let mut report = report::Report {
+        machine: report::Machine::read(),
+        sizes,
+        partition_sizes: format!(
+            "bulk {} × {}; scan 1 × {}; memory {} × 1,000",
+            sizes.bulk_partitions,
+            sizes.bulk / sizes.bulk_partitions,
+            sizes.scan,
+            sizes.memory_large.div_ceil(1_000)
+        ),
+        bulk,
+        scan,
+        points,
+        memory: memory::Memory {
+            small,
+            large: large_run,
+        },
+        connections,
+        patterns,
+        python,
+        checks: Vec::new(),
+    };
+    report.evaluate();
+    drop(azurite);
+    Ok(report)
+}

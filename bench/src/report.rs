@@ -1,0 +1,275 @@
+//! The report: a markdown table on stdout and `target/bench/report.json`.
+
+use serde::Serialize;
+
+use crate::measure::{Figure, fmt};
+use crate::memory::Memory;
+use crate::patterns::PatternCount;
+use crate::python::Python;
+use crate::workloads::{Bulk, Connections, Points, Scan, Sizes};
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Machine {
+    pub(crate) cpus: usize,
+    pub(crate) cpu_model: String,
+    pub(crate) memory_gib: f64,
+    pub(crate) kernel: String,
+    pub(crate) azurite: &'static str,
+    pub(crate) storage: &'static str,
+}
+
+impl Machine {
+    pub(crate) fn read() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let mem_kib: f64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0);
+        Self {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model: cpuinfo
+                .lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+                .unwrap_or_default(),
+            memory_gib: mem_kib / 1024.0 / 1024.0,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+            azurite: tablekit_testkit::AZURITE_VERSION,
+            storage: "Azurite, in-memory, on loopback",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Check {
+    pub(crate) criterion: String,
+    pub(crate) measured: String,
+    pub(crate) pass: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    pub(crate) machine: Machine,
+    pub(crate) sizes: Sizes,
+    pub(crate) partition_sizes: String,
+    pub(crate) bulk: Bulk,
+    pub(crate) scan: Scan,
+    pub(crate) points: Points,
+    pub(crate) memory: Memory,
+    pub(crate) connections: Connections,
+    pub(crate) patterns: Vec<PatternCount>,
+    pub(crate) python: Option<Python>,
+    pub(crate) checks: Vec<Check>,
+}
+
+fn ratio(a: &Figure, b: &Figure) -> f64 {
+    if b.median == 0.0 {
+        0.0
+    } else {
+        a.median / b.median
+    }
+}
+
+impl Report {
+    pub(crate) fn evaluate(&mut self) {
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let mut checks = vec![
+            check(
+                "bulk_write ≥ 0.9× the raw SDK's best case".to_string(),
+                ratio(&self.bulk.tablekit, &self.bulk.raw_sdk),
+                0.9,
+            ),
+            check(
+                "bulk_write ≥ 10× sequential single inserts".to_string(),
+                ratio(&self.bulk.tablekit, &self.bulk.sequential),
+                10.0,
+            ),
+            Check {
+                criterion: "client CPU per entity ≤ 1.3× the raw SDK's".into(),
+                measured: format!(
+                    "{:.2}×",
+                    ratio(&self.bulk.tablekit_cpu_us, &self.bulk.raw_cpu_us)
+                ),
+                pass: ratio(&self.bulk.tablekit_cpu_us, &self.bulk.raw_cpu_us) <= 1.3,
+            },
+            check(
+                "scan ≥ 0.9× the raw SDK's".to_string(),
+                ratio(&self.scan.tablekit, &self.scan.raw_sdk),
+                0.9,
+            ),
+            Check {
+                criterion: format!(
+                    "streaming peak RSS for {} entities ≤ the {} figure + 20 MB",
+                    self.sizes.memory_large, self.sizes.memory_small
+                ),
+                measured: format!(
+                    "{:.1} MiB vs {:.1} MiB",
+                    mib(self.memory.large.growth()),
+                    mib(self.memory.small.growth())
+                ),
+                pass: self.memory.large.growth() <= self.memory.small.growth() + 20 * 1024 * 1024,
+            },
+            Check {
+                criterion: "connections opened ≤ in-flight concurrency + 1".into(),
+                measured: format!(
+                    "{} for {} sequential requests",
+                    self.connections.tablekit, self.connections.requests
+                ),
+                pass: self.connections.tablekit <= 2,
+            },
+        ];
+        if !self.patterns.is_empty() {
+            let wrong: Vec<&PatternCount> = self
+                .patterns
+                .iter()
+                .filter(|p| p.measured != p.documented)
+                .collect();
+            checks.push(Check {
+                criterion:
+                    "every pattern operation's measured request count equals its documented count"
+                        .into(),
+                measured: if wrong.is_empty() {
+                    format!("{} operations, all equal", self.patterns.len())
+                } else {
+                    wrong
+                        .iter()
+                        .map(|p| format!("{}: {} ≠ {}", p.operation, p.measured, p.documented))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                },
+                pass: wrong.is_empty(),
+            });
+        }
+        if let Some(py) = &self.python {
+            checks.push(check(
+                "tablekit bulk load ≥ 5× the Python SDK's".into(),
+                ratio(&self.bulk.tablekit, &py.bulk),
+                5.0,
+            ));
+        }
+        self.checks = checks;
+    }
+
+    pub(crate) fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass)
+    }
+
+    pub(crate) fn markdown(&self) -> String {
+        let m = &self.machine;
+        let s = &self.sizes;
+        let mut out = format!(
+            "# tablekit benchmark\n\nMachine: {} CPUs ({}), {:.0} GiB, Linux {}; storage: {} {}.\n\
+             Each figure is the median of {} runs after a warm-up, with the spread (min–max).\n\
+             Partitions: {}.\n\n",
+            m.cpus,
+            m.cpu_model,
+            m.memory_gib,
+            m.kernel,
+            m.storage,
+            m.azurite,
+            crate::workloads::RUNS,
+            self.partition_sizes
+        );
+        out.push_str("| Workload | tablekit | raw SDK | ratio |\n|---|---|---|---|\n");
+        let row = |name: String, a: &Figure, b: &Figure| {
+            format!(
+                "| {name} | {} | {} | {:.2}× |\n",
+                a.show(),
+                b.show(),
+                ratio(a, b)
+            )
+        };
+        out.push_str(&row(
+            format!(
+                "1. bulk load, {} entities / {} partitions, {} in flight",
+                s.bulk, s.bulk_partitions, s.concurrency
+            ),
+            &self.bulk.tablekit,
+            &self.bulk.raw_sdk,
+        ));
+        out.push_str(&row(
+            format!(
+                "1. vs sequential single inserts ({} entities)",
+                s.sequential
+            ),
+            &self.bulk.tablekit,
+            &self.bulk.sequential,
+        ));
+        out.push_str(&row(
+            format!("2. scan of one {}-entity partition", s.scan),
+            &self.scan.tablekit,
+            &self.scan.raw_sdk,
+        ));
+        out.push_str(&row(
+            format!("3. point reads, sequential ({})", s.point_reads),
+            &self.points.tablekit_sequential,
+            &self.points.raw_sequential,
+        ));
+        out.push_str(&row(
+            format!("3. point reads, 16 in flight ({})", s.point_reads),
+            &self.points.tablekit_parallel,
+            &self.points.raw_parallel,
+        ));
+        out.push_str(&row(
+            "4. client CPU per entity, bulk load (lower is better)".into(),
+            &self.bulk.tablekit_cpu_us,
+            &self.bulk.raw_cpu_us,
+        ));
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        out.push_str(&format!(
+            "\n5. Memory: peak RSS growth while streaming {} entities: {:.1} MiB; {} entities: {:.1} MiB.\n",
+            self.memory.large.entities, mib(self.memory.large.growth()), self.memory.small.entities, mib(self.memory.small.growth())
+        ));
+        out.push_str(&format!(
+            "\n6. Connections opened for {} sequential requests: tablekit {}; raw SDK with a pooled client {}; raw SDK default transport {}.\n",
+            self.connections.requests, self.connections.tablekit, self.connections.raw_sdk_pooled, self.connections.raw_sdk_default
+        ));
+        if !self.patterns.is_empty() {
+            out.push_str("\n7. Pattern operations: requests measured (Metrics) vs documented\n\n| Operation | measured | documented |\n|---|---|---|\n");
+            for p in &self.patterns {
+                out.push_str(&format!(
+                    "| {} | {} | {} |\n",
+                    p.operation, p.measured, p.documented
+                ));
+            }
+        }
+        if let Some(py) = &self.python {
+            out.push_str(&format!("\n8. Python `{}`:\n\n| Workload | tablekit | Python | ratio |\n|---|---|---|---|\n", py.package));
+            out.push_str(&row("bulk load".into(), &self.bulk.tablekit, &py.bulk));
+            out.push_str(&row("scan".into(), &self.scan.tablekit, &py.scan));
+            out.push_str(&row(
+                "point reads, sequential".into(),
+                &self.points.tablekit_sequential,
+                &py.points_sequential,
+            ));
+            out.push_str(&row(
+                "point reads, 16 in flight".into(),
+                &self.points.tablekit_parallel,
+                &py.points_parallel,
+            ));
+        }
+        out.push_str("\n| Acceptance | measured | |\n|---|---|---|\n");
+        for c in &self.checks {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                c.criterion,
+                c.measured,
+                if c.pass { "pass" } else { "FAIL" }
+            ));
+        }
+        out
+    }
+}
+
+fn check(criterion: String, value: f64, at_least: f64) -> Check {
+    Check {
+        criterion,
+        measured: format!("{}×", fmt(value)),
+        pass: value >= at_least,
+    }
+}

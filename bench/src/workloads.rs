@@ -1,0 +1,382 @@
+//! The workloads: each runs once to warm up, then `RUNS` times, tablekit and the raw SDK
+//! alternating so that drift in the emulator's speed affects both alike.
+
+use std::time::Duration;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use serde::Serialize;
+use tablekit_azure::{Account, BulkOptions, Table};
+use tablekit_core::batch::Operation;
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, Keys};
+
+use crate::data::{Record, keys, raw_record, record};
+use crate::measure::{Figure, process_cpu, timed};
+use crate::raw;
+
+pub(crate) const RUNS: usize = 3;
+
+pub(crate) type Result<T> = std::result::Result<T, String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Sizes of one benchmark run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct Sizes {
+    /// Entities in the bulk load (over `bulk_partitions` partitions).
+    pub(crate) bulk: usize,
+    pub(crate) bulk_partitions: usize,
+    /// Entities written one by one for the sequential-insert comparison.
+    pub(crate) sequential: usize,
+    /// Entities in the scanned partition.
+    pub(crate) scan: usize,
+    /// Point reads per run.
+    pub(crate) point_reads: usize,
+    /// Requests for the connection count.
+    pub(crate) connection_requests: usize,
+    /// Entities streamed in the small and the large memory runs.
+    pub(crate) memory_small: usize,
+    pub(crate) memory_large: usize,
+    /// Transactions in flight for bulk loads.
+    pub(crate) concurrency: usize,
+}
+
+impl Sizes {
+    pub(crate) fn full() -> Self {
+        Self {
+            bulk: 10_000,
+            bulk_partitions: 10,
+            sequential: 2_000,
+            scan: 10_000,
+            point_reads: 1_000,
+            connection_requests: 1_000,
+            memory_small: 10_000,
+            memory_large: 200_000,
+            concurrency: 8,
+        }
+    }
+
+    pub(crate) fn quick() -> Self {
+        Self {
+            bulk: 1_000,
+            bulk_partitions: 10,
+            sequential: 200,
+            scan: 1_000,
+            point_reads: 100,
+            connection_requests: 100,
+            memory_small: 1_000,
+            memory_large: 20_000,
+            concurrency: 8,
+        }
+    }
+}
+
+async fn fresh_table(account: &Account, prefix: &str) -> Result<Table> {
+    let table = account
+        .table(&tablekit_testkit::unique_table_name(prefix))
+        .map_err(err)?;
+    table.create().await.map_err(err)?;
+    Ok(table)
+}
+
+fn operations(n: usize, partitions: usize) -> Vec<Operation> {
+    (0..n)
+        .map(|i| {
+            let (pk, rk) = keys(i, partitions);
+            Operation::insert(&Entity::new(
+                Keys::new(pk, rk).expect("valid keys"),
+                record(i),
+            ))
+            .expect("valid entity")
+        })
+        .collect()
+}
+
+/// Workload 1 and 4: bulk load throughput and client CPU per entity.
+#[derive(Debug, Serialize)]
+pub(crate) struct Bulk {
+    pub(crate) tablekit: Figure,
+    pub(crate) raw_sdk: Figure,
+    pub(crate) sequential: Figure,
+    pub(crate) tablekit_cpu_us: Figure,
+    pub(crate) raw_cpu_us: Figure,
+}
+
+pub(crate) async fn bulk(account: &Account, endpoint: &str, s: Sizes) -> Result<Bulk> {
+    let (mut tk, mut rw, mut tk_cpu, mut rw_cpu, mut seq) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for run in 0..=RUNS {
+        let warmup = run == 0;
+        let mut order = [true, false];
+        if run % 2 == 1 {
+            order.reverse();
+        }
+        for tablekit_first in order {
+            if tablekit_first {
+                let table = fresh_table(account, "benchbulk").await?;
+                let ops = operations(s.bulk, s.bulk_partitions);
+                let cpu = process_cpu();
+                let (report, took) = timed(
+                    table.bulk_write(ops, BulkOptions::default().with_concurrency(s.concurrency)),
+                )
+                .await;
+                let cpu = process_cpu() - cpu;
+                let report = report.map_err(err)?;
+                if !report.is_complete() {
+                    return Err(format!(
+                        "tablekit bulk load incomplete: {:?}",
+                        report.failures().next()
+                    ));
+                }
+                if !warmup {
+                    tk.push(s.bulk as f64 / took.as_secs_f64());
+                    tk_cpu.push(cpu.as_secs_f64() * 1e6 / s.bulk as f64);
+                }
+                table.delete_table().await.map_err(err)?;
+            } else {
+                let table = fresh_table(account, "benchraw").await?;
+                let client = raw::table_client(endpoint, table.name(), true);
+                let rows: Vec<_> = (0..s.bulk)
+                    .map(|i| {
+                        let (pk, rk) = keys(i, s.bulk_partitions);
+                        raw_record(&pk, &rk, i)
+                    })
+                    .collect();
+                let cpu = process_cpu();
+                let (written, took) = timed(raw::bulk_insert(&client, rows, s.concurrency)).await;
+                let cpu = process_cpu() - cpu;
+                if written? != s.bulk {
+                    return Err("raw bulk load incomplete".into());
+                }
+                if !warmup {
+                    rw.push(s.bulk as f64 / took.as_secs_f64());
+                    rw_cpu.push(cpu.as_secs_f64() * 1e6 / s.bulk as f64);
+                }
+                table.delete_table().await.map_err(err)?;
+            }
+        }
+        if !warmup {
+            let table = fresh_table(account, "benchseq").await?;
+            let (result, took) = timed(async {
+                for i in 0..s.sequential {
+                    let (pk, rk) = keys(i, s.bulk_partitions);
+                    table
+                        .insert(&Entity::new(Keys::new(pk, rk).map_err(err)?, record(i)))
+                        .await
+                        .map_err(err)?;
+                }
+                Ok::<_, String>(())
+            })
+            .await;
+            result?;
+            seq.push(s.sequential as f64 / took.as_secs_f64());
+            table.delete_table().await.map_err(err)?;
+        }
+    }
+    Ok(Bulk {
+        tablekit: Figure::of(tk, "entities/s"),
+        raw_sdk: Figure::of(rw, "entities/s"),
+        sequential: Figure::of(seq, "entities/s"),
+        tablekit_cpu_us: Figure::of(tk_cpu, "µs/entity"),
+        raw_cpu_us: Figure::of(rw_cpu, "µs/entity"),
+    })
+}
+
+/// Workload 2: scanning one partition.
+#[derive(Debug, Serialize)]
+pub(crate) struct Scan {
+    pub(crate) tablekit: Figure,
+    pub(crate) raw_sdk: Figure,
+}
+
+/// Workload 3: point reads.
+#[derive(Debug, Serialize)]
+pub(crate) struct Points {
+    pub(crate) tablekit_sequential: Figure,
+    pub(crate) raw_sequential: Figure,
+    pub(crate) tablekit_parallel: Figure,
+    pub(crate) raw_parallel: Figure,
+}
+
+/// Loads one partition of `n` entities for the scan and point-read workloads.
+pub(crate) async fn scan_table(account: &Account, n: usize) -> Result<Table> {
+    let table = fresh_table(account, "benchscan").await?;
+    let ops = (0..n)
+        .map(|i| {
+            Operation::insert(&Entity::new(
+                Keys::new("scan", format!("{i:08}")).expect("keys"),
+                record(i),
+            ))
+            .expect("entity")
+        })
+        .collect();
+    let report = table
+        .bulk_write(ops, BulkOptions::default())
+        .await
+        .map_err(err)?;
+    if !report.is_complete() {
+        return Err("scan table load incomplete".into());
+    }
+    Ok(table)
+}
+
+pub(crate) async fn scan(table: &Table, endpoint: &str, n: usize) -> Result<Scan> {
+    let client = raw::table_client(endpoint, table.name(), true);
+    let (mut tk, mut rw) = (vec![], vec![]);
+    for run in 0..=RUNS {
+        let (count, took) = timed(
+            table
+                .query::<Record>()
+                .filter(Filter::partition("scan"))
+                .stream()
+                .try_fold(0usize, |n, _| async move { Ok(n + 1) }),
+        )
+        .await;
+        if count.map_err(err)? != n {
+            return Err("tablekit scan returned the wrong count".into());
+        }
+        let (raw_count, raw_took) = timed(raw::scan(&client, "scan")).await;
+        if raw_count? != n {
+            return Err("raw scan returned the wrong count".into());
+        }
+        if run > 0 {
+            tk.push(n as f64 / took.as_secs_f64());
+            rw.push(n as f64 / raw_took.as_secs_f64());
+        }
+    }
+    Ok(Scan {
+        tablekit: Figure::of(tk, "entities/s"),
+        raw_sdk: Figure::of(rw, "entities/s"),
+    })
+}
+
+pub(crate) async fn points(
+    table: &Table,
+    endpoint: &str,
+    n: usize,
+    reads: usize,
+) -> Result<Points> {
+    let client = raw::table_client(endpoint, table.name(), true);
+    let keys: Vec<String> = (0..reads)
+        .map(|i| format!("{:08}", (i * 7919) % n))
+        .collect();
+    let (mut ts, mut rs, mut tp, mut rp) = (vec![], vec![], vec![], vec![]);
+    for run in 0..=RUNS {
+        let (r, took) = timed(async {
+            for rk in &keys {
+                table
+                    .get::<Record>(&Keys::new("scan", rk.as_str()).map_err(err)?)
+                    .await
+                    .map_err(err)?
+                    .ok_or("missing")?;
+            }
+            Ok::<_, String>(())
+        })
+        .await;
+        r?;
+        let (r2, took2) = timed(async {
+            for rk in &keys {
+                raw::get(&client, "scan", rk).await?;
+            }
+            Ok::<_, String>(())
+        })
+        .await;
+        r2?;
+        let (r3, took3) = timed(
+            futures::stream::iter(keys.iter())
+                .map(|rk| async move {
+                    table
+                        .get::<Record>(&Keys::new("scan", rk.as_str()).map_err(err)?)
+                        .await
+                        .map_err(err)
+                })
+                .buffer_unordered(16)
+                .try_collect::<Vec<_>>(),
+        )
+        .await;
+        r3?;
+        let (r4, took4) = timed(
+            futures::stream::iter(keys.iter())
+                .map(|rk| raw::get(&client, "scan", rk))
+                .buffer_unordered(16)
+                .try_collect::<Vec<_>>(),
+        )
+        .await;
+        r4?;
+        if run > 0 {
+            let rate = |d: Duration| reads as f64 / d.as_secs_f64();
+            ts.push(rate(took));
+            rs.push(rate(took2));
+            tp.push(rate(took3));
+            rp.push(rate(took4));
+        }
+    }
+    Ok(Points {
+        tablekit_sequential: Figure::of(ts, "reads/s"),
+        raw_sequential: Figure::of(rs, "reads/s"),
+        tablekit_parallel: Figure::of(tp, "reads/s"),
+        raw_parallel: Figure::of(rp, "reads/s"),
+    })
+}
+
+/// Workload 6: TCP connections opened for sequential requests, counted by a proxy.
+#[derive(Debug, Serialize)]
+pub(crate) struct Connections {
+    pub(crate) requests: usize,
+    pub(crate) tablekit: u64,
+    pub(crate) raw_sdk_pooled: u64,
+    pub(crate) raw_sdk_default: u64,
+}
+
+pub(crate) async fn connections(
+    account: &Account,
+    table: &Table,
+    endpoint: &str,
+    requests: usize,
+) -> Result<Connections> {
+    let authority = endpoint
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .ok_or("bad endpoint")?;
+    let proxy =
+        tablekit_testkit::FaultProxy::start(authority.parse().map_err(err)?).map_err(err)?;
+    let proxied = proxy.endpoint_for(endpoint);
+    let cs = format!(
+        "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={proxied};QueueEndpoint={proxied};BlobEndpoint={proxied}",
+        tablekit_testkit::ACCOUNT,
+        tablekit_testkit::ACCOUNT_KEY
+    );
+    // A client of its own, so connections opened earlier by the benchmark are not reused.
+    let through = tablekit_azure::Account::from_connection_string(&cs)
+        .and_then(|a| a.with_http_client(reqwest::Client::new()))
+        .map_err(err)?;
+    let _ = account;
+    let tk_table = through.table(table.name()).map_err(err)?;
+    let key = Keys::new("scan", "00000000").map_err(err)?;
+    for _ in 0..requests {
+        tk_table.get::<Record>(&key).await.map_err(err)?;
+    }
+    let tablekit = proxy.stats().connections_accepted;
+    let count_raw = |pooled: bool| {
+        let client = raw::table_client(&proxied, table.name(), pooled);
+        let proxy = &proxy;
+        async move {
+            proxy.reset_stats();
+            for _ in 0..requests {
+                raw::get(&client, "scan", "00000000").await?;
+            }
+            Ok::<_, String>(proxy.stats().connections_accepted)
+        }
+    };
+    let raw_sdk_pooled = count_raw(true).await?;
+    let raw_sdk_default = count_raw(false).await?;
+    Ok(Connections {
+        requests,
+        tablekit,
+        raw_sdk_pooled,
+        raw_sdk_default,
+    })
+}
