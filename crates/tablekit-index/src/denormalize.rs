@@ -39,7 +39,8 @@ type CopyFn<S, D> = Arc<dyn Fn(&S, &mut D) + Send + Sync>;
 /// Keeps a denormalized copy of a source entity's data (the manager's name and email) in a
 /// target entity (the department), so one point read of the target answers what would take
 /// two. Source and target must share a partition: both are written in one transaction, the
-/// target conditioned on the ETag it was read with.
+/// target conditioned on the ETag it was read with. The target is *merged*: properties `D`
+/// does not model (an `EntityType`, fields of newer versions) are kept.
 ///
 /// `copy` writes the source's data into the target; it may run more than once per call (once
 /// per attempt) and must depend only on its inputs. It also fits summary entities: a copy
@@ -112,7 +113,7 @@ where
     }
 
     /// Writes `source` and refreshes its copy in `target` in one transaction: reads the
-    /// target, applies `copy`, then commits the source write and the target replace under
+    /// target, applies `copy`, then commits the source write and the target merge under
     /// the target's ETag. If the target changed in between, starts again from its read.
     ///
     /// **Requests:** 2 (a point read, one transaction), plus 2 per conflict retry.
@@ -150,7 +151,7 @@ where
                             ),
                         })?;
                 (self.copy)(&source.value, &mut current.value);
-                let target_op = Operation::replace(
+                let target_op = Operation::merge(
                     &Entity::new(target.clone(), &current.value),
                     current.if_match(),
                 )?;
@@ -177,7 +178,7 @@ where
 
     /// Copies the current `source` into `target` without changing the source (after the
     /// target was pointed at another source, e.g. a new manager): reads both, then one
-    /// transaction replaces the target under its ETag and guards the source with an empty
+    /// transaction merges the target under its ETag and guards the source with an empty
     /// merge under its ETag, so a copy of a source that changed meanwhile is never written.
     /// Retried from the reads on a conflict.
     ///
@@ -204,7 +205,7 @@ where
                     s.if_match(),
                 )?;
                 let write =
-                    Operation::replace(&Entity::new(target.clone(), &d.value), d.if_match())?;
+                    Operation::merge(&Entity::new(target.clone(), &d.value), d.if_match())?;
                 self.table.submit(&BatchPlan::atomic([guard, write])?).await
             };
             match attempt.await {
