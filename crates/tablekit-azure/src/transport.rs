@@ -2,7 +2,7 @@
 //! client (keep-alive, TCP_NODELAY), per-attempt metrics, and no logging of URLs or headers
 //! (they carry SAS signatures and SharedKey signatures).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use azure_core::error::ErrorKind as AzureErrorKind;
@@ -11,17 +11,17 @@ use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusC
 
 use crate::metrics::{Metrics, RequestKind};
 
-/// The process-wide default HTTP client: keep-alive pool, TCP_NODELAY (Nagle off: checklist
-/// item 16), rustls, no redirects (the storage services never redirect).
-pub(crate) fn default_client() -> reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| new_client().unwrap_or_default())
-        .clone()
+/// A new client with tablekit's connection settings: keep-alive pool, TCP_NODELAY (Nagle off:
+/// checklist item 16), rustls, no redirects (the storage services never redirect).
+///
+/// Each account gets its own: pooled connections are served by tasks of the tokio runtime
+/// that opened them, so a client shared across runtimes (one per `#[tokio::test]`, say) would
+/// hand out connections whose runtime is gone.
+pub(crate) fn new_client() -> reqwest::Client {
+    build_client().unwrap_or_default()
 }
 
-/// A new client with tablekit's connection settings.
-pub(crate) fn new_client() -> reqwest::Result<reqwest::Client> {
+fn build_client() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .tcp_nodelay(true)
         .tcp_keepalive(Duration::from_secs(30))

@@ -166,3 +166,90 @@ async fn a_lost_insert_response_is_verified_not_reported_as_a_conflict() {
     );
     table.delete_table().await.unwrap();
 }
+
+#[test]
+fn an_account_never_uses_connections_of_another_runtime() {
+    // Regression: with one process-wide HTTP client, a runtime borrowed pooled connections
+    // opened by other runtimes; when one of those shut down, the borrower's in-flight request
+    // failed — sometimes after the service had applied it — and was retried.
+    let cs = tablekit_testkit::TestStorage::shared()
+        .unwrap()
+        .connection_string()
+        .to_owned();
+    let table_name = unique_table_name("runtimes");
+    let setup = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    setup.block_on(async {
+        tablekit_azure::Account::from_connection_string(&cs)
+            .unwrap()
+            .table(&table_name)
+            .unwrap()
+            .create()
+            .await
+            .unwrap()
+    });
+    let (cs_b, name_b) = (cs.clone(), table_name.clone());
+    let steady = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let account = tablekit_azure::Account::from_connection_string(&cs_b).unwrap();
+            let table = account.table(&name_b).unwrap();
+            for i in 0..400 {
+                table
+                    .upsert_replace(
+                        &Entity::try_new(
+                            "steady",
+                            format!("{}", i % 20),
+                            Properties::new().with("I", i),
+                        )
+                        .unwrap(),
+                    )
+                    .await
+                    .unwrap();
+            }
+            let s = account.metrics().snapshot();
+            (s.requests(), s.retries)
+        })
+    });
+    // Meanwhile, short-lived runtimes come and go.
+    for round in 0..40 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let account = tablekit_azure::Account::from_connection_string(&cs).unwrap();
+            let table = account.table(&table_name).unwrap();
+            let entities: Vec<_> = (0..8)
+                .map(|i| {
+                    Entity::try_new(format!("r{round}"), format!("{i}"), Properties::new()).unwrap()
+                })
+                .collect();
+            futures::future::try_join_all(entities.iter().map(|e| table.upsert_replace(e)))
+                .await
+                .unwrap();
+        });
+        drop(runtime);
+    }
+    let (requests, retries) = steady.join().unwrap();
+    assert_eq!(
+        (requests, retries),
+        (400, 0),
+        "no request of the steady runtime failed"
+    );
+    setup.block_on(async {
+        tablekit_azure::Account::from_connection_string(&cs)
+            .unwrap()
+            .table(&table_name)
+            .unwrap()
+            .delete_table()
+            .await
+            .unwrap()
+    });
+}

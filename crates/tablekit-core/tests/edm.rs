@@ -497,3 +497,35 @@ proptest! {
         prop_assert_eq!(round_trip(&value).value, value);
     }
 }
+
+#[test]
+fn an_unbounded_bag_skips_only_the_entity_limits() {
+    let days: std::collections::BTreeMap<String, i64> =
+        (1..=365).map(|d| (format!("D{d:03}"), d)).collect();
+    assert!(matches!(
+        edm::to_properties(&days),
+        Err(Error::LimitExceeded {
+            limit: Limit::UserProperties,
+            actual: 365
+        })
+    ));
+    let bag = edm::to_properties_unbounded(&days).unwrap();
+    assert_eq!(bag.len(), 365);
+    assert_eq!(bag.get("D365"), Some(&EdmValue::Int64(365)));
+    let big: std::collections::BTreeMap<String, String> = (0..20)
+        .map(|i| (format!("P{i:02}"), "x".repeat(32 * 1024)))
+        .collect();
+    assert!(edm::to_properties(&big).is_err(), "over 1 MiB");
+    assert_eq!(edm::to_properties_unbounded(&big).unwrap().len(), 20);
+    // Per-property rules still hold.
+    let too_long = Properties::new().with("S", "x".repeat(32 * 1024 + 1));
+    assert!(matches!(
+        edm::to_properties_unbounded(&too_long),
+        Err(Error::LimitExceeded {
+            limit: Limit::PropertyBytes { .. },
+            ..
+        })
+    ));
+    let bad_name = Properties::new().with("a-b", 1);
+    assert!(edm::to_properties_unbounded(&bad_name).is_err());
+}

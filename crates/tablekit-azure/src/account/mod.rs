@@ -17,7 +17,7 @@ pub use sas_token::SasToken;
 
 use crate::metrics::Metrics;
 use crate::settings::Settings;
-use crate::transport::{Transport, default_client};
+use crate::transport::{Transport, new_client};
 
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
 pub(crate) const EMULATOR_KEY: &str =
@@ -73,6 +73,9 @@ struct Inner {
 /// scan policy, concurrency). Cheap to clone; every handle made from it shares one pooled HTTP
 /// client and one set of [`Metrics`].
 ///
+/// Create one `Account` per storage account and runtime, and clone it: each constructor builds
+/// a new connection pool, whose connections belong to the tokio runtime that opened them.
+///
 /// `Debug` and `Display` never show the account key or a SAS signature.
 #[derive(Clone)]
 pub struct Account {
@@ -115,7 +118,7 @@ impl Account {
             parsed.credentials,
             parsed.endpoints,
             Settings::default(),
-            default_client(),
+            new_client(),
         )
     }
 
@@ -152,7 +155,7 @@ impl Account {
             credentials,
             endpoints,
             Settings::default(),
-            default_client(),
+            new_client(),
         )
     }
 

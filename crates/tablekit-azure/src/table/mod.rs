@@ -2,6 +2,7 @@
 
 mod batch;
 mod entity;
+mod list;
 mod query;
 mod update;
 
@@ -108,15 +109,7 @@ impl Table {
         headers: &[(&'static str, &str)],
         body: Option<&Bytes>,
     ) -> Result<Request> {
-        let standard = [
-            ("dataserviceversion", "3.0;NetFx"),
-            ("maxdataserviceversion", "3.0;NetFx"),
-        ];
-        let all = standard
-            .iter()
-            .chain(headers)
-            .map(|(n, v)| (HeaderName::from_static(n), (*v).to_owned()));
-        crate::send::build_request(method, url, all, body)
+        table_request(method, url, headers, body)
     }
 
     /// Creates the table.
@@ -214,4 +207,22 @@ impl Table {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Builds a signed-on-send request to the Table service: the OData 3.0 headers plus `headers`.
+pub(crate) fn table_request(
+    method: Method,
+    url: Url,
+    headers: &[(&'static str, &str)],
+    body: Option<&Bytes>,
+) -> Result<Request> {
+    let standard = [
+        ("dataserviceversion", "3.0;NetFx"),
+        ("maxdataserviceversion", "3.0;NetFx"),
+    ];
+    let all = standard
+        .iter()
+        .chain(headers)
+        .map(|(n, v)| (HeaderName::from_static(n), (*v).to_owned()));
+    crate::send::build_request(method, url, all, body)
 }

@@ -201,7 +201,24 @@ pub fn from_properties<T: DeserializeOwned>(props: &Properties) -> Result<T> {
 pub fn to_properties<T: serde::Serialize + ?Sized>(value: &T) -> Result<Properties> {
     let keys = Keys::default();
     let (json, _) = super::ser::to_entity_json(&keys, value)?;
-    let raw: RawEntity<'_> = serde_json::from_slice(&json)
+    bag_from_json(&json)
+}
+
+/// Converts a typed value into a property bag like [`to_properties`], checking every
+/// per-property rule (names, types, 64 KiB per value) but not the per-entity limits (252
+/// properties, 1 MiB): for patterns that store one logical value as several entities.
+///
+/// # Errors
+/// As [`super::write_entity`], except [`Error::LimitExceeded`] for the property count or the
+/// entity size.
+pub fn to_properties_unbounded<T: serde::Serialize + ?Sized>(value: &T) -> Result<Properties> {
+    let mut json = Vec::with_capacity(256);
+    super::ser::write_entity_unbounded(&mut json, &Keys::default(), value)?;
+    bag_from_json(&json)
+}
+
+fn bag_from_json(json: &[u8]) -> Result<Properties> {
+    let raw: RawEntity<'_> = serde_json::from_slice(json)
         .map_err(|e| Error::invalid_value("", format!("internal JSON error: {e}")))?;
     Properties::deserialize(EntityDeserializer {
         props: raw.props.into_iter(),

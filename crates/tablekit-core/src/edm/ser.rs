@@ -77,6 +77,29 @@ fn write_entity_inner<T: Serialize + ?Sized>(
     keys: &Keys,
     value: &T,
 ) -> Result<EntityStats> {
+    let stats = write_entity_unbounded(out, keys, value)?;
+    if stats.user_properties > MAX_USER_PROPERTIES {
+        return Err(Error::LimitExceeded {
+            limit: Limit::UserProperties,
+            actual: stats.user_properties,
+        });
+    }
+    if stats.size_bytes > MAX_ENTITY_BYTES {
+        return Err(Error::LimitExceeded {
+            limit: Limit::EntityBytes,
+            actual: stats.size_bytes,
+        });
+    }
+    Ok(stats)
+}
+
+/// [`write_entity`] without the per-entity limits (252 properties, 1 MiB): every
+/// per-property rule still applies. On error `out` may hold a partial entity.
+pub(crate) fn write_entity_unbounded<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    keys: &Keys,
+    value: &T,
+) -> Result<EntityStats> {
     out.extend_from_slice(b"{\"PartitionKey\":");
     write_json_str(out, keys.pk());
     out.extend_from_slice(b",\"RowKey\":");
@@ -92,18 +115,6 @@ fn write_entity_inner<T: Serialize + ?Sized>(
     value.serialize(&mut writer)?;
     let stats = writer.stats;
     writer.out.push(b'}');
-    if stats.user_properties > MAX_USER_PROPERTIES {
-        return Err(Error::LimitExceeded {
-            limit: Limit::UserProperties,
-            actual: stats.user_properties,
-        });
-    }
-    if stats.size_bytes > MAX_ENTITY_BYTES {
-        return Err(Error::LimitExceeded {
-            limit: Limit::EntityBytes,
-            actual: stats.size_bytes,
-        });
-    }
     Ok(stats)
 }
 

@@ -1,0 +1,101 @@
+//! Listing the tables of an account, by name prefix (table-per-period retention needs it).
+
+use azure_core::Method;
+use azure_storage::clients::ServiceType;
+use serde::Deserialize;
+use tablekit_core::filter::Filter;
+use tablekit_core::keys::prefix_range;
+use tablekit_core::{Error, Result, Target};
+use tracing::Instrument as _;
+
+use super::{ACCEPT_NONE, table_request};
+use crate::account::Account;
+use crate::metrics::RequestKind;
+use crate::url::join;
+
+#[derive(Deserialize)]
+struct TableList {
+    #[serde(default)]
+    value: Vec<TableRow>,
+}
+
+#[derive(Deserialize)]
+struct TableRow {
+    #[serde(rename = "TableName")]
+    name: String,
+}
+
+/// `TableName ge 'prefix' and TableName lt '<prefix with its last character incremented>'`:
+/// every name that starts with `prefix`, as a range the service can answer from its index.
+fn prefix_filter(prefix: &str) -> Option<Filter> {
+    if prefix.is_empty() {
+        return None;
+    }
+    let range = prefix_range(prefix);
+    let lower = Filter::ge("TableName", range.start);
+    Some(match range.end {
+        Some(end) => lower.and(Filter::lt("TableName", end)),
+        None => lower,
+    })
+}
+
+impl Account {
+    /// The names of the tables whose name starts with `prefix` (all tables for `""`), in the
+    /// service's order (ascending by name).
+    ///
+    /// The comparison is case-sensitive on the name as created, although table names are
+    /// otherwise case-insensitive: list with the casing the tables were created with.
+    ///
+    /// Requests: one per 1,000 tables listed (the service pages table listings).
+    /// Consistency: each page reflects the tables that existed when it was read; a table
+    /// being deleted may still be listed.
+    ///
+    /// # Errors
+    /// Transport and service errors.
+    pub async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
+        let filter = prefix_filter(prefix).map(|f| f.render()).transpose()?;
+        let target = Target::table(format!("{prefix}*"));
+        let mut names = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let mut query: Vec<(&str, &str)> = Vec::with_capacity(2);
+            if let Some(f) = &filter {
+                query.push(("$filter", f));
+            }
+            if let Some(n) = &next {
+                query.push(("NextTableName", n));
+            }
+            let url = join(&self.endpoints().table, "Tables", &query);
+            let span = tracing::debug_span!("tablekit.tables.list", prefix = %prefix);
+            let outcome = self
+                .send(ServiceType::Table, RequestKind::TableList, &target, || {
+                    table_request(Method::Get, url.clone(), &[("accept", ACCEPT_NONE)], None)
+                })
+                .instrument(span)
+                .await;
+            let response = outcome.result?;
+            let page: TableList = serde_json::from_slice(&response.body).map_err(|e| {
+                Error::transport("the table listing could not be read", Box::new(e))
+            })?;
+            names.extend(page.value.into_iter().map(|row| row.name));
+            match response.header("x-ms-continuation-nexttablename") {
+                Some(n) if !n.is_empty() => next = Some(n.to_owned()),
+                _ => return Ok(names),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_becomes_a_name_range() {
+        assert_eq!(prefix_filter(""), None);
+        assert_eq!(
+            prefix_filter("Signins").unwrap().render().unwrap(),
+            "(TableName ge 'Signins') and (TableName lt 'Signint')"
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! [`WorkerOptions`] and [`HandlerRetry`].
+
+use std::time::Duration;
+
+use tablekit_azure::MAX_VISIBILITY;
+use tablekit_core::{Error, ErrorKind, Result};
+
+/// How a [`crate::Worker`] consumes its queue. Construct with struct-update syntax:
+///
+/// ```
+/// use std::time::Duration;
+/// use tablekit_eventual::WorkerOptions;
+///
+/// let options = WorkerOptions {
+///     visibility_timeout: Duration::from_secs(60),
+///     concurrency: 16,
+///     ..WorkerOptions::default()
+/// };
+/// # let _ = options;
+/// ```
+///
+/// Values are checked when the worker starts ([`crate::Worker::run_until`],
+/// [`crate::Worker::drain`]), before any request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerOptions {
+    /// How long a dequeued message stays invisible to other consumers. While a handler runs,
+    /// the worker extends it every half timeout, so this bounds how long a *crashed* worker
+    /// delays its messages, not how long a handler may take. 1 s to 7 days; default 30 s.
+    pub visibility_timeout: Duration,
+    /// After this many dequeues a failing message is moved to the poison queue: the handler
+    /// runs at most this many times per message. A message that arrives with a higher count
+    /// (earlier attempts crashed or were cut off) is moved without running. At least 1;
+    /// default 5.
+    pub max_dequeue_count: u64,
+    /// Handlers running at once (each on its own tokio task). At least 1; default 8.
+    pub concurrency: usize,
+    /// Messages per dequeue request, at most 32; the worker never takes more than it has
+    /// free handler slots for, so no message waits invisibly in memory. Default 32.
+    pub batch_size: u8,
+    /// The first wait after a dequeue found nothing (or failed). Default 200 ms.
+    pub poll_interval: Duration,
+    /// Consecutive empty dequeues double the wait up to this. Default 5 s.
+    pub idle_backoff_max: Duration,
+    /// Re-runs of the handler within one dequeue after a transient failure or a conflict.
+    pub handler_retry: HandlerRetry,
+    /// `None` (the default, the design guide's behaviour): a failed message reappears when
+    /// its visibility timeout ends. `Some(base)`: the worker makes it reappear after
+    /// `base × 2^(dequeue count − 1)` (one extra request), capped at 7 days.
+    pub failure_backoff: Option<Duration>,
+    /// Give up on a handler run after this long (the attempt fails and the message is
+    /// treated as any failure). Default `None`: no limit — visibility is extended for as long
+    /// as the handler runs.
+    pub handler_timeout: Option<Duration>,
+    /// On shutdown, how long running handlers may continue before they are cancelled and
+    /// their messages released (made visible at once, for another worker). `Duration::ZERO`
+    /// releases at once. Default 30 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self {
+            visibility_timeout: Duration::from_secs(30),
+            max_dequeue_count: 5,
+            concurrency: 8,
+            batch_size: 32,
+            poll_interval: Duration::from_millis(200),
+            idle_backoff_max: Duration::from_secs(5),
+            handler_retry: HandlerRetry::default(),
+            failure_backoff: None,
+            handler_timeout: None,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+fn invalid(part: &str, reason: &str) -> Error {
+    Error::InvalidConfig {
+        part: format!("WorkerOptions::{part}"),
+        reason: reason.into(),
+    }
+}
+
+impl WorkerOptions {
+    /// Checks every value.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the first field out of range.
+    pub fn validate(&self) -> Result<()> {
+        if self.visibility_timeout < Duration::from_secs(1)
+            || self.visibility_timeout > MAX_VISIBILITY
+        {
+            return Err(invalid("visibility_timeout", "between 1 second and 7 days"));
+        }
+        if self.max_dequeue_count == 0 {
+            return Err(invalid("max_dequeue_count", "at least 1"));
+        }
+        if self.concurrency == 0 {
+            return Err(invalid("concurrency", "at least 1"));
+        }
+        if !(1..=32).contains(&self.batch_size) {
+            return Err(invalid("batch_size", "1 to 32 messages per dequeue"));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(invalid("poll_interval", "more than zero"));
+        }
+        if self.idle_backoff_max < self.poll_interval {
+            return Err(invalid("idle_backoff_max", "at least poll_interval"));
+        }
+        if self.failure_backoff.is_some_and(|d| d > MAX_VISIBILITY) {
+            return Err(invalid("failure_backoff", "at most 7 days"));
+        }
+        if self.handler_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(invalid("handler_timeout", "more than zero"));
+        }
+        if self.handler_retry.max_backoff < self.handler_retry.initial_backoff {
+            return Err(invalid(
+                "handler_retry",
+                "max_backoff must be at least initial_backoff",
+            ));
+        }
+        Ok(())
+    }
+
+    /// How long a failed message stays hidden, if the worker shortens its timeout.
+    pub(crate) fn failure_delay(&self, dequeue_count: u64) -> Option<Duration> {
+        let base = self.failure_backoff?;
+        let exp = dequeue_count.saturating_sub(1).min(20) as u32;
+        Some(base.saturating_mul(1u32 << exp).min(MAX_VISIBILITY))
+    }
+
+    /// How often a running handler's message is extended.
+    pub(crate) fn extend_every(&self) -> Duration {
+        self.visibility_timeout / 2
+    }
+}
+
+/// Re-runs of a handler within one dequeue, for failures a prompt re-run may fix. The
+/// handler runs from its start each time, which is safe because it is idempotent.
+///
+/// Each request a step sends is already retried on transient failures by its account's
+/// [`tablekit_azure::RetryPolicy`]; these retries come on top, and also cover ETag
+/// conflicts (a re-run re-reads) and writes whose outcome was unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerRetry {
+    /// Re-runs after the first run. Default 3.
+    pub max_retries: u32,
+    /// Backoff before the first re-run; doubles each time, with jitter. Default 100 ms.
+    pub initial_backoff: Duration,
+    /// Largest backoff. Default 2 s.
+    pub max_backoff: Duration,
+}
+
+impl Default for HandlerRetry {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+impl HandlerRetry {
+    /// No re-runs: a failed run fails the attempt.
+    pub fn none() -> Self {
+        Self {
+            max_retries: 0,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a handler that failed with `error` is worth re-running at once: transient
+    /// failures ([`Error::is_retryable`]), ETag and insert conflicts (412, 409) and unknown
+    /// outcomes. Validation errors, missing resources and handler-defined errors are not.
+    pub fn retries(error: &Error) -> bool {
+        error.is_retryable()
+            || matches!(
+                error.kind(),
+                ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::Indeterminate
+            )
+    }
+
+    /// The backoff before re-run `retry` (1-based), or `None` when re-runs are exhausted.
+    pub(crate) fn delay(&self, retry: u32) -> Option<Duration> {
+        if retry == 0 || retry > self.max_retries {
+            return None;
+        }
+        let exp = self
+            .initial_backoff
+            .saturating_mul(1u32 << (retry - 1).min(16))
+            .min(self.max_backoff);
+        // Half fixed, half random: duplicates that conflicted do not re-run in lockstep.
+        Some(exp / 2 + exp.mul_f64(unit_noise()) / 2)
+    }
+}
+
+/// A number in [0, 1) that differs between calls; enough to decorrelate retries.
+fn unit_noise() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    let mut x = STATE.fetch_add(nanos | 1, Ordering::Relaxed) ^ nanos;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tablekit_core::Target;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        WorkerOptions::default().validate().unwrap();
+        let cases: Vec<(WorkerOptions, &str)> = vec![
+            (
+                WorkerOptions {
+                    visibility_timeout: Duration::from_millis(500),
+                    ..Default::default()
+                },
+                "visibility_timeout",
+            ),
+            (
+                WorkerOptions {
+                    max_dequeue_count: 0,
+                    ..Default::default()
+                },
+                "max_dequeue_count",
+            ),
+            (
+                WorkerOptions {
+                    concurrency: 0,
+                    ..Default::default()
+                },
+                "concurrency",
+            ),
+            (
+                WorkerOptions {
+                    batch_size: 33,
+                    ..Default::default()
+                },
+                "batch_size",
+            ),
+            (
+                WorkerOptions {
+                    idle_backoff_max: Duration::from_millis(1),
+                    ..Default::default()
+                },
+                "idle_backoff_max",
+            ),
+        ];
+        for (options, field) in cases {
+            match options.validate() {
+                Err(Error::InvalidConfig { part, .. }) => assert!(part.ends_with(field), "{part}"),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn failure_backoff_doubles_per_dequeue() {
+        let o = WorkerOptions {
+            failure_backoff: Some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        let delays: Vec<_> = (1..=4).map(|n| o.failure_delay(n).unwrap()).collect();
+        assert_eq!(delays, [1, 2, 4, 8].map(Duration::from_secs));
+        assert_eq!(o.failure_delay(200), Some(MAX_VISIBILITY));
+        assert_eq!(WorkerOptions::default().failure_delay(3), None);
+    }
+
+    #[test]
+    fn handler_retries_cover_transient_failures_and_conflicts_only() {
+        let status = |s| Error::from_response(s, None, String::new(), Target::table("t"), None);
+        for s in [412, 409, 503, 500, 408] {
+            assert!(HandlerRetry::retries(&status(s)), "{s}");
+        }
+        for s in [400, 403, 404] {
+            assert!(!HandlerRetry::retries(&status(s)), "{s}");
+        }
+        let r = HandlerRetry::default();
+        assert_eq!(r.delay(4), None);
+        for retry in 1..=3 {
+            let d = r.delay(retry).unwrap();
+            assert!(d <= r.max_backoff && d >= r.initial_backoff / 2, "{d:?}");
+        }
+        assert_eq!(HandlerRetry::none().delay(1), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! [`Steps`]: the idempotent primitives a [`crate::Handler`] writes with.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_azure::{Blob, Container, PutBlob, Table};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
+
+/// What a handler may do: reads, and writes that are safe to repeat.
+///
+/// A handler can run more than once for one message — after a crash between any two of its
+/// requests, after a lost response, or concurrently with a late duplicate — so every write
+/// it makes must leave the same state whether it runs once or several times. `Steps` offers
+/// exactly such writes; each is one request (plus the transient-failure retries of the
+/// table's or container's account) and is a thin, documented wrapper over the
+/// `tablekit_azure` operation of the same name.
+///
+/// | Step | Repeated | Requests |
+/// |------|----------|----------|
+/// | [`get`](Steps::get), [`get_blob`](Steps::get_blob) | reads only | 1 |
+/// | [`upsert_replace`](Steps::upsert_replace) | same entity, whole | 1 |
+/// | [`upsert_merge`](Steps::upsert_merge) | same properties | 1 |
+/// | [`delete_if_exists`](Steps::delete_if_exists) | absent is success | 1 |
+/// | [`delete_if_match`](Steps::delete_if_match) | absent is success; changed is an error | 1 |
+/// | [`replace_if_match`](Steps::replace_if_match), [`merge_if_match`](Steps::merge_if_match) | fails with 412: re-read | 1 |
+/// | [`put_blob`](Steps::put_blob) | overwrites | 1 |
+/// | [`delete_blob_if_exists`](Steps::delete_blob_if_exists) | absent is success | 1 |
+///
+/// There is deliberately no `insert`: an insert that ran before a crash fails the retry with
+/// 409. Use an upsert, or read first and decide.
+///
+/// **Consistency:** none between steps. Each step is atomic and strongly consistent on its
+/// own; readers may observe the state between two steps (e.g. the entity in both tables)
+/// until the handler finishes. Group writes to one partition in one step where you can.
+#[derive(Debug, Clone)]
+pub struct Steps {
+    message_id: String,
+    attempt: u64,
+    retry: u32,
+    kind: &'static str,
+}
+
+impl Steps {
+    pub(crate) fn new(message_id: String, attempt: u64, retry: u32, kind: &'static str) -> Self {
+        Self {
+            message_id,
+            attempt,
+            retry,
+            kind,
+        }
+    }
+
+    /// Steps outside a worker, as for a first delivery (attempt 1, no message id): to call a
+    /// handler directly — in a unit test of its idempotency (run it twice), or to perform a
+    /// job synchronously instead of enqueueing it. Sends no request.
+    pub fn detached() -> Self {
+        Self::new(String::new(), 1, 0, "")
+    }
+
+    /// The message's dequeue count: 1 on the first delivery, higher when an earlier attempt
+    /// failed, crashed or timed out. Sends no request.
+    pub fn attempt(&self) -> u64 {
+        self.attempt
+    }
+
+    /// How many times the worker has already re-run the handler within this dequeue after a
+    /// transient failure or conflict (0 on the first run). Sends no request.
+    pub fn retry(&self) -> u32 {
+        self.retry
+    }
+
+    /// The queue message's id (stable across deliveries): useful as an idempotency key or in
+    /// logs. Sends no request.
+    pub fn message_id(&self) -> &str {
+        &self.message_id
+    }
+
+    /// The job kind being handled ([`crate::Job::KIND`]). Sends no request.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    fn trace(&self, step: &'static str, target: &str) {
+        tracing::debug!(target: "tablekit", job = self.kind, message = %self.message_id, attempt = self.attempt, step, target, "job step");
+    }
+
+    /// Reads one entity (a point query); `None` if it does not exist.
+    ///
+    /// **Requests: 1.** **Consistency:** strong; sees every write acknowledged before it,
+    /// including this handler's earlier steps.
+    ///
+    /// **Errors:** as [`Table::get`]: a missing *table* is [`Error::NotFound`], stored data
+    /// that does not fit `T` is [`Error::InvalidValue`].
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        table: &Table,
+        keys: &Keys,
+    ) -> Result<Option<Stored<T>>> {
+        self.trace("get", table.name());
+        table.get(keys).await
+    }
+
+    /// Inserts the entity or replaces it whole. Repeating it leaves the same entity.
+    ///
+    /// **Requests: 1.** **Consistency:** last writer wins: a concurrent duplicate writes the
+    /// same value, so it converges; another writer's change to the entity is overwritten.
+    ///
+    /// **Errors:** as [`Table::upsert_replace`]: invalid entities before any request, a
+    /// missing table.
+    pub async fn upsert_replace<T: Serialize>(
+        &self,
+        table: &Table,
+        entity: &Entity<T>,
+    ) -> Result<ETag> {
+        self.trace("upsert_replace", table.name());
+        table.upsert_replace(entity).await
+    }
+
+    /// Inserts the entity or merges its properties into the existing one. Repeating it
+    /// leaves the same properties.
+    ///
+    /// **Requests: 1.** **Consistency:** last writer wins per property.
+    ///
+    /// **Errors:** as [`Table::upsert_merge`].
+    pub async fn upsert_merge<T: Serialize>(
+        &self,
+        table: &Table,
+        entity: &Entity<T>,
+    ) -> Result<ETag> {
+        self.trace("upsert_merge", table.name());
+        table.upsert_merge(entity).await
+    }
+
+    /// Deletes the entity whatever its ETag; absent is success. Returns whether it existed.
+    ///
+    /// **Requests: 1.** **Consistency:** unconditional: a change made to the entity since the
+    /// handler read it is deleted too. Prefer [`Steps::delete_if_match`] when you move data
+    /// you read.
+    ///
+    /// **Errors:** as [`Table::delete_if_exists`]; a missing table is an error.
+    pub async fn delete_if_exists(&self, table: &Table, keys: &Keys) -> Result<bool> {
+        self.trace("delete_if_exists", table.name());
+        table.delete_if_exists(keys).await
+    }
+
+    /// Deletes the entity only if it still has `etag`; absent is success. Returns whether it
+    /// was deleted.
+    ///
+    /// This is the safe way to remove the source of a move: if someone changed the entity
+    /// after the handler read it, the delete fails and the worker re-runs the handler, which
+    /// copies the new version before deleting it. A repeat after success finds the entity
+    /// gone and returns `Ok(false)`.
+    ///
+    /// **Requests: 1.** **Consistency:** optimistic (ETag).
+    ///
+    /// **Errors:** [`Error::PreconditionFailed`] if the entity changed (the worker retries the
+    /// handler at once, see [`crate::WorkerOptions::handler_retry`]); a missing table.
+    pub async fn delete_if_match(&self, table: &Table, keys: &Keys, etag: &ETag) -> Result<bool> {
+        self.trace("delete_if_match", table.name());
+        match table.delete(keys, IfMatch::ETag(etag.clone())).await {
+            Ok(()) => Ok(true),
+            Err(Error::NotFound { target }) if target.keys.is_some() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replaces the entity whole if it still has `etag`.
+    ///
+    /// Not idempotent on its own — a repeat after success fails with 412 because the write
+    /// changed the ETag — but safe: a handler that reads, computes the new value from what it
+    /// read, and writes with the read ETag converges, because a re-run re-reads. Make the
+    /// computation notice work already done (e.g. "the id is already in the list").
+    ///
+    /// **Requests: 1.** **Consistency:** optimistic (ETag); no lost updates.
+    ///
+    /// **Errors:** [`Error::PreconditionFailed`] if the entity changed, [`Error::NotFound`]
+    /// if it is gone; encoding errors before any request.
+    pub async fn replace_if_match<T: Serialize>(
+        &self,
+        table: &Table,
+        entity: &Entity<T>,
+        etag: &ETag,
+    ) -> Result<ETag> {
+        self.trace("replace_if_match", table.name());
+        table.replace(entity, IfMatch::ETag(etag.clone())).await
+    }
+
+    /// Merges properties into the entity if it still has `etag`. See
+    /// [`Steps::replace_if_match`] for how to stay idempotent.
+    ///
+    /// **Requests: 1.** **Consistency:** optimistic (ETag).
+    ///
+    /// **Errors:** as [`Steps::replace_if_match`].
+    pub async fn merge_if_match<T: Serialize>(
+        &self,
+        table: &Table,
+        entity: &Entity<T>,
+        etag: &ETag,
+    ) -> Result<ETag> {
+        self.trace("merge_if_match", table.name());
+        table.merge(entity, IfMatch::ETag(etag.clone())).await
+    }
+
+    /// Reads a blob; `None` if it does not exist.
+    ///
+    /// **Requests: 1.** **Consistency:** strong.
+    ///
+    /// **Errors:** as [`Container::get`].
+    pub async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
+        self.trace("get_blob", container.name());
+        container.get(name).await
+    }
+
+    /// Writes a blob, overwriting it (with the default [`PutBlob`] condition). Repeating it
+    /// leaves the same content. A [`tablekit_azure::BlobCondition::IfMatch`] condition makes
+    /// it ETag-conditioned (see [`Steps::replace_if_match`] for the idempotency rule); a
+    /// create-only condition is not idempotent and should not be used in a handler.
+    ///
+    /// **Requests: 1.** **Consistency:** strong; last writer wins.
+    ///
+    /// **Errors:** as [`Container::put`]: invalid names and metadata before any request, a
+    /// missing container, a failed condition.
+    pub async fn put_blob(
+        &self,
+        container: &Container,
+        name: &str,
+        data: Bytes,
+        options: PutBlob,
+    ) -> Result<ETag> {
+        self.trace("put_blob", container.name());
+        container.put(name, data, options).await
+    }
+
+    /// Deletes a blob; absent is success. Returns whether it existed.
+    ///
+    /// **Requests: 1.** **Consistency:** strong.
+    ///
+    /// **Errors:** as [`Container::delete_blob_if_exists`].
+    pub async fn delete_blob_if_exists(&self, container: &Container, name: &str) -> Result<bool> {
+        self.trace("delete_blob_if_exists", container.name());
+        container.delete_blob_if_exists(name).await
+    }
+}

@@ -1,0 +1,247 @@
+//! One delivery of one message: decode, run the handler while keeping the message hidden,
+//! then delete, poison, delay or release it.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use tablekit_azure::{Message, Queue};
+use tablekit_core::ErrorKind;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::Inner;
+use super::report::bump;
+use crate::job::{Handler, Job, decode};
+use crate::options::HandlerRetry;
+use crate::poison::PoisonRecord;
+use crate::steps::Steps;
+
+/// How the handler's runs for this delivery ended.
+enum Outcome {
+    Done,
+    Failed(String),
+    Cancelled,
+}
+
+/// Whether a queue error means the message is no longer ours: its visibility ended and
+/// another consumer took it (stale receipt), or it was deleted.
+fn is_lost(error: &tablekit_core::Error) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::PreconditionFailed | ErrorKind::NotFound
+    )
+}
+
+fn panic_text(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".to_owned())
+}
+
+/// Resolves when the worker cancels running handlers (at the end of the shutdown grace).
+async fn cancelled(mut cancel: watch::Receiver<bool>) {
+    if cancel.wait_for(|c| *c).await.is_err() {
+        // The worker is gone without cancelling: never resolve.
+        std::future::pending::<()>().await;
+    }
+}
+
+pub(super) async fn process<J: Job, H: Handler<J>>(
+    inner: Arc<Inner<J, H>>,
+    message: Message,
+    cancel: watch::Receiver<bool>,
+) {
+    let span = tracing::debug_span!("tablekit.eventual.message", queue = inner.queue.queue().name(), message = %message.id, dequeue_count = message.dequeue_count);
+    async move {
+        let max = inner.options.max_dequeue_count;
+        if message.dequeue_count > max {
+            let reason = format!(
+                "dequeued {} times (max {max}) without completing: earlier attempts crashed, timed out or lost the message",
+                message.dequeue_count
+            );
+            return poison(&inner, &message, &reason).await;
+        }
+        if let Err(why) = decode::<J>(&message.payload) {
+            return poison(&inner, &message, &why).await;
+        }
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let run = async {
+            let outcome = run_handler(&inner, &message, cancel).await;
+            let _ = stop_tx.send(());
+            outcome
+        };
+        let keep = keep_hidden(&inner, message.clone(), stop_rx);
+        let (outcome, held) = tokio::join!(run, keep);
+        let Some(held) = held else {
+            // Another consumer holds the message now; it will finish or retry it.
+            if let Outcome::Done = outcome {
+                bump(&inner.counters.processed);
+            }
+            if let Outcome::Failed(_) = outcome {
+                bump(&inner.counters.failed_attempts);
+            }
+            return;
+        };
+        let queue = inner.queue.queue();
+        match outcome {
+            Outcome::Done => {
+                bump(&inner.counters.processed);
+                match queue.delete_message(&held).await {
+                    Ok(()) => bump(&inner.counters.deleted),
+                    Err(e) => queue_failure(&inner, "delete", &e),
+                }
+            }
+            Outcome::Failed(reason) => {
+                bump(&inner.counters.failed_attempts);
+                tracing::warn!(target: "tablekit", kind = J::KIND, message = %held.id, dequeue_count = held.dequeue_count, %reason, "job attempt failed");
+                if held.dequeue_count >= max {
+                    poison(&inner, &held, &reason).await;
+                } else if let Some(delay) = inner.options.failure_delay(held.dequeue_count) {
+                    if let Err(e) = queue.update(&held, delay).await {
+                        queue_failure(&inner, "delay", &e);
+                    }
+                }
+            }
+            Outcome::Cancelled => match queue.update(&held, Duration::ZERO).await {
+                Ok(_) => bump(&inner.counters.released),
+                Err(e) => queue_failure(&inner, "release", &e),
+            },
+        }
+    }
+    .instrument(span)
+    .await;
+}
+
+fn queue_failure<J, H>(inner: &Inner<J, H>, what: &str, error: &tablekit_core::Error) {
+    if is_lost(error) {
+        bump(&inner.counters.lost_receipts);
+        tracing::info!(target: "tablekit", what, %error, "the message was taken by another consumer or deleted meanwhile");
+    } else {
+        bump(&inner.counters.queue_errors);
+        tracing::warn!(target: "tablekit", what, %error, "queue request failed; the message reappears after its visibility timeout");
+    }
+}
+
+/// Runs the handler, re-running it on transient failures and conflicts, until it succeeds,
+/// fails for good, times out or is cancelled.
+async fn run_handler<J: Job, H: Handler<J>>(
+    inner: &Inner<J, H>,
+    message: &Message,
+    cancel: watch::Receiver<bool>,
+) -> Outcome {
+    let options = &inner.options;
+    let mut retry = 0;
+    loop {
+        let job = match decode::<J>(&message.payload) {
+            Ok(job) => job,
+            Err(why) => return Outcome::Failed(why),
+        };
+        let steps = Steps::new(message.id.clone(), message.dequeue_count, retry, J::KIND);
+        let run = AssertUnwindSafe(inner.handler.handle(job, &steps)).catch_unwind();
+        let timed = async {
+            match options.handler_timeout {
+                Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+                None => Some(run.await),
+            }
+        };
+        let result = tokio::select! {
+            result = timed => result,
+            () = cancelled(cancel.clone()) => return Outcome::Cancelled,
+        };
+        let error = match result {
+            Some(Ok(Ok(()))) => return Outcome::Done,
+            Some(Ok(Err(error))) => error,
+            Some(Err(panic)) => {
+                return Outcome::Failed(format!("the handler panicked: {}", panic_text(&*panic)));
+            }
+            None => {
+                return Outcome::Failed(format!(
+                    "the handler ran longer than handler_timeout ({:?})",
+                    options.handler_timeout.unwrap_or_default()
+                ));
+            }
+        };
+        let delay = HandlerRetry::retries(&error)
+            .then(|| options.handler_retry.delay(retry + 1))
+            .flatten();
+        let Some(delay) = delay else {
+            return Outcome::Failed(error.to_string());
+        };
+        tracing::debug!(target: "tablekit", kind = J::KIND, retry = retry + 1, %error, ?delay, "re-running the handler");
+        bump(&inner.counters.retries);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = cancelled(cancel.clone()) => return Outcome::Cancelled,
+        }
+        retry += 1;
+    }
+}
+
+/// Keeps `message` hidden while the handler runs, extending its visibility every half
+/// timeout, until `stop`. Returns the message with its latest receipt, or `None` when the
+/// message was lost to another consumer (or deleted) meanwhile.
+///
+/// An extension in flight when `stop` arrives is completed, not dropped, so the receipt the
+/// caller deletes with is the one the service last issued.
+async fn keep_hidden<J, H>(
+    inner: &Inner<J, H>,
+    mut message: Message,
+    mut stop: oneshot::Receiver<()>,
+) -> Option<Message> {
+    let queue: &Queue = inner.queue.queue();
+    let timeout = inner.options.visibility_timeout;
+    let every = inner.options.extend_every();
+    let mut next = Instant::now() + every;
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => return Some(message),
+            () = tokio::time::sleep_until(next) => {}
+        }
+        match queue.update(&message, timeout).await {
+            Ok(extended) => {
+                message = extended;
+                bump(&inner.counters.extensions);
+                next = Instant::now() + every;
+            }
+            Err(error) if is_lost(&error) => {
+                bump(&inner.counters.lost_receipts);
+                tracing::warn!(target: "tablekit", message = %message.id, %error, "lost the message while its handler was running");
+                let _ = stop.await;
+                return None;
+            }
+            Err(error) => {
+                // The extension may still land before the timeout: try again sooner.
+                bump(&inner.counters.queue_errors);
+                tracing::warn!(target: "tablekit", message = %message.id, %error, "could not extend the message's visibility");
+                next = Instant::now() + every / 4;
+            }
+        }
+    }
+}
+
+/// Moves `message` to the poison queue (put, then delete). A failure leaves it on the job
+/// queue, where it reappears and is moved again.
+async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, reason: &str) {
+    let record = PoisonRecord::new(inner.queue.queue().name(), message, reason);
+    let put = match record.encode() {
+        Ok(bytes) => inner.queue.poison().put(&bytes, Default::default()).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = put {
+        queue_failure(inner, "poison", &e);
+        return;
+    }
+    bump(&inner.counters.poisoned);
+    tracing::warn!(target: "tablekit", message = %message.id, dequeue_count = message.dequeue_count, reason, poison = inner.queue.poison().name(), "moved a message to the poison queue");
+    if let Err(e) = inner.queue.queue().delete_message(message).await {
+        // The record is on the poison queue; if the message comes back it is moved again.
+        queue_failure(inner, "delete after poisoning", &e);
+    }
+}

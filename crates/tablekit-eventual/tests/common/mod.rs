@@ -1,0 +1,282 @@
+//! Shared test setup: accounts (plain and behind fault proxies), the design guide's archive
+//! job, and fixtures for tables and job queues.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{Account, BulkOptions, RetryPolicy, Settings, Table};
+use tablekit_core::batch::Operation;
+use tablekit_core::{Entity, Keys, Result};
+use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, WorkerOptions};
+use tablekit_testkit::{TestStorage, unique_queue_name, unique_table_name};
+
+/// Fast transient retries: tests inject faults, and the 2/4/10/30 s default would only slow
+/// them down.
+pub fn fast_retries() -> Settings {
+    Settings {
+        retry: RetryPolicy::exponential(3, Duration::from_millis(10), Duration::from_millis(100)),
+        ..Settings::default()
+    }
+}
+
+/// A new account handle on the shared test storage, with its own metrics.
+pub fn account() -> Account {
+    let storage = TestStorage::shared().expect("test storage");
+    Account::from_connection_string(storage.connection_string())
+        .expect("connection string")
+        .with_settings(fast_retries())
+        .expect("settings")
+}
+
+/// An employee as the design guide stores it (PK = department, RK = employee id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Employee {
+    pub first_name: String,
+    pub last_name: String,
+    pub age: i32,
+    pub email: String,
+}
+
+pub fn employee(id: u32) -> Employee {
+    Employee {
+        first_name: format!("First{id}"),
+        last_name: format!("Last{id}"),
+        age: 20 + (id % 40) as i32,
+        email: format!("e{id}@contoso.com"),
+    }
+}
+
+pub fn department(id: u32) -> &'static str {
+    ["Sales", "Marketing", "Finance", "Support"][id as usize % 4]
+}
+
+pub fn keys(id: u32) -> Keys {
+    Keys::new(department(id), format!("{id:06}")).expect("keys")
+}
+
+/// "Archive employee N": the job names the employee, the handler reads the data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveEmployee {
+    pub department: String,
+    pub employee_id: String,
+}
+
+impl ArchiveEmployee {
+    pub fn new(id: u32) -> Self {
+        let k = keys(id);
+        Self {
+            department: k.pk().to_owned(),
+            employee_id: k.rk().to_owned(),
+        }
+    }
+}
+
+impl Job for ArchiveEmployee {
+    const KIND: &'static str = "archive-employee";
+}
+
+/// Moves an employee from Current to Archive: get, upsert into Archive, delete from Current
+/// if unchanged since the read. Absent from Current means an earlier run finished.
+#[derive(Clone)]
+pub struct Archiver {
+    pub current: Table,
+    pub archive: Table,
+}
+
+impl Handler<ArchiveEmployee> for Archiver {
+    async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> Result<()> {
+        let keys = Keys::new(job.department, job.employee_id)?;
+        let Some(employee) = steps.get::<Employee>(&self.current, &keys).await? else {
+            return Ok(());
+        };
+        steps
+            .upsert_replace(&self.archive, &Entity::new(keys.clone(), &employee.value))
+            .await?;
+        steps
+            .delete_if_match(&self.current, &keys, &employee.etag)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Current and Archive tables (created, unique names) on `account`.
+pub async fn archive_tables(account: &Account) -> Archiver {
+    let current = account
+        .table(&unique_table_name("Current"))
+        .expect("table name");
+    let archive = account
+        .table(&unique_table_name("Archive"))
+        .expect("table name");
+    current.create().await.expect("create Current");
+    archive.create().await.expect("create Archive");
+    Archiver { current, archive }
+}
+
+/// Writes employees `ids` into Current.
+pub async fn seed(current: &Table, ids: impl IntoIterator<Item = u32>) {
+    let ops = ids
+        .into_iter()
+        .map(|id| Operation::insert(&Entity::new(keys(id), employee(id))).expect("operation"))
+        .collect();
+    let report = current
+        .bulk_write(ops, BulkOptions::default())
+        .await
+        .expect("seed");
+    assert!(report.is_complete(), "seeding Current failed");
+}
+
+/// The employee ids stored in a table, with their values checked against the fixture.
+pub async fn ids_in(table: &Table) -> BTreeSet<u32> {
+    let all = table
+        .query::<Employee>()
+        .allow_scan()
+        .collect()
+        .await
+        .expect("scan");
+    let mut ids = BTreeSet::new();
+    for stored in all {
+        let id: u32 = stored.keys.rk().parse().expect("numeric id");
+        assert_eq!(stored.value, employee(id), "employee {id} was altered");
+        assert!(ids.insert(id), "employee {id} twice");
+    }
+    ids
+}
+
+/// A created job queue with a unique name on `account`.
+pub async fn job_queue<J: Job>(account: &Account, prefix: &str) -> JobQueue<J> {
+    let queue = JobQueue::new(
+        account
+            .queue(&unique_queue_name(prefix))
+            .expect("queue name"),
+    );
+    queue.create().await.expect("create queues");
+    queue
+}
+
+/// Worker options for tests: short visibility, quick polls and retries.
+pub fn quick_options() -> WorkerOptions {
+    WorkerOptions {
+        visibility_timeout: Duration::from_secs(2),
+        max_dequeue_count: 5,
+        concurrency: 8,
+        poll_interval: Duration::from_millis(50),
+        idle_backoff_max: Duration::from_millis(250),
+        handler_retry: HandlerRetry {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(50),
+        },
+        shutdown_grace: Duration::from_secs(10),
+        ..WorkerOptions::default()
+    }
+}
+
+/// Deletes what a test created.
+pub async fn cleanup<J: Job>(queue: &JobQueue<J>, tables: &Archiver) {
+    queue.delete().await.expect("delete queues");
+    tables.current.delete_table().await.expect("delete Current");
+    tables.archive.delete_table().await.expect("delete Archive");
+}
+
+/// An account whose table and queue traffic passes through fault proxies in front of the
+/// test emulator.
+pub struct Proxied {
+    pub account: Account,
+    pub table: tablekit_testkit::FaultProxy,
+    pub queue: tablekit_testkit::FaultProxy,
+}
+
+fn emulator_endpoints() -> tablekit_testkit::Endpoints {
+    use std::sync::OnceLock;
+    static OWN: OnceLock<tablekit_testkit::Azurite> = OnceLock::new();
+    let storage = TestStorage::shared().expect("test storage");
+    match storage.emulator() {
+        Some(azurite) => azurite.endpoints().clone(),
+        None => OWN
+            .get_or_init(|| tablekit_testkit::Azurite::start().expect("azurite"))
+            .endpoints()
+            .clone(),
+    }
+}
+
+fn socket(endpoint: &str) -> std::net::SocketAddr {
+    let authority = endpoint
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .expect("endpoint authority");
+    authority.parse().expect("loopback endpoint")
+}
+
+/// See [`Proxied`].
+pub fn proxied() -> Proxied {
+    let e = emulator_endpoints();
+    let start =
+        |endpoint: &str| tablekit_testkit::FaultProxy::start(socket(endpoint)).expect("proxy");
+    let (table, queue) = (start(&e.table), start(&e.queue));
+    let cs = format!(
+        "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={};QueueEndpoint={};BlobEndpoint={}",
+        tablekit_testkit::ACCOUNT,
+        tablekit_testkit::ACCOUNT_KEY,
+        table.endpoint_for(&e.table),
+        queue.endpoint_for(&e.queue),
+        e.blob,
+    );
+    let account = Account::from_connection_string(&cs)
+        .expect("connection string")
+        .with_settings(fast_retries())
+        .expect("settings");
+    Proxied {
+        account,
+        table,
+        queue,
+    }
+}
+
+/// Asserts the requests of each kind: `expected` exactly, none of any other kind except those
+/// in `ignore` (polls, whose number depends on timing). An attempt the account retried after
+/// a transient failure (the emulator now and then resets a fresh connection) is sent, and
+/// counted, twice; such retries, counted by the metrics, are the only slack allowed.
+pub fn assert_requests(
+    s: &tablekit_azure::MetricsSnapshot,
+    expected: &[(tablekit_azure::RequestKind, u64)],
+    ignore: &[tablekit_azure::RequestKind],
+) {
+    let mut extra = 0;
+    for kind in tablekit_azure::RequestKind::ALL {
+        let got = s.requests_of(*kind);
+        if ignore.contains(kind) {
+            continue;
+        }
+        let want = expected
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or(0, |(_, n)| *n);
+        assert!(
+            got >= want && got <= want + s.retries,
+            "{kind}: {got} requests, expected {want} (retries: {})",
+            s.retries
+        );
+        extra += got - want;
+    }
+    assert!(extra <= s.retries, "{extra} requests beyond the retries");
+}
+
+/// A job for tests that need no tables.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Probe(pub u32);
+impl Job for Probe {
+    const KIND: &'static str = "probe";
+}
+
+/// A handler that takes its time and succeeds.
+pub struct Slow(pub Duration);
+impl Handler<Probe> for Slow {
+    async fn handle(&self, _job: Probe, _steps: &Steps) -> Result<()> {
+        tokio::time::sleep(self.0).await;
+        Ok(())
+    }
+}

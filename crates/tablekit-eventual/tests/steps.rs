@@ -1,0 +1,224 @@
+//! The idempotent primitives of `Steps` against Azurite: one request each, safe to repeat
+//! (claim 37).
+
+mod common;
+
+use bytes::Bytes;
+use tablekit_azure::{PutBlob, RequestKind};
+use tablekit_core::{ETag, Entity, ErrorKind, Keys, Properties};
+use tablekit_eventual::{Handler, Steps};
+use tablekit_testkit::unique_container_name;
+
+use common::{ArchiveEmployee, Employee, archive_tables, employee, ids_in, keys, seed};
+
+#[tokio::test]
+async fn claim_37_running_the_archive_steps_twice_leaves_the_entity_in_archive_only() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    seed(&tables.current, [456]).await;
+    let steps = Steps::detached();
+    let keys = keys(456);
+    let stored = steps
+        .get::<Employee>(&tables.current, &keys)
+        .await
+        .unwrap()
+        .expect("in Current");
+    // The guide's steps 4 and 5, exactly as written, twice: no error the second time.
+    for run in 0..2 {
+        steps
+            .upsert_replace(&tables.archive, &Entity::new(keys.clone(), &stored.value))
+            .await
+            .unwrap();
+        let existed = steps
+            .delete_if_exists(&tables.current, &keys)
+            .await
+            .unwrap();
+        assert_eq!(existed, run == 0);
+    }
+    assert_eq!(ids_in(&tables.archive).await, [456].into());
+    assert!(ids_in(&tables.current).await.is_empty());
+    tables.current.delete_table().await.unwrap();
+    tables.archive.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_archive_handler_is_idempotent_when_called_twice() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    seed(&tables.current, [1, 2]).await;
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let steps = Steps::detached();
+    tables
+        .handle(ArchiveEmployee::new(1), &steps)
+        .await
+        .unwrap();
+    // Get, upsert into Archive, delete from Current.
+    common::assert_requests(
+        &metrics.snapshot(),
+        &[
+            (RequestKind::Get, 1),
+            (RequestKind::UpsertReplace, 1),
+            (RequestKind::Delete, 1),
+        ],
+        &[],
+    );
+    metrics.reset();
+    tables
+        .handle(ArchiveEmployee::new(1), &steps)
+        .await
+        .unwrap();
+    // A repeat reads Current, finds nothing, stops.
+    common::assert_requests(&metrics.snapshot(), &[(RequestKind::Get, 1)], &[]);
+    assert_eq!(ids_in(&tables.archive).await, [1].into());
+    assert_eq!(ids_in(&tables.current).await, [2].into());
+    tables.current.delete_table().await.unwrap();
+    tables.archive.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_table_step_costs_one_request_and_tolerates_repetition() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    let table = &tables.current;
+    let metrics = account.metrics().clone();
+    let steps = Steps::detached();
+    assert_eq!(
+        (steps.attempt(), steps.retry(), steps.message_id()),
+        (1, 0, "")
+    );
+    let k = keys(9);
+    let one = |kind: RequestKind| {
+        common::assert_requests(&metrics.snapshot(), &[(kind, 1)], &[]);
+        metrics.reset();
+    };
+
+    metrics.reset();
+    assert!(steps.get::<Employee>(table, &k).await.unwrap().is_none());
+    one(RequestKind::Get);
+    let tag = steps
+        .upsert_replace(table, &Entity::new(k.clone(), employee(9)))
+        .await
+        .unwrap();
+    one(RequestKind::UpsertReplace);
+    let mut age = Properties::new();
+    age.insert("Age", 50i32);
+    let merged = steps
+        .upsert_merge(table, &Entity::new(k.clone(), &age))
+        .await
+        .unwrap();
+    one(RequestKind::UpsertMerge);
+    assert_ne!(tag, merged);
+
+    // ETag-conditioned writes: the stale tag fails, the current one wins.
+    let e = steps
+        .replace_if_match(table, &Entity::new(k.clone(), employee(9)), &tag)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
+    one(RequestKind::Replace);
+    let replaced = steps
+        .replace_if_match(table, &Entity::new(k.clone(), employee(9)), &merged)
+        .await
+        .unwrap();
+    one(RequestKind::Replace);
+    let merged = steps
+        .merge_if_match(table, &Entity::new(k.clone(), &age), &replaced)
+        .await
+        .unwrap();
+    one(RequestKind::Merge);
+
+    let e = steps
+        .delete_if_match(table, &k, &replaced)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        ErrorKind::PreconditionFailed,
+        "changed since read"
+    );
+    one(RequestKind::Delete);
+    assert!(steps.delete_if_match(table, &k, &merged).await.unwrap());
+    one(RequestKind::Delete);
+    assert!(!steps.delete_if_match(table, &k, &merged).await.unwrap());
+    one(RequestKind::Delete);
+
+    steps
+        .upsert_replace(table, &Entity::new(k.clone(), employee(9)))
+        .await
+        .unwrap();
+    metrics.reset();
+    assert!(steps.delete_if_exists(table, &k).await.unwrap());
+    one(RequestKind::Delete);
+    assert!(!steps.delete_if_exists(table, &k).await.unwrap());
+    one(RequestKind::Delete);
+
+    // A missing table is an error, not "absent".
+    let gone = account.table("NoSuchTableHere").unwrap();
+    let e = steps
+        .delete_if_exists(&gone, &Keys::new("a", "b").unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    let e = steps
+        .delete_if_match(&gone, &Keys::new("a", "b").unwrap(), &ETag::new("W/\"x\""))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    tables.current.delete_table().await.unwrap();
+    tables.archive.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn blob_steps_overwrite_and_delete_idempotently() {
+    let account = common::account();
+    let container = account.container(&unique_container_name("steps")).unwrap();
+    container.create_if_not_exists().await.unwrap();
+    let metrics = account.metrics().clone();
+    let steps = Steps::detached();
+    metrics.reset();
+    for body in ["first", "second"] {
+        steps
+            .put_blob(
+                &container,
+                "archive/000223.json",
+                Bytes::from(body),
+                PutBlob::default(),
+            )
+            .await
+            .unwrap();
+    }
+    common::assert_requests(&metrics.snapshot(), &[(RequestKind::BlobPut, 2)], &[]);
+    metrics.reset();
+    let blob = steps
+        .get_blob(&container, "archive/000223.json")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&blob.data[..], b"second");
+    common::assert_requests(&metrics.snapshot(), &[(RequestKind::BlobGet, 1)], &[]);
+    metrics.reset();
+    assert!(
+        steps
+            .delete_blob_if_exists(&container, "archive/000223.json")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !steps
+            .delete_blob_if_exists(&container, "archive/000223.json")
+            .await
+            .unwrap()
+    );
+    common::assert_requests(&metrics.snapshot(), &[(RequestKind::BlobDelete, 2)], &[]);
+    // Bad input is refused before any request.
+    metrics.reset();
+    assert!(
+        steps
+            .put_blob(&container, "", Bytes::new(), PutBlob::default())
+            .await
+            .is_err()
+    );
+    assert_eq!(metrics.snapshot().requests(), 0);
+    container.delete().await.unwrap();
+}

@@ -1,0 +1,118 @@
+//! [`LargeEntitiesBuilder`]: the options of a [`LargeEntities`] store, checked once.
+
+use std::time::Duration;
+
+use tablekit_azure::{Container, Table};
+use tablekit_core::limits::{validate_blob_name, validate_property_identifier};
+use tablekit_core::{Error, Result};
+
+use crate::reference::Names;
+use crate::store::LargeEntities;
+
+/// Builds a [`LargeEntities`] store; see its setters for the defaults.
+#[derive(Debug, Clone)]
+pub struct LargeEntitiesBuilder {
+    table: Table,
+    container: Container,
+    property: String,
+    prefix: Option<String>,
+    inline_max: usize,
+    commit_deadline: Duration,
+    content_type: Option<String>,
+}
+
+impl LargeEntitiesBuilder {
+    /// The payload's name (default `Payload`): the entity stores the reference in
+    /// `{name}Blob`, `{name}Length` and `{name}Sha256`, or an inline payload in `{name}`.
+    #[must_use]
+    pub fn with_property(mut self, name: impl Into<String>) -> Self {
+        self.property = name.into();
+        self
+    }
+
+    /// The prefix of every blob name (default `{table name}/`); the sweeper lists it.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Payloads of at most `bytes` (≤ 64 KiB) are stored in the entity as `Edm.Binary`
+    /// instead of a blob, so reading them takes one request. Default 0: always a blob.
+    #[must_use]
+    pub fn with_inline_max(mut self, bytes: usize) -> Self {
+        self.inline_max = bytes;
+        self
+    }
+
+    /// How long an uploaded blob may wait for the entity write that references it (default
+    /// 10 minutes, at least 1 second). When the process stalls longer between the upload and
+    /// the write, the blob is dropped and the attempt starts again, so a sweeper whose grace
+    /// period exceeds this deadline never deletes a blob that is about to be referenced.
+    #[must_use]
+    pub fn with_commit_deadline(mut self, deadline: Duration) -> Self {
+        self.commit_deadline = deadline;
+        self
+    }
+
+    /// The blobs' `Content-Type` (default `application/octet-stream`).
+    #[must_use]
+    pub fn with_content_type(mut self, content_type: impl Into<String>) -> Self {
+        self.content_type = Some(content_type.into());
+        self
+    }
+
+    /// The store. No request is sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when the property name does not make valid property names or
+    /// the prefix is not a valid start of a blob name; [`Error::InvalidValue`] for an inline
+    /// limit above 64 KiB; [`Error::InvalidConfig`] for a commit deadline under 1 second.
+    pub fn build(self) -> Result<LargeEntities> {
+        let names = Names::new(&self.property);
+        for name in names.all() {
+            validate_property_identifier(name)?;
+        }
+        let prefix = self
+            .prefix
+            .unwrap_or_else(|| format!("{}/", self.table.name()));
+        validate_blob_name(&format!("{prefix}{}", uuid::Uuid::nil()))?;
+        if self.commit_deadline < Duration::from_secs(1) {
+            return Err(Error::InvalidConfig {
+                part: "commit_deadline".into(),
+                reason: "must be at least 1 second".into(),
+            });
+        }
+        if self.inline_max > tablekit_core::limits::MAX_PROPERTY_BYTES {
+            return Err(Error::invalid_value(
+                names.inline.as_str(),
+                "an inline payload is one Edm.Binary property: at most 64 KiB",
+            ));
+        }
+        Ok(LargeEntities {
+            table: self.table,
+            container: self.container,
+            names,
+            prefix,
+            inline_max: self.inline_max,
+            commit_deadline: self.commit_deadline,
+            content_type: self.content_type,
+        })
+    }
+}
+
+impl LargeEntities {
+    /// A builder for a store of `table`'s entities with payloads in `container` (which must
+    /// exist; create it with [`Container::create_if_not_exists`]).
+    pub fn builder(table: Table, container: Container) -> LargeEntitiesBuilder {
+        LargeEntitiesBuilder {
+            table,
+            container,
+            property: "Payload".into(),
+            prefix: None,
+            inline_max: 0,
+            commit_deadline: Duration::from_secs(600),
+            content_type: None,
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! [`LargeEntities`]: entities whose payload lives in a blob the entity references (§5.11).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
+use tablekit_core::batch::Operation;
+use tablekit_core::edm::{Properties, to_properties};
+use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, NameKind, Result};
+use tracing::Instrument as _;
+
+use crate::reference::{BlobRef, Names, PK_METADATA, Payload, RK_METADATA, encode_key};
+
+/// How often [`LargeEntities::put`] starts again after missing its commit deadline.
+const MAX_STALLS: usize = 3;
+
+/// Entities with a payload beyond the entity limits (a photo, a document, a serialized value
+/// of several MiB): the payload is a blob under a name used once, and the entity holds the
+/// reference — blob name, length and SHA-256 — next to its ordinary properties `M`.
+///
+/// **Write order** (never a reference to a missing blob): read the entity's ETag → upload
+/// the payload under a new name → write the entity conditionally on that ETag (insert when
+/// absent) → delete the blob it referenced before. A failure before the entity write leaves the old value; a
+/// failure after it leaves the new one; what is left behind is an unreferenced blob, which
+/// [`LargeEntities::sweep`] deletes. Concurrent writers of one entity each replace the
+/// reference they read, so they end with one reference and delete each other's old blobs.
+///
+/// **Reads** fetch the entity, then the blob, and verify length and hash. Compression is not
+/// built in: compress the payload before [`LargeEntities::put`] if it pays.
+///
+/// | operation | requests |
+/// |---|---|
+/// | [`LargeEntities::put`] | 4 (read, upload, conditional write, old-blob delete); 3 when new |
+/// | [`LargeEntities::insert`] | 2 (upload, insert) |
+/// | [`LargeEntities::get`] | 2 (entity, blob); 1 for an inline payload |
+/// | [`LargeEntities::get_entity`] | 1 |
+/// | [`LargeEntities::merge`] | 1 |
+/// | [`LargeEntities::delete`] | 3 (read, conditional delete, blob delete) |
+/// | [`LargeEntities::sweep`] | 1 per 5,000 blobs + 1 per blob past the grace period + 1 per orphan |
+#[derive(Clone)]
+pub struct LargeEntities {
+    pub(crate) table: Table,
+    pub(crate) container: Container,
+    pub(crate) names: Names,
+    pub(crate) prefix: String,
+    pub(crate) inline_max: usize,
+    pub(crate) commit_deadline: Duration,
+    pub(crate) content_type: Option<String>,
+}
+
+impl fmt::Debug for LargeEntities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LargeEntities")
+            .field("table", &self.table.name())
+            .field("container", &self.container.name())
+            .field("property", &self.names.inline)
+            .field("prefix", &self.prefix)
+            .field("inline_max", &self.inline_max)
+            .finish()
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LargeWritten {
+    /// The entity's new ETag.
+    pub etag: ETag,
+    /// The new blob reference (`None` for an inline payload).
+    pub reference: Option<BlobRef>,
+    /// The replaced blob, when deleting it failed: it is unreferenced and the next
+    /// [`LargeEntities::sweep`] deletes it.
+    pub orphaned: Option<String>,
+}
+
+impl LargeEntities {
+    /// The table of the entities.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The container of the payload blobs.
+    pub fn container(&self) -> &Container {
+        &self.container
+    }
+
+    /// The prefix of every payload blob's name.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The entity's properties with `payload` in place, checked against every entity limit.
+    fn entity<M: Serialize>(
+        &self,
+        keys: &Keys,
+        value: &M,
+        payload: &Payload,
+    ) -> Result<Entity<Properties>> {
+        let mut props = to_properties(value)?;
+        for name in self.names.all() {
+            if props.contains(name) {
+                return Err(Error::InvalidName {
+                    kind: NameKind::Property,
+                    name: name.to_owned(),
+                    reason: "reserved for the payload reference of this store".into(),
+                });
+            }
+        }
+        self.names.write(&mut props, payload);
+        let entity = Entity::new(keys.clone(), props);
+        // Encoding checks 252 properties and 1 MiB with the reference included.
+        Operation::upsert_replace(&entity)?;
+        Ok(entity)
+    }
+
+    /// A new blob name and the entity that would reference it; nothing is sent.
+    fn prepare<M: Serialize>(
+        &self,
+        keys: &Keys,
+        value: &M,
+        data: &Bytes,
+    ) -> Result<(Entity<Properties>, Payload)> {
+        let payload = if data.len() <= self.inline_max {
+            Payload::Inline(data.to_vec())
+        } else {
+            let name = format!("{}{}", self.prefix, uuid::Uuid::new_v4());
+            Payload::Blob(BlobRef::for_payload(name, data))
+        };
+        Ok((self.entity(keys, value, &payload)?, payload))
+    }
+
+    async fn upload(&self, keys: &Keys, reference: &BlobRef, data: &Bytes) -> Result<()> {
+        let metadata = BTreeMap::from([
+            (PK_METADATA.to_owned(), encode_key(keys.pk())),
+            (RK_METADATA.to_owned(), encode_key(keys.rk())),
+        ]);
+        let options = PutBlob {
+            content_type: self.content_type.clone(),
+            metadata,
+            condition: BlobCondition::IfNotExists,
+        };
+        self.container
+            .put(&reference.name, data.clone(), options)
+            .await
+            .map(drop)
+    }
+
+    /// Deletes a blob nobody references, or leaves it to the sweeper if that fails.
+    async fn discard(&self, name: &str) -> Option<String> {
+        match self.container.delete_blob_if_exists(name).await {
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(target: "tablekit", blob = name, error = %e, "unreferenced blob left for the sweeper");
+                Some(name.to_owned())
+            }
+        }
+    }
+
+    /// Writes the entity with `value` and `payload`, replacing whatever is stored (last
+    /// writer wins): read the entity's ETag and current reference → upload the payload under
+    /// a new name → write the entity conditionally on that ETag (insert when absent) → delete
+    /// the blob it referenced before.
+    ///
+    /// After a conflict the attempt starts again from the read with a *fresh* blob: a blob
+    /// whose write was sent is never offered again, because that write may have been applied
+    /// and already replaced by another writer, who then deletes the blob. Such blobs are
+    /// deleted as soon as a read shows the entity does not reference them; if a read shows it
+    /// does, that write was applied and is the result.
+    ///
+    /// **Requests: 4** (point read, upload, conditional replace, delete of the old blob);
+    /// 3 for a new entity; one fewer without a blob (inline payload) on either side.
+    /// +4 per conflict. **Consistency:** readers see the old or the new value, never a
+    /// reference to a missing blob.
+    ///
+    /// # Errors
+    /// Before any request: encoding errors of `value`, a property name the reference uses,
+    /// and entity limits with the reference included. Then transport and service errors of
+    /// any step; a failed write leaves the old value (and possibly an unreferenced blob for
+    /// the sweeper). A failure to delete the *old* blob is not an error: see
+    /// [`LargeWritten::orphaned`].
+    pub async fn put<M: Serialize>(
+        &self,
+        keys: &Keys,
+        value: &M,
+        payload: impl Into<Bytes>,
+    ) -> Result<LargeWritten> {
+        let data: Bytes = payload.into();
+        // Validates everything before the first request; each attempt makes its own name.
+        self.prepare(keys, value, &data)?;
+        let span = tracing::debug_span!("tablekit.large.put", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
+        async {
+            let mut conflicts = self.table.account().conflict_loop();
+            // Blobs whose entity write was sent but not confirmed, with the blob it replaced.
+            let mut sent: Vec<(Payload, Option<String>)> = Vec::new();
+            let mut stalls = 0;
+            loop {
+                let current = self.table.get::<Properties>(keys).await?;
+                let current_blob = match &current {
+                    Some(stored) => {
+                        let mut props = stored.value.clone();
+                        self.names.take(keys, &mut props).ok().and_then(|p| blob_name(&p))
+                    }
+                    None => None,
+                };
+                if let Some(i) = sent.iter().position(|(p, _)| blob_name(p).is_some() && blob_name(p) == current_blob) {
+                    // An earlier attempt was applied after all (its response was lost).
+                    let (payload, old) = sent.swap_remove(i);
+                    for (other, _) in &sent {
+                        self.discard_payload(other).await;
+                    }
+                    let etag = current.map(|c| c.etag).unwrap_or_else(|| ETag::new(""));
+                    return Ok(self.finish(etag, &payload, old).await);
+                }
+                for (unreferenced, _) in sent.drain(..) {
+                    self.discard_payload(&unreferenced).await;
+                }
+                let (entity, payload) = self.prepare(keys, value, &data)?;
+                let uploaded_at = self.upload_if_blob(keys, &payload, &data).await?;
+                if uploaded_at.is_some_and(|at| at.elapsed() > self.commit_deadline) {
+                    // Too slow: a sweeper may already count this blob as abandoned.
+                    self.discard_payload(&payload).await;
+                    stalls += 1;
+                    if stalls >= MAX_STALLS {
+                        return Err(Error::Transport {
+                            message: format!(
+                                "the entity write could not follow the upload within the commit deadline ({:?}) {MAX_STALLS} times",
+                                self.commit_deadline
+                            ),
+                            source: None,
+                        });
+                    }
+                    continue;
+                }
+                let written = match current {
+                    Some(stored) => self.table.replace(&entity, stored.if_match()).await,
+                    None => self.table.insert(&entity).await,
+                };
+                match written {
+                    Ok(etag) => return Ok(self.finish(etag, &payload, current_blob).await),
+                    Err(e) => {
+                        let refused = e.status().is_some_and(|s| (400..500).contains(&s));
+                        sent.push((payload, current_blob));
+                        if let Err(e) = conflicts.retry(e).await {
+                            if refused {
+                                // The service refused it: the entity does not reference it.
+                                if let Some((payload, _)) = sent.pop() {
+                                    self.discard_payload(&payload).await;
+                                }
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// After a successful write of `payload`: deletes the blob it replaced, if any.
+    async fn finish(&self, etag: ETag, payload: &Payload, old: Option<String>) -> LargeWritten {
+        let orphaned = match old {
+            Some(old) if Some(&old) != blob_name(payload).as_ref() => self.discard(&old).await,
+            _ => None,
+        };
+        LargeWritten {
+            etag,
+            reference: reference(payload),
+            orphaned,
+        }
+    }
+
+    async fn discard_payload(&self, payload: &Payload) {
+        if let Some(name) = blob_name(payload) {
+            self.discard(&name).await;
+        }
+    }
+
+    /// Uploads a blob payload; returns when the upload completed (`None` for inline).
+    async fn upload_if_blob(
+        &self,
+        keys: &Keys,
+        payload: &Payload,
+        data: &Bytes,
+    ) -> Result<Option<Instant>> {
+        match payload {
+            Payload::Blob(reference) => {
+                self.upload(keys, reference, data).await?;
+                Ok(Some(Instant::now()))
+            }
+            Payload::Inline(_) => Ok(None),
+        }
+    }
+
+    /// Creates the entity with its payload; fails if the entity exists.
+    ///
+    /// **Requests: 2** (upload, insert); 1 for an inline payload. **Consistency:** the entity
+    /// appears with a complete payload or not at all.
+    ///
+    /// # Errors
+    /// As [`LargeEntities::put`]; [`Error::AlreadyExists`] if the entity exists (the uploaded
+    /// blob is deleted again: 1 more request).
+    pub async fn insert<M: Serialize>(
+        &self,
+        keys: &Keys,
+        value: &M,
+        payload: impl Into<Bytes>,
+    ) -> Result<LargeWritten> {
+        let data: Bytes = payload.into();
+        let (entity, payload) = self.prepare(keys, value, &data)?;
+        let span = tracing::debug_span!("tablekit.large.insert", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
+        async {
+            self.upload_if_blob(keys, &payload, &data).await?;
+            match self.table.insert(&entity).await {
+                Ok(etag) => Ok(LargeWritten {
+                    etag,
+                    reference: reference(&payload),
+                    orphaned: None,
+                }),
+                Err(e) => {
+                    // Refused (409, 4xx): unreferenced. Otherwise the insert may have been
+                    // applied, and the blob stays until the sweeper sees whether it is
+                    // referenced.
+                    if e.status().is_some_and(|s| (400..500).contains(&s)) {
+                        self.discard_payload(&payload).await;
+                    }
+                    Err(e)
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Deletes the entity, then its blob. Returns whether the entity existed.
+    ///
+    /// **Requests: 3** (read, delete conditional on the read ETag, blob delete); 2 for an
+    /// inline payload; 1 when absent. **Consistency:** the entity goes first, so no reader
+    /// ever follows a reference to a deleted blob; if the blob delete fails, the sweeper
+    /// deletes it.
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`] when concurrent writes outlast the conflict-retry limit;
+    /// transport and service errors of the entity requests.
+    pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+        let span = tracing::debug_span!("tablekit.large.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        self.delete_loop(keys).instrument(span).await
+    }
+
+    async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
+        let mut conflicts = self.table.account().conflict_loop();
+        loop {
+            let attempt = async {
+                let Some(stored) = self.table.get::<Properties>(keys).await? else {
+                    return Ok(None);
+                };
+                let mut props = stored.value.clone();
+                let old = self
+                    .names
+                    .take(keys, &mut props)
+                    .ok()
+                    .and_then(|p| blob_name(&p));
+                match self.table.delete(keys, stored.if_match()).await {
+                    Ok(()) => Ok(Some(old)),
+                    // Deleted by someone else meanwhile: as good as done.
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
+                    Err(e) => Err(e),
+                }
+            };
+            match attempt.await {
+                Ok(None) => return Ok(false),
+                Ok(Some(old)) => {
+                    if let Some(old) = old {
+                        self.discard(&old).await;
+                    }
+                    return Ok(true);
+                }
+                Err(e) => conflicts.retry(e).await?,
+            }
+        }
+    }
+
+    /// Writes only the entity's ordinary properties, keeping its payload reference: a merge
+    /// conditioned on `if_match`.
+    ///
+    /// **Requests: 1.**
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`], [`Error::NotFound`]; a property name the reference
+    /// uses is refused before any request.
+    pub async fn merge<M: Serialize>(
+        &self,
+        keys: &Keys,
+        value: &M,
+        if_match: IfMatch,
+    ) -> Result<ETag> {
+        let props = to_properties(value)?;
+        if let Some(name) = self.names.all().into_iter().find(|n| props.contains(n)) {
+            return Err(Error::InvalidName {
+                kind: NameKind::Property,
+                name: name.to_owned(),
+                reason: "reserved for the payload reference of this store".into(),
+            });
+        }
+        self.table
+            .merge(&Entity::new(keys.clone(), props), if_match)
+            .await
+    }
+}
+
+fn blob_name(payload: &Payload) -> Option<String> {
+    match payload {
+        Payload::Blob(r) => Some(r.name.clone()),
+        Payload::Inline(_) => None,
+    }
+}
+
+fn reference(payload: &Payload) -> Option<BlobRef> {
+    match payload {
+        Payload::Blob(r) => Some(r.clone()),
+        Payload::Inline(_) => None,
+    }
+}

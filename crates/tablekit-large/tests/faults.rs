@@ -1,0 +1,194 @@
+//! A failure injected at each step of a large-entity write (through fault proxies in front
+//! of Azurite's table and blob endpoints) leaves the old or the new value readable — never a
+//! reference to a missing blob — and after a sweep no unreferenced blob remains.
+
+mod common;
+
+use bytes::Bytes;
+use tablekit_core::{Keys, Properties};
+use tablekit_large::{LargeEntities, SweepOptions};
+use tablekit_testkit::{Fault, FaultProxy, Matcher, Occurrences, Rule};
+
+/// Which value a read must return after the failed or disturbed write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Old,
+    New,
+}
+
+struct Case {
+    step: &'static str,
+    /// The proxy (table or blob) and the rules to install on it.
+    on_blob: bool,
+    rules: Vec<Rule>,
+    put_succeeds: bool,
+    readable: Outcome,
+}
+
+fn rule(method: &str, occurrences: Occurrences, fault: Fault) -> Rule {
+    Rule {
+        matcher: Matcher::any().with_method(method),
+        occurrences,
+        fault,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    use Occurrences::{All, FromNth, Nth};
+    vec![
+        Case {
+            step: "entity read fails",
+            on_blob: false,
+            rules: vec![rule("GET", All, Fault::Status(503))],
+            put_succeeds: false,
+            readable: Outcome::Old,
+        },
+        Case {
+            step: "upload refused",
+            on_blob: true,
+            rules: vec![rule("PUT", All, Fault::Status(400))],
+            put_succeeds: false,
+            readable: Outcome::Old,
+        },
+        Case {
+            step: "upload applied, its response lost",
+            on_blob: true,
+            rules: vec![rule("PUT", Nth(1), Fault::DropResponse)],
+            put_succeeds: true,
+            readable: Outcome::New,
+        },
+        Case {
+            step: "entity write refused",
+            on_blob: false,
+            rules: vec![rule("PUT", All, Fault::Status(400))],
+            put_succeeds: false,
+            readable: Outcome::Old,
+        },
+        Case {
+            step: "entity write never arrives",
+            on_blob: false,
+            rules: vec![rule("PUT", All, Fault::Reset)],
+            put_succeeds: false,
+            readable: Outcome::Old,
+        },
+        Case {
+            step: "entity write applied, its response lost, then retried",
+            on_blob: false,
+            rules: vec![rule("PUT", Nth(1), Fault::DropResponse)],
+            put_succeeds: true,
+            readable: Outcome::New,
+        },
+        Case {
+            step: "entity write applied, every response lost",
+            on_blob: false,
+            rules: vec![
+                rule("PUT", Nth(1), Fault::DropResponse),
+                rule("PUT", FromNth(1), Fault::Reset),
+            ],
+            put_succeeds: false,
+            readable: Outcome::New,
+        },
+        Case {
+            step: "old blob delete fails",
+            on_blob: true,
+            rules: vec![rule("DELETE", All, Fault::Status(500))],
+            put_succeeds: true,
+            readable: Outcome::New,
+        },
+    ]
+}
+
+fn payload(case: usize, new: bool) -> Bytes {
+    let seed = (case * 2 + usize::from(new)) as u8;
+    (0..200_000u32)
+        .map(|i| (i as u8).wrapping_add(seed))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+async fn check(store: &LargeEntities, keys: &Keys, expected: &Bytes, step: &str) {
+    let read = store
+        .get::<Properties>(keys)
+        .await
+        .unwrap_or_else(|e| panic!("{step}: read failed: {e}"))
+        .unwrap_or_else(|| panic!("{step}: entity missing"));
+    assert_eq!(&read.payload, expected, "{step}: wrong value readable");
+    let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    let left = common::blob_names(store).await;
+    assert_eq!(
+        left,
+        [read.reference.unwrap().name],
+        "{step}: after the sweep ({report:?}) only the referenced blob remains"
+    );
+}
+
+#[tokio::test]
+async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
+    let proxied = common::proxied();
+    let store = common::store(&proxied.account, "largefaults").await;
+    for (i, case) in cases().into_iter().enumerate() {
+        // Each case writes its own entity, starting from a stored value with a blob.
+        let keys = Keys::new("Sales", format!("{i:06}")).unwrap();
+        let (old, new) = (payload(i, false), payload(i, true));
+        store
+            .put(&keys, &Properties::new(), old.clone())
+            .await
+            .unwrap();
+        let proxy: &FaultProxy = if case.on_blob {
+            &proxied.blob
+        } else {
+            &proxied.table
+        };
+        for rule in case.rules {
+            proxy.add_rule(rule);
+        }
+        let result = store.put(&keys, &Properties::new(), new.clone()).await;
+        proxy.clear();
+        assert_eq!(
+            result.is_ok(),
+            case.put_succeeds,
+            "{}: put returned {result:?}",
+            case.step
+        );
+        let expected = match case.readable {
+            Outcome::Old => &old,
+            Outcome::New => &new,
+        };
+        check(&store, &keys, expected, case.step).await;
+        // Leave only this case's blob for the next sweep's assertion.
+        store.delete(&keys).await.unwrap();
+    }
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
+    let proxied = common::proxied();
+    let store = common::store(&proxied.account, "largecreate").await;
+    let keys = Keys::new("Sales", "000001").unwrap();
+    // The insert never arrives: no entity, and the uploaded blob is swept.
+    proxied
+        .table
+        .add_rule(rule("POST", Occurrences::All, Fault::Reset));
+    assert!(
+        store
+            .put(&keys, &Properties::new(), payload(0, true))
+            .await
+            .is_err()
+    );
+    proxied.table.clear();
+    assert!(store.get::<Properties>(&keys).await.unwrap().is_none());
+    store.sweep(&SweepOptions::immediate()).await.unwrap();
+    assert!(common::blob_names(&store).await.is_empty());
+    // The insert is applied but its response lost: the retry's 409 is recognised as ours.
+    proxied
+        .table
+        .add_rule(rule("POST", Occurrences::Nth(1), Fault::DropResponse));
+    store
+        .put(&keys, &Properties::new(), payload(1, true))
+        .await
+        .unwrap();
+    proxied.table.clear();
+    check(&store, &keys, &payload(1, true), "insert response lost").await;
+    common::cleanup(&store).await;
+}

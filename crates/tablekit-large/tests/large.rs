@@ -1,0 +1,433 @@
+//! Large entities against Azurite: a 5 MiB payload round trip, the request count of every
+//! operation, refusals before any request, integrity checks, inline payloads, concurrent
+//! writers and the sweeper.
+
+mod common;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{PutBlob, RequestKind};
+use tablekit_core::{ErrorKind, IfMatch, Keys};
+use tablekit_large::{LargeEntities, SweepOptions};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Employee {
+    first_name: String,
+    last_name: String,
+}
+
+fn jun() -> Employee {
+    Employee {
+        first_name: "Jun".into(),
+        last_name: "Cao".into(),
+    }
+}
+
+fn keys() -> Keys {
+    Keys::new("Sales", "000223").unwrap()
+}
+
+/// `len` bytes that differ with `seed`.
+fn payload(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+#[tokio::test]
+async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
+    let account = common::account();
+    let store = common::store(&account, "large5").await;
+    let metrics = account.metrics().clone();
+    let five = payload(5 << 20, 1);
+
+    metrics.reset();
+    let first = store.put(&keys(), &jun(), five.clone()).await.unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(spent.requests(), 3, "new entity: read, upload, insert");
+    assert_eq!(
+        [RequestKind::Get, RequestKind::BlobPut, RequestKind::Insert].map(|k| spent.requests_of(k)),
+        [1, 1, 1]
+    );
+    let reference = first.reference.clone().unwrap();
+    assert_eq!(reference.len, 5 << 20);
+    assert!(reference.name.starts_with(store.prefix()));
+
+    metrics.reset();
+    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(spent.requests(), 2, "entity, then blob");
+    assert_eq!(
+        (
+            spent.requests_of(RequestKind::Get),
+            spent.requests_of(RequestKind::BlobGet)
+        ),
+        (1, 1)
+    );
+    assert_eq!(read.payload, five, "exact round trip");
+    assert_eq!(read.entity.value, jun());
+    assert_eq!(read.reference.as_ref(), Some(&reference));
+    assert_eq!(read.entity.etag, first.etag);
+
+    metrics.reset();
+    let (entity, only_ref) = store
+        .get_entity::<Employee>(&keys())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(metrics.snapshot().requests(), 1);
+    assert_eq!((entity.value, only_ref), (jun(), Some(reference.clone())));
+
+    let other = payload(300_000, 2);
+    metrics.reset();
+    let second = store.put(&keys(), &jun(), other.clone()).await.unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(
+        spent.requests(),
+        4,
+        "replace: read, upload, replace, delete old blob: {spent:?}"
+    );
+    assert_eq!(
+        [
+            RequestKind::Get,
+            RequestKind::BlobPut,
+            RequestKind::Replace,
+            RequestKind::BlobDelete
+        ]
+        .map(|k| spent.requests_of(k)),
+        [1, 1, 1, 1]
+    );
+    assert_eq!(second.orphaned, None);
+    assert_ne!(
+        second.reference, first.reference,
+        "a new blob name per write"
+    );
+    assert_eq!(
+        common::blob_names(&store).await,
+        [second.reference.unwrap().name]
+    );
+    assert_eq!(
+        store
+            .get::<Employee>(&keys())
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
+        other
+    );
+
+    // Changing ordinary properties keeps the payload: one merge.
+    metrics.reset();
+    let renamed = Employee {
+        last_name: "Cao-Smith".into(),
+        ..jun()
+    };
+    store.merge(&keys(), &renamed, IfMatch::Any).await.unwrap();
+    assert_eq!(metrics.snapshot().requests(), 1);
+    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    assert_eq!((read.entity.value, read.payload), (renamed, other));
+
+    metrics.reset();
+    assert!(store.delete(&keys()).await.unwrap());
+    let spent = metrics.snapshot();
+    assert_eq!(
+        spent.requests(),
+        3,
+        "read, delete entity, delete blob: {spent:?}"
+    );
+    assert_eq!(spent.requests_of(RequestKind::BlobDelete), 1);
+    metrics.reset();
+    assert!(!store.delete(&keys()).await.unwrap());
+    assert_eq!(metrics.snapshot().requests(), 1);
+    assert!(store.get::<Employee>(&keys()).await.unwrap().is_none());
+    assert!(common::blob_names(&store).await.is_empty());
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn insert_costs_two_requests_and_refuses_an_existing_entity_without_a_leak() {
+    let account = common::account();
+    let store = common::store(&account, "largeins").await;
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    store
+        .insert(&keys(), &jun(), payload(100_000, 3))
+        .await
+        .unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(spent.requests(), 2, "upload, insert");
+    metrics.reset();
+    let err = store
+        .insert(&keys(), &jun(), payload(100_000, 4))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+    assert_eq!(
+        metrics.snapshot().requests(),
+        3,
+        "upload, refused insert, delete the new blob"
+    );
+    assert_eq!(common::blob_names(&store).await.len(), 1);
+    assert_eq!(
+        store
+            .get::<Employee>(&keys())
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
+        payload(100_000, 3)
+    );
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_before_any_request() {
+    let account = common::account();
+    let store = common::store(&account, "largebad").await;
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let clash = tablekit_core::Properties::new().with("PayloadBlob", "x");
+    assert_eq!(
+        store
+            .put(&keys(), &clash, payload(10, 0))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+    // The reference's three properties must fit next to the caller's 252.
+    let full: tablekit_core::Properties = (0..251).map(|i| (format!("P{i}"), 1.into())).collect();
+    assert_eq!(
+        store
+            .put(&keys(), &full, payload(10, 0))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::LimitExceeded
+    );
+    assert_eq!(metrics.snapshot().requests(), 0);
+    assert!(common::blob_names(&store).await.is_empty());
+
+    let (table, container) = (store.table().clone(), store.container().clone());
+    assert!(
+        LargeEntities::builder(table.clone(), container.clone())
+            .with_property("Bad-Name")
+            .build()
+            .is_err()
+    );
+    assert!(
+        LargeEntities::builder(table.clone(), container.clone())
+            .with_inline_max(70_000)
+            .build()
+            .is_err()
+    );
+    assert!(
+        LargeEntities::builder(table, container)
+            .with_commit_deadline(std::time::Duration::ZERO)
+            .build()
+            .is_err()
+    );
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_tampered_or_missing_blob_is_an_error_not_wrong_data() {
+    let account = common::account();
+    let store = common::store(&account, "largetamper").await;
+    let written = store
+        .put(&keys(), &jun(), payload(50_000, 5))
+        .await
+        .unwrap();
+    let name = written.reference.unwrap().name;
+    store
+        .container()
+        .put(&name, payload(50_000, 6), PutBlob::default())
+        .await
+        .unwrap();
+    let err = store.get::<Employee>(&keys()).await.unwrap_err();
+    assert!(err.to_string().contains("SHA-256"), "{err}");
+    store.container().delete_blob(&name, None).await.unwrap();
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let err = store.get::<Employee>(&keys()).await.unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert_eq!(
+        metrics.snapshot().requests(),
+        4,
+        "the entity is read again before refusing"
+    );
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn small_payloads_can_stay_inline() {
+    let account = common::account();
+    let (table, container) = common::resources(&account, "largeinline").await;
+    let store = LargeEntities::builder(table, container)
+        .with_property("Photo")
+        .with_inline_max(32 * 1024)
+        .build()
+        .unwrap();
+    let metrics = account.metrics().clone();
+    let big = store
+        .put(&keys(), &jun(), payload(40_000, 7))
+        .await
+        .unwrap();
+    assert!(big.reference.is_some());
+
+    metrics.reset();
+    let small = store.put(&keys(), &jun(), payload(1_000, 8)).await.unwrap();
+    assert_eq!(small.reference, None);
+    assert_eq!(
+        metrics.snapshot().requests(),
+        3,
+        "read, replace, delete the old blob"
+    );
+    assert!(common::blob_names(&store).await.is_empty());
+
+    metrics.reset();
+    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    assert_eq!(metrics.snapshot().requests(), 1, "inline: the entity alone");
+    assert_eq!(read.payload, payload(1_000, 8));
+    let raw = store
+        .table()
+        .get::<tablekit_core::Properties>(&keys())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(raw.value.get("Photo").and_then(|p| p.as_bytes()).is_some());
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
+    let account = common::account();
+    let store = common::store(&account, "largeconc").await;
+    store
+        .put(&keys(), &jun(), payload(20_000, 0))
+        .await
+        .unwrap();
+    let writers: Vec<_> = (1..=8u8)
+        .map(|seed| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for round in 0..3u8 {
+                    store
+                        .put(
+                            &keys(),
+                            &jun(),
+                            payload(20_000 + usize::from(seed), seed * 10 + round),
+                        )
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let reference = read.reference.unwrap();
+    assert!(reference.len > 20_000, "one of the writers' payloads");
+    assert!(
+        account.metrics().snapshot().conflict_retries > 0,
+        "the writers did contend"
+    );
+    assert_eq!(
+        common::blob_names(&store).await,
+        std::slice::from_ref(&reference.name),
+        "each writer deleted what it replaced and what it could not commit"
+    );
+    let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    assert_eq!((report.referenced, report.deleted.len()), (1, 0));
+    let again = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    assert_eq!(again.reference.unwrap(), reference);
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() {
+    let account = common::account();
+    let store = common::store(&account, "largesweep").await;
+    let kept = store.put(&keys(), &jun(), payload(1_000, 1)).await.unwrap();
+    let other = Keys::new("Sales", "000224").unwrap();
+    store.put(&other, &jun(), payload(1_000, 2)).await.unwrap();
+    // Orphans as a crash would leave them: uploaded for an entity that never referenced them.
+    let metadata = |k: &Keys| {
+        std::collections::BTreeMap::from([
+            ("tablekit_pk".to_owned(), k.pk().to_owned()),
+            ("tablekit_rk".to_owned(), k.rk().to_owned()),
+        ])
+    };
+    for (i, owner) in [keys(), keys(), Keys::new("Sales", "000999").unwrap()]
+        .iter()
+        .enumerate()
+    {
+        let name = format!("{}orphan{i}", store.prefix());
+        let options = PutBlob {
+            metadata: metadata(owner),
+            ..PutBlob::default()
+        };
+        store
+            .container()
+            .put(&name, payload(10, 0), options)
+            .await
+            .unwrap();
+    }
+    // A blob under the prefix that names no entity is not the sweeper's to delete.
+    let foreign = format!("{}readme.txt", store.prefix());
+    store
+        .container()
+        .put(&foreign, payload(10, 0), PutBlob::default())
+        .await
+        .unwrap();
+
+    let young = store.sweep(&SweepOptions::default()).await.unwrap();
+    assert_eq!((young.listed, young.young, young.deleted.len()), (6, 6, 0));
+
+    let dry = store
+        .sweep(&SweepOptions {
+            dry_run: true,
+            ..SweepOptions::immediate()
+        })
+        .await
+        .unwrap();
+    assert_eq!(dry.deleted.len(), 3);
+    assert_eq!(
+        common::blob_names(&store).await.len(),
+        6,
+        "a dry run deletes nothing"
+    );
+
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    assert_eq!(
+        (report.listed, report.referenced, report.foreign),
+        (6, 2, 1)
+    );
+    assert_eq!(report.entities_read, 3, "one read per entity, not per blob");
+    assert_eq!(report.deleted.len(), 3);
+    let spent = metrics.snapshot();
+    assert_eq!(spent.requests_of(RequestKind::BlobList), 1);
+    assert_eq!(spent.requests_of(RequestKind::Get), 3);
+    assert_eq!(spent.requests_of(RequestKind::BlobDelete), 3);
+    assert_eq!(spent.requests(), 7);
+    let mut left = common::blob_names(&store).await;
+    left.sort();
+    assert_eq!(left.len(), 3);
+    assert!(left.contains(&kept.reference.unwrap().name) && left.contains(&foreign));
+    assert_eq!(
+        store
+            .get::<Employee>(&other)
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
+        payload(1_000, 2)
+    );
+    common::cleanup(&store).await;
+}

@@ -1,0 +1,280 @@
+//! [`BlobLogWriter`]: buffers records and writes them as numbered files per hour.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tablekit_azure::{BlobCondition, Container, PutBlob};
+use tablekit_core::{Error, ErrorKind, Result};
+use tokio::sync::Mutex;
+use tracing::Instrument as _;
+
+use super::line::{LogRecord, encode_line, format_time};
+use super::naming::{
+    MAX_SEQUENCE, blob_name, hour_prefix, hour_start, sequence_exhausted, sequence_of,
+    validate_prefix,
+};
+
+/// When a [`BlobLogWriter`] writes its buffer out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushPolicy {
+    /// Write the buffer before it would grow beyond this many bytes (default 4 MiB). A
+    /// single larger record is written alone.
+    pub max_bytes: usize,
+    /// Write the buffer once its oldest record has waited this long (default 60 s), on the
+    /// next [`BlobLogWriter::append`] or [`BlobLogWriter::flush_if_due`].
+    pub max_age: Duration,
+}
+
+impl Default for FlushPolicy {
+    fn default() -> Self {
+        Self {
+            max_bytes: 4 << 20,
+            max_age: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A file a flush wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flushed {
+    /// The blob's name, e.g. `queue/2014/07/31/1800/000001.log`.
+    pub name: String,
+    /// Records in it.
+    pub entries: usize,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// The earliest record's time (metadata `first`).
+    pub first: DateTime<Utc>,
+    /// The latest record's time (metadata `last`).
+    pub last: DateTime<Utc>,
+}
+
+#[derive(Default)]
+struct Buffer {
+    hour: Option<DateTime<Utc>>,
+    text: String,
+    entries: usize,
+    first: Option<DateTime<Utc>>,
+    last: Option<DateTime<Utc>>,
+    opened: Option<Instant>,
+    /// The next free sequence number of an hour, once known.
+    next_seq: Option<(DateTime<Utc>, u32)>,
+}
+
+impl Buffer {
+    fn clear(&mut self) {
+        self.hour = None;
+        self.text.clear();
+        self.entries = 0;
+        self.first = None;
+        self.last = None;
+        self.opened = None;
+    }
+}
+
+/// The log-data anti-pattern's fix (PATTERNS.md §5.13): log records go to blobs named like
+/// Azure Storage Analytics logs, `{prefix}/{yyyy}/{MM}/{dd}/{HHmm}/{seq:06}.log`, buffered in
+/// memory and written a file at a time, with the first and last record times in each file's
+/// metadata so readers can skip files outside a time window.
+///
+/// A file holds records of one hour (by record time); files of an hour are numbered from
+/// `000001`. Each flush writes a new file with a create-only condition, so a restarted writer
+/// — or another writer sharing the prefix — never overwrites one: on a name conflict it moves
+/// to the next number.
+///
+/// Buffered records are lost if the process dies before a flush: that is the price of
+/// fewer, larger writes (§5.13 weighs reliability against cost). Call
+/// [`BlobLogWriter::flush`] before shutting down.
+///
+/// Appends and flushes are serialized by an internal lock, held during the upload.
+pub struct BlobLogWriter {
+    container: Container,
+    prefix: String,
+    policy: FlushPolicy,
+    buffer: Mutex<Buffer>,
+}
+
+impl fmt::Debug for BlobLogWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlobLogWriter")
+            .field("container", &self.container.name())
+            .field("prefix", &self.prefix)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlobLogWriter {
+    /// A writer of files under `prefix` (e.g. `queue`, or `logs/web-01`) in `container`
+    /// (which must exist). No request is sent.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] or [`Error::InvalidName`] for an empty prefix, one starting or
+    /// ending with `/`, or one that makes invalid blob names; [`Error::InvalidValue`] for a
+    /// zero `max_bytes`.
+    pub fn new(container: Container, prefix: &str, policy: FlushPolicy) -> Result<Self> {
+        validate_prefix(prefix)?;
+        if policy.max_bytes == 0 {
+            return Err(Error::invalid_value("max_bytes", "must be at least 1"));
+        }
+        Ok(Self {
+            container,
+            prefix: prefix.to_owned(),
+            policy,
+            buffer: Mutex::new(Buffer::default()),
+        })
+    }
+
+    /// The container.
+    pub fn container(&self) -> &Container {
+        &self.container
+    }
+
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Buffers a record. First, if the buffer holds records of another hour, would grow past
+    /// `max_bytes`, or has waited `max_age`, it is written out; that file is returned.
+    ///
+    /// Requests: 0 when the record is only buffered; a flush's requests otherwise (see
+    /// [`BlobLogWriter::flush`]). Consistency: a buffered record is in memory only; it is
+    /// durable and readable once a flush has written it.
+    ///
+    /// # Errors
+    /// Before any request: a time outside the years 1–9999. A failed flush's error; then the
+    /// record was **not** buffered and the earlier records are still buffered (append again
+    /// to retry).
+    pub async fn append(&self, record: &LogRecord) -> Result<Option<Flushed>> {
+        let hour = hour_start(record.time)?;
+        let mut line = String::with_capacity(record.message.len() + 48);
+        encode_line(record, &mut line);
+        let mut buffer = self.buffer.lock().await;
+        let must_flush = buffer.entries > 0
+            && (buffer.hour != Some(hour)
+                || buffer.text.len() + line.len() > self.policy.max_bytes
+                || self.is_due(&buffer));
+        let flushed = if must_flush {
+            self.write(&mut buffer).await?
+        } else {
+            None
+        };
+        if buffer.entries == 0 {
+            buffer.hour = Some(hour);
+            buffer.opened = Some(Instant::now());
+        }
+        buffer.text.push_str(&line);
+        buffer.entries += 1;
+        buffer.first = Some(buffer.first.map_or(record.time, |f| f.min(record.time)));
+        buffer.last = Some(buffer.last.map_or(record.time, |l| l.max(record.time)));
+        Ok(flushed)
+    }
+
+    /// Writes the buffered records, if any, as the hour's next file.
+    ///
+    /// Requests: 0 with an empty buffer. Otherwise 1 upload, plus 1 listing of the hour's
+    /// files the first time this writer writes to an hour (to continue after the files that
+    /// already exist), plus 1 upload per name found taken meanwhile by another writer.
+    /// Consistency: the file is written with one create-only upload, so it is complete or
+    /// absent, and readable when this returns; no existing file is ever overwritten.
+    ///
+    /// # Errors
+    /// Transport and service errors ([`Error::NotFound`] for a missing container); the
+    /// records stay buffered. [`Error::LimitExceeded`] when an hour already has 999,999 files.
+    pub async fn flush(&self) -> Result<Option<Flushed>> {
+        let mut buffer = self.buffer.lock().await;
+        self.write(&mut buffer).await
+    }
+
+    /// Flushes if the oldest buffered record has waited `max_age`: call it from a timer
+    /// (e.g. `tokio::time::interval`) so a quiet writer still writes its records out.
+    ///
+    /// Requests: as [`BlobLogWriter::flush`] when due, else 0.
+    ///
+    /// # Errors
+    /// As [`BlobLogWriter::flush`].
+    pub async fn flush_if_due(&self) -> Result<Option<Flushed>> {
+        let mut buffer = self.buffer.lock().await;
+        if self.is_due(&buffer) {
+            self.write(&mut buffer).await
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn is_due(&self, buffer: &Buffer) -> bool {
+        buffer
+            .opened
+            .is_some_and(|opened| opened.elapsed() >= self.policy.max_age)
+    }
+
+    async fn write(&self, buffer: &mut Buffer) -> Result<Option<Flushed>> {
+        let span = tracing::debug_span!("tablekit.bloblog.flush", container = %self.container.name(), prefix = %self.prefix, entries = buffer.entries);
+        self.write_file(buffer).instrument(span).await
+    }
+
+    async fn write_file(&self, buffer: &mut Buffer) -> Result<Option<Flushed>> {
+        let (Some(hour), Some(first), Some(last)) = (buffer.hour, buffer.first, buffer.last) else {
+            return Ok(None);
+        };
+        let dir = hour_prefix(&self.prefix, hour);
+        let mut seq = match buffer.next_seq {
+            Some((h, seq)) if h == hour => seq,
+            _ => self.next_free(&dir).await?,
+        };
+        let metadata = BTreeMap::from([
+            ("first".to_owned(), format_time(first)),
+            ("last".to_owned(), format_time(last)),
+            ("entries".to_owned(), buffer.entries.to_string()),
+        ]);
+        let data = buffer.text.clone().into_bytes();
+        loop {
+            if seq > MAX_SEQUENCE {
+                return Err(sequence_exhausted(&dir));
+            }
+            let name = blob_name(&self.prefix, hour, seq);
+            let options = PutBlob {
+                content_type: Some("text/plain; charset=utf-8".into()),
+                metadata: metadata.clone(),
+                condition: BlobCondition::IfNotExists,
+            };
+            match self.container.put(&name, data.clone(), options).await {
+                Ok(_) => {
+                    let flushed = Flushed {
+                        name,
+                        entries: buffer.entries,
+                        bytes: data.len(),
+                        first,
+                        last,
+                    };
+                    buffer.next_seq = Some((hour, seq + 1));
+                    buffer.clear();
+                    return Ok(Some(flushed));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+                    ) =>
+                {
+                    tracing::debug!(target: "tablekit", blob = %name, "log file name taken; trying the next");
+                    seq += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One more than the highest sequence number listed under `dir` (1 when there is none).
+    async fn next_free(&self, dir: &str) -> Result<u32> {
+        let listed = self.container.list(&format!("{dir}/")).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|b| sequence_of(dir, &b.name))
+            .max()
+            .map_or(1, |s| s.saturating_add(1)))
+    }
+}

@@ -1,0 +1,271 @@
+//! [`LogTail`]: entries of a partition under inverted-tick RowKeys, read newest first.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
+use futures::{StreamExt as _, TryStreamExt as _};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_azure::{BulkOptions, Query, Table};
+use tablekit_core::batch::Operation;
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, Keys, PartitionKey, Result};
+use tracing::Instrument as _;
+
+use crate::entry::{AppendReport, Appended, LogEntry};
+use crate::key::{SuffixSource, row_key, truncate_to_tick, window_filter};
+
+/// The log tail pattern (PATTERNS.md §5.7): entries of a partition keyed by inverted ticks
+/// plus a unique suffix, so `$top=n` returns the *n* newest.
+///
+/// Cheap to clone; clones share the suffix source, so entries appended through any clone
+/// never collide. `T` is the entries' value type (any serde type; use
+/// [`tablekit_core::Properties`] for untyped entries).
+pub struct LogTail<T> {
+    table: Table,
+    suffixes: Arc<SuffixSource>,
+    page_size: Option<usize>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for LogTail<T> {
+    fn clone(&self) -> Self {
+        Self {
+            table: self.table.clone(),
+            suffixes: Arc::clone(&self.suffixes),
+            page_size: self.page_size,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for LogTail<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogTail")
+            .field("table", &self.table.name())
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn partition(partition: &str) -> Result<PartitionKey> {
+    PartitionKey::new(partition)
+}
+
+impl<T> LogTail<T> {
+    /// A log tail over `table` (which must exist). No request is sent.
+    pub fn new(table: Table) -> Self {
+        Self {
+            table,
+            suffixes: Arc::new(SuffixSource::new()),
+            page_size: None,
+            _t: PhantomData,
+        }
+    }
+
+    /// Reads ([`LogTail::window`], [`LogTail::entries`]) fetch at most `n` entries per
+    /// request (1 to 1,000; checked when a read starts). Default: the service's 1,000.
+    #[must_use]
+    pub fn with_page_size(mut self, n: usize) -> Self {
+        self.page_size = Some(n);
+        self
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// A new entity for `partition` at `time` with a RowKey no other entry has (inverted
+    /// ticks, `_`, 32 hex digits), for writing it yourself — e.g. in one transaction with a
+    /// summary row of the same partition. No request is sent.
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::InvalidKey`] for a bad partition key,
+    /// [`tablekit_core::Error::InvalidValue`] for a time outside .NET's range.
+    pub fn entity<V>(&self, partition: &str, time: DateTime<Utc>, value: V) -> Result<Entity<V>> {
+        let pk = self::partition(partition)?;
+        let rk = row_key(time, Some(&self.suffixes.next()))?;
+        Ok(Entity::new(Keys::from_parts(pk, rk), value))
+    }
+}
+
+impl<T: Serialize> LogTail<T> {
+    /// Appends an entry stamped with the current time ([`Utc::now`]).
+    ///
+    /// Requests: 1. Consistency: strong; the entry is the newest of its partition (unless a
+    /// clock elsewhere is ahead) and readable when this returns.
+    ///
+    /// # Errors
+    /// Before any request: invalid partition key, a value that cannot be stored (names,
+    /// sizes). [`tablekit_core::Error::NotFound`] if the table does not exist.
+    pub async fn append(&self, partition: &str, value: &T) -> Result<Appended> {
+        self.append_at(partition, Utc::now(), value).await
+    }
+
+    /// Appends an entry for `time` (e.g. when the event happened rather than when it is
+    /// written). Entries of the same 100 ns tick never collide: the key's suffix differs.
+    ///
+    /// Requests: 1. Consistency: strong.
+    ///
+    /// # Errors
+    /// As [`LogTail::append`], plus [`tablekit_core::Error::InvalidValue`] for a time outside
+    /// .NET's range (0001-01-01 to 9999-12-31), before any request.
+    pub async fn append_at(
+        &self,
+        partition: &str,
+        time: DateTime<Utc>,
+        value: &T,
+    ) -> Result<Appended> {
+        let entity = self.entity(partition, time, value)?;
+        let etag = self.table.insert(&entity).await?;
+        Ok(Appended {
+            time: truncate_to_tick(time)?,
+            keys: entity.keys,
+            etag,
+        })
+    }
+
+    /// Appends many entries to one partition in entity group transactions of up to 100,
+    /// sent with the account's bounded concurrency.
+    ///
+    /// Requests: ⌈items / 100⌉ (more only if a body reaches 4 MiB or an item is refused).
+    /// Consistency: each transaction is atomic; the batch as a whole is not — see the
+    /// report's per-item outcomes.
+    ///
+    /// # Errors
+    /// Before any request: an invalid partition key, time or value (nothing is written).
+    /// Per-item failures are in the report.
+    pub async fn append_batch(
+        &self,
+        partition: &str,
+        items: &[(DateTime<Utc>, T)],
+    ) -> Result<AppendReport> {
+        self::partition(partition)?;
+        let planned = items
+            .iter()
+            .map(|(time, value)| (partition.to_owned(), *time, value))
+            .collect();
+        self.insert_all(planned).await
+    }
+
+    /// Inserts entries of any partitions with bulk transactions.
+    pub(crate) async fn insert_all(
+        &self,
+        items: Vec<(String, DateTime<Utc>, &T)>,
+    ) -> Result<AppendReport> {
+        let mut planned = Vec::with_capacity(items.len());
+        let mut operations = Vec::with_capacity(items.len());
+        for (pk, time, value) in items {
+            let entity = self.entity(&pk, time, value)?;
+            operations.push(Operation::insert(&entity)?);
+            planned.push((entity.keys, truncate_to_tick(time)?));
+        }
+        if operations.is_empty() {
+            return Ok(AppendReport {
+                outcomes: Vec::new(),
+                transactions: 0,
+            });
+        }
+        let report = self
+            .table
+            .bulk_write(operations, BulkOptions::default())
+            .await?;
+        Ok(AppendReport::from_bulk(planned, report))
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
+    /// The `n` newest entries of `partition`, newest first: one `$top=n` query.
+    ///
+    /// Requests: 1 for `n` ≤ 1,000 (0 for `n` = 0). More only if the service splits the
+    /// page: it may return fewer than `$top` entities with a continuation token (after 5 s of
+    /// work, for instance), and then the token is followed until `n` entries are read or the
+    /// partition ends. Above 1,000, ⌈n / 1,000⌉ (the service's page limit).
+    /// Consistency: strong for each page.
+    ///
+    /// # Errors
+    /// Before any request: an invalid partition key. [`tablekit_core::Error::NotFound`] if
+    /// the table does not exist; [`tablekit_core::Error::InvalidValue`] for an entity whose
+    /// RowKey is not a log-tail key or whose properties do not fit `T`.
+    pub async fn latest(&self, partition: &str, n: usize) -> Result<Vec<LogEntry<T>>> {
+        if n == 0 {
+            self::partition(partition)?;
+            return Ok(Vec::new());
+        }
+        let span = tracing::debug_span!("tablekit.logtail.latest", table = %self.table.name(), pk = %partition, n);
+        self.latest_query(partition, n)?
+            .stream()
+            .map(|r| r.and_then(LogEntry::from_stored))
+            .try_collect()
+            .instrument(span)
+            .await
+    }
+
+    /// The query [`LogTail::latest`] sends, for callers who want pages or a projection.
+    ///
+    /// # Errors
+    /// An invalid partition key.
+    pub fn latest_query(&self, partition: &str, n: usize) -> Result<Query<T>> {
+        let pk = self::partition(partition)?;
+        Ok(self.table.query::<T>().filter(Filter::partition(pk)).top(n))
+    }
+
+    /// The entries of `partition` whose time (at 100 ns resolution) is in `[from, to)`,
+    /// newest first: one RowKey range query.
+    ///
+    /// Requests: one per page (1,000 entries, or the page size). Memory: one page.
+    /// Consistency: each page is consistent; entries appended meanwhile may or may not
+    /// appear.
+    ///
+    /// # Errors
+    /// As the stream's first item, before any request: an invalid partition key, `from >
+    /// to`, or an instant outside .NET's range. Then as [`LogTail::latest`].
+    pub fn window(
+        &self,
+        partition: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> BoxStream<'static, Result<LogEntry<T>>> {
+        let filter =
+            self::partition(partition).and_then(|pk| window_filter(&pk, from, to).map(|f| (pk, f)));
+        match filter {
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+            Ok(_) if from == to => futures::stream::empty().boxed(),
+            Ok((_, filter)) => self.read(filter),
+        }
+    }
+
+    /// Every entry of `partition`, newest first.
+    ///
+    /// Requests: one per page. Memory: one page. Consistency: each page is consistent; the
+    /// whole read is not a snapshot.
+    ///
+    /// # Errors
+    /// As [`LogTail::window`].
+    pub fn entries(&self, partition: &str) -> BoxStream<'static, Result<LogEntry<T>>> {
+        match self::partition(partition) {
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+            Ok(pk) => self.read(Filter::partition(pk)),
+        }
+    }
+
+    /// A query with this tail's page size.
+    pub(crate) fn query(&self, filter: Filter) -> Query<T> {
+        let query = self.table.query::<T>().filter(filter);
+        match self.page_size {
+            Some(n) => query.page_size(n),
+            None => query,
+        }
+    }
+
+    fn read(&self, filter: Filter) -> BoxStream<'static, Result<LogEntry<T>>> {
+        self.query(filter)
+            .stream()
+            .map(|r| r.and_then(LogEntry::from_stored))
+            .boxed()
+    }
+}

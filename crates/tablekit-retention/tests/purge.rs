@@ -1,0 +1,188 @@
+//! Partition purges against Azurite: 100 deletes per transaction, scan pages, progress,
+//! re-runs and entities deleted under the purge.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use tablekit_azure::{RequestKind, Table};
+use tablekit_core::batch::Operation;
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
+use tablekit_retention::{PurgeOptions, PurgeProgress, delete_keys, purge_partition, purge_where};
+
+async fn fill(table: &Table, pk: &str, n: usize) -> Vec<Keys> {
+    let keys: Vec<Keys> = (0..n)
+        .map(|i| Keys::new(pk, format!("{i:06}")).unwrap())
+        .collect();
+    let ops = keys
+        .iter()
+        .map(|k| {
+            Operation::insert(&Entity::new(
+                k.clone(),
+                Properties::new().with("Payload", "x".repeat(64)),
+            ))
+            .unwrap()
+        })
+        .collect();
+    let report = table.bulk_write(ops, Default::default()).await.unwrap();
+    assert!(report.is_complete());
+    keys
+}
+
+async fn count(table: &Table, pk: &str) -> usize {
+    table
+        .query::<Properties>()
+        .filter(Filter::partition(pk))
+        .collect()
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
+    let table = common::table("purge").await;
+    let metrics = table.account().metrics().clone();
+    fill(&table, "user42", 2_500).await;
+    fill(&table, "user43", 50).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let options = PurgeOptions::default().on_progress(move |p| log.lock().unwrap().push(p));
+
+    metrics.reset();
+    let done = purge_partition(&table, "user42", &options).await.unwrap();
+    let spent = metrics.snapshot();
+    common::assert_requests(&spent, Some(RequestKind::Transaction), 25); // 100 deletes each
+    common::assert_requests(&spent, Some(RequestKind::Query), 3); // keys read 1,000 at a time
+    common::assert_requests(&spent, None, 28);
+    assert_eq!(
+        done,
+        PurgeProgress {
+            pages: 3,
+            scanned: 2_500,
+            deleted: 2_500,
+            already_gone: 0,
+            transactions: 25,
+            rechecks: 0,
+        }
+    );
+    let reported: Vec<usize> = seen.lock().unwrap().iter().map(|p| p.deleted).collect();
+    assert_eq!(reported, [1_000, 2_000, 2_500]);
+    assert_eq!(count(&table, "user42").await, 0);
+    assert_eq!(
+        count(&table, "user43").await,
+        50,
+        "other partitions are untouched"
+    );
+
+    // Re-running a finished purge is one scan request and no deletes.
+    metrics.reset();
+    let again = purge_partition(&table, "user42", &PurgeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((again.deleted, again.transactions), (0, 0));
+    common::assert_requests(&metrics.snapshot(), None, 1);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn entities_already_deleted_do_not_fail_a_purge() {
+    let table = common::table("purgegone").await;
+    let metrics = table.account().metrics().clone();
+    let keys = fill(&table, "p", 150).await;
+    // Someone else deleted 30 of them (every fifth) before our transactions arrive.
+    for k in keys.iter().step_by(5) {
+        table.delete(k, IfMatch::Any).await.unwrap();
+    }
+    metrics.reset();
+    let done = delete_keys(&table, keys.clone(), &PurgeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((done.deleted, done.already_gone), (120, 30));
+    // Each of the two transactions is refused once, rechecked with one range query, re-sent.
+    assert_eq!(done.transactions, 4);
+    assert_eq!(done.rechecks, 2);
+    let spent = metrics.snapshot();
+    common::assert_requests(&spent, Some(RequestKind::Transaction), 4);
+    common::assert_requests(&spent, Some(RequestKind::Query), 2);
+    assert_eq!(count(&table, "p").await, 0);
+
+    // Deleting keys that are all gone is fine too.
+    let done = delete_keys(&table, keys[..10].to_vec(), &PurgeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((done.deleted, done.already_gone), (0, 10));
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_purges_racing_on_one_partition_both_finish() {
+    let table = common::table("purgerace").await;
+    fill(&table, "p", 1_000).await;
+    let options = PurgeOptions::default().with_page_size(200);
+    let (a, b) = tokio::join!(
+        purge_partition(&table, "p", &options),
+        purge_partition(&table, "p", &options)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    for p in [a, b] {
+        assert_eq!(p.deleted + p.already_gone, p.scanned, "{p:?}");
+    }
+    // Each entity was deleted by one of them; a transaction retried after a transient failure
+    // may also count, as deleted, entities the other purge deleted in between (see
+    // `PurgeProgress::deleted`).
+    assert!(a.deleted + b.deleted >= 1_000, "{a:?} {b:?}");
+    assert_eq!(count(&table, "p").await, 0);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_purge_by_filter_deletes_only_matches() {
+    let table = common::table("purgewhere").await;
+    fill(&table, "p", 300).await;
+    let old = Filter::row_range(
+        "p",
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Excluded("000120"),
+    );
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let done = purge_where(&table, old, &PurgeOptions::default().with_concurrency(2))
+        .await
+        .unwrap();
+    assert_eq!((done.deleted, done.transactions), (120, 2));
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Transaction), 2);
+    common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 1);
+    assert_eq!(count(&table, "p").await, 180);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_input_and_missing_tables_are_reported() {
+    let table = common::table("purgebad").await;
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let options = PurgeOptions::default();
+    let err = purge_partition(&table, "a/b", &options).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = purge_partition(&table, "p", &options.clone().with_page_size(1_001))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    let k = Keys::new("p", "1").unwrap();
+    let err = delete_keys(&table, vec![k.clone(), k], &options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    common::assert_requests(&metrics.snapshot(), None, 0);
+    assert_eq!(
+        delete_keys(&table, Vec::new(), &options).await.unwrap(),
+        PurgeProgress::default()
+    );
+    common::assert_requests(&metrics.snapshot(), None, 0);
+
+    table.delete_table().await.unwrap();
+    let err = purge_partition(&table, "p", &options).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+}

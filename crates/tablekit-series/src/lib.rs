@@ -1,0 +1,12 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+mod layout;
+mod series;
+pub mod split;
+mod wide;
+
+pub use layout::{SeriesLayout, SlotValue};
+pub use series::{Series, SeriesValues};
+pub use split::{Shard, WideSplit};
+pub use wide::{ShardRef, WideEntities, WideStored, WideVersion};

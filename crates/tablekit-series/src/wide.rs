@@ -1,0 +1,416 @@
+//! [`WideEntities`]: logical entities beyond 252 properties or 1 MiB, stored as shards of one
+//! partition, written in one transaction and read with one range query (§5.10).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Bound;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_azure::{Table, TransactionOutcome};
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::edm::{Properties, from_properties, to_properties_unbounded};
+use tablekit_core::filter::Filter;
+use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Target};
+use tracing::Instrument as _;
+use uuid::Uuid;
+
+use crate::split::{
+    Joined, MAX_SHARDS, SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY, WideSplit, join, shard_row_key,
+};
+
+/// How often a read that finds shards of two different writes is repeated before it fails.
+const TORN_READ_ATTEMPTS: usize = 3;
+
+/// One stored shard of a logical entity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRef {
+    /// The shard's number, 1-based.
+    pub number: usize,
+    /// Its keys.
+    pub keys: Keys,
+    /// Its current ETag.
+    pub etag: ETag,
+}
+
+/// The stored state of a logical entity: which write produced it and its shards' ETags.
+/// Pass it to [`WideEntities::replace`] to write only if nobody wrote since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WideVersion {
+    /// The logical entity's keys (its RowKey is the shards' base).
+    pub keys: Keys,
+    /// The id every shard of this write carries in [`WRITE_ID_PROPERTY`].
+    pub write_id: Uuid,
+    /// The shards, in order.
+    pub shards: Vec<ShardRef>,
+}
+
+impl WideVersion {
+    fn etags(&self) -> BTreeMap<usize, ETag> {
+        self.shards
+            .iter()
+            .map(|s| (s.number, s.etag.clone()))
+            .collect()
+    }
+}
+
+/// A logical entity as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WideStored<T> {
+    /// Which write it is and its shards.
+    pub version: WideVersion,
+    /// The joined value.
+    pub value: T,
+}
+
+/// Logical entities of any size up to one transaction: a value (a [`Properties`] bag or a
+/// serde type) with more than 252 properties or more than 1 MiB is split by [`WideSplit`]
+/// into shards `{RowKey}_01`, `{RowKey}_02`, … of the same partition.
+///
+/// - **Writes are one entity group transaction**: new shards, changed shards and the
+///   deletion of shards no longer needed commit together or not at all, so a reader never
+///   sees a mix of two writes or a stale shard. A value whose shards do not fit one
+///   transaction (less than 4 MiB of request body; at most [`MAX_SHARDS`] shards) is
+///   **refused before any request** with [`Error::LimitExceeded`] — this crate does not
+///   version shards across several transactions.
+/// - **Reads are one range query** over `[{RowKey}_01, {RowKey}_99]` (the guide's two point
+///   reads become one request). Every shard carries the shard count and the write id, so a
+///   read that still sees an incomplete or mixed set of shards is repeated, then refused.
+///
+/// | operation | requests | consistency |
+/// |---|---|---|
+/// | [`WideEntities::read`] | 1 | one write's complete shards |
+/// | [`WideEntities::insert`] | 1 | fails if the entity exists |
+/// | [`WideEntities::replace`] | 1 | fails if anyone wrote since the version |
+/// | [`WideEntities::write`] | 2 (+2 per conflict) | last writer wins, never a mix |
+/// | [`WideEntities::update_with`] | 2 (+2 per conflict) | no update is lost |
+/// | [`WideEntities::delete`] | 2 (1 if absent) | all shards or none |
+#[derive(Clone)]
+pub struct WideEntities {
+    table: Table,
+}
+
+impl fmt::Debug for WideEntities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WideEntities")
+            .field("table", &self.table.name())
+            .finish()
+    }
+}
+
+impl WideEntities {
+    /// Wide entities in `table`. No request is sent.
+    pub fn new(table: Table) -> Self {
+        Self { table }
+    }
+
+    /// The table the shards live in.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// Splits `value` for the logical entity at `keys` and checks that a write of it fits
+    /// one transaction whatever is stored (up to [`MAX_SHARDS`] shards to delete). Every
+    /// write does this first, so no request is sent for a value that cannot be written.
+    ///
+    /// **Requests: 0.**
+    ///
+    /// # Errors
+    /// Encoding errors (property names, types, 64 KiB per property); [`Error::InvalidName`]
+    /// for the bookkeeping property names; [`Error::LimitExceeded`] for more than
+    /// [`MAX_SHARDS`] shards, shard RowKeys over 1 KiB, or a transaction body of 4 MiB or more.
+    pub fn split<T: Serialize + ?Sized>(&self, keys: &Keys, value: &T) -> Result<WideSplit> {
+        let split = WideSplit::new(keys, to_properties_unbounded(value)?)?;
+        // The largest transaction a write of this split can need: every shard replaced with
+        // an ETag condition and every other possible shard deleted.
+        let long_etag = ETag::new(format!("W/\"datetime'{}'\"", "9".repeat(64)));
+        let worst: BTreeMap<usize, ETag> =
+            (1..=MAX_SHARDS).map(|n| (n, long_etag.clone())).collect();
+        self.encode_check(&split.operations(Uuid::nil(), &worst)?)?;
+        Ok(split)
+    }
+
+    fn encode_check(&self, ops: &[Operation]) -> Result<()> {
+        let service = self.table.account().endpoints().table.as_str();
+        BatchPlan::atomic(ops.iter().cloned())?
+            .encode(service.trim_end_matches('/'), self.table.name())?;
+        Ok(())
+    }
+
+    /// Reads a logical entity: one range query over its shards.
+    ///
+    /// **Requests: 1** (a read that meets shards of two writes is repeated, at most
+    /// 3 requests). **Consistency:** the complete shards of one write. `None` when no shard
+    /// exists.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] when the shards still do not form one write after repeated
+    /// reads (damaged data), when a row in the shard range was not written as a shard, or
+    /// when the joined properties do not fit `T`; [`Error::NotFound`] if the table does not
+    /// exist.
+    pub async fn read<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<WideStored<T>>> {
+        let span = tracing::debug_span!("tablekit.wide.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let Some((version, properties)) = self.read_rows(keys, false).instrument(span).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(WideStored {
+            value: from_properties(&properties)?,
+            version,
+        }))
+    }
+
+    /// The shards' version and, unless `version_only`, their joined properties.
+    async fn read_rows(
+        &self,
+        keys: &Keys,
+        version_only: bool,
+    ) -> Result<Option<(WideVersion, Properties)>> {
+        let first = shard_row_key(keys.rk(), 1);
+        let last = shard_row_key(keys.rk(), MAX_SHARDS);
+        let filter = Filter::row_range(keys.pk(), Bound::Included(&first), Bound::Included(&last));
+        let mut torn = String::new();
+        for _ in 0..TORN_READ_ATTEMPTS {
+            let mut query = self.table.query::<Properties>().filter(filter.clone());
+            if version_only {
+                query = query.select([SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY]);
+            }
+            match join(keys, query.collect().await?)? {
+                Joined::Absent => return Ok(None),
+                Joined::Whole {
+                    write_id,
+                    shards,
+                    properties,
+                } => {
+                    let shards = shards
+                        .into_iter()
+                        .map(|(number, (keys, etag))| ShardRef { number, keys, etag })
+                        .collect();
+                    let version = WideVersion {
+                        keys: keys.clone(),
+                        write_id,
+                        shards,
+                    };
+                    return Ok(Some((version, properties)));
+                }
+                Joined::Torn(why) => {
+                    tracing::debug!(target: "tablekit", %why, "wide entity read between writes; reading again");
+                    torn = why;
+                }
+            }
+        }
+        Err(Error::invalid_value(WRITE_ID_PROPERTY, torn))
+    }
+
+    /// Creates a logical entity; fails if it exists.
+    ///
+    /// **Requests: 1** (one transaction inserting every shard). **Consistency:** atomic.
+    ///
+    /// # Errors
+    /// Before any request: as [`WideEntities::split`]. [`Error::AlreadyExists`] if the
+    /// entity exists (nothing is written).
+    pub async fn insert<T: Serialize + ?Sized>(
+        &self,
+        keys: &Keys,
+        value: &T,
+    ) -> Result<WideVersion> {
+        let split = self.split(keys, value)?;
+        self.commit(&split, None).await.map_err(unwrap_batch)
+    }
+
+    /// Rewrites a logical entity only if it is still at `current` (from a read or a write):
+    /// one transaction replaces its shards under their ETags, inserts the new ones and
+    /// deletes those no longer needed (3 shards → 1 leaves no stale shard).
+    ///
+    /// **Requests: 1.** **Consistency:** atomic and conditional on every shard.
+    ///
+    /// # Errors
+    /// Before any request: as [`WideEntities::split`]. [`Error::PreconditionFailed`] naming
+    /// the logical entity when any shard changed, appeared or disappeared since `current`
+    /// (nothing is written).
+    pub async fn replace<T: Serialize + ?Sized>(
+        &self,
+        current: &WideVersion,
+        value: &T,
+    ) -> Result<WideVersion> {
+        let split = self.split(&current.keys, value)?;
+        self.commit(&split, Some(current))
+            .await
+            .map_err(|e| self.as_conflict(&current.keys, e))
+    }
+
+    /// Writes a logical entity whatever is stored: reads the shards' ETags (a projection of
+    /// the bookkeeping properties only), then [`WideEntities::replace`]s — or inserts when
+    /// absent — retrying from the read on a conflict.
+    ///
+    /// **Requests: 2 per attempt.** **Consistency:** last writer wins; readers see the old or
+    /// the new value, never a mix.
+    ///
+    /// # Errors
+    /// Before any request: as [`WideEntities::split`]. [`Error::PreconditionFailed`] when
+    /// conflicts outlast the account's conflict-retry limit; transport and service errors.
+    pub async fn write<T: Serialize + ?Sized>(
+        &self,
+        keys: &Keys,
+        value: &T,
+    ) -> Result<WideVersion> {
+        let split = self.split(keys, value)?;
+        let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len());
+        async {
+            let mut conflicts = self.table.account().conflict_loop();
+            loop {
+                let attempt = async {
+                    let current = self.read_rows(keys, true).await?.map(|(v, _)| v);
+                    self.commit(&split, current.as_ref())
+                        .await
+                        .map_err(|e| self.as_conflict(keys, e))
+                };
+                match attempt.await {
+                    Ok(version) => return Ok(version),
+                    Err(e) => conflicts.retry(e).await?,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Reads a logical entity, computes its new value with `change` (`None` when absent) and
+    /// writes it conditionally; on a conflict starts again from the read. `change` may run
+    /// several times and must be a pure function of its input.
+    ///
+    /// **Requests: 2 per attempt** (the full read, then one transaction).
+    /// **Consistency:** linearizable per logical entity: no update is lost.
+    ///
+    /// # Errors
+    /// As [`WideEntities::split`] for the new value (not retried), and as
+    /// [`WideEntities::write`].
+    pub async fn update_with<T, F>(&self, keys: &Keys, mut change: F) -> Result<WideStored<T>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(Option<T>) -> T,
+    {
+        let span = tracing::debug_span!("tablekit.wide.update_with", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        async {
+            let mut conflicts = self.table.account().conflict_loop();
+            loop {
+                let current = self.read::<T>(keys).await?;
+                let (old, version) = match current {
+                    Some(stored) => (Some(stored.value), Some(stored.version)),
+                    None => (None, None),
+                };
+                let value = change(old);
+                let split = self.split(keys, &value)?;
+                match self
+                    .commit(&split, version.as_ref())
+                    .await
+                    .map_err(|e| self.as_conflict(keys, e))
+                {
+                    Ok(version) => return Ok(WideStored { version, value }),
+                    Err(e) => conflicts.retry(e).await?,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Deletes a logical entity: every shard in one transaction, under the ETags just read.
+    /// Returns whether it existed.
+    ///
+    /// **Requests: 2** (a projection read, then one transaction; 1 when absent).
+    /// **Consistency:** all shards or none; retried from the read on a conflict.
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`] when conflicts outlast the retry limit; transport and
+    /// service errors.
+    pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+        let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        self.delete_loop(keys).instrument(span).await
+    }
+
+    async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
+        let mut conflicts = self.table.account().conflict_loop();
+        loop {
+            let attempt = async {
+                let Some((current, _)) = self.read_rows(keys, true).await? else {
+                    return Ok(false);
+                };
+                let ops = current
+                    .shards
+                    .iter()
+                    .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()));
+                self.table
+                    .submit(&BatchPlan::atomic(ops)?)
+                    .await
+                    .map_err(|e| self.as_conflict(keys, e))?;
+                Ok(true)
+            };
+            match attempt.await {
+                Ok(existed) => return Ok(existed),
+                Err(e) => conflicts.retry(e).await?,
+            }
+        }
+    }
+
+    /// Sends the transaction that makes `split` the stored state (over `current`, if any).
+    async fn commit(
+        &self,
+        split: &WideSplit,
+        current: Option<&WideVersion>,
+    ) -> Result<WideVersion> {
+        let write_id = Uuid::new_v4();
+        let etags = current.map(WideVersion::etags).unwrap_or_default();
+        let plan = BatchPlan::atomic(split.operations(write_id, &etags)?)?;
+        let keys = split.keys();
+        let span = tracing::debug_span!("tablekit.wide.commit", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len(), stored = etags.len());
+        let outcomes = self.table.submit(&plan).instrument(span).await?;
+        Ok(version_of(split, write_id, &outcomes))
+    }
+
+    /// A shard that changed, appeared (409) or vanished (404) since the read: the logical
+    /// entity was written by someone else.
+    fn as_conflict(&self, keys: &Keys, error: Error) -> Error {
+        match &error {
+            Error::BatchFailed { .. }
+                if matches!(
+                    error.kind(),
+                    ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
+                ) =>
+            {
+                Error::PreconditionFailed {
+                    target: Target::entity(self.table.name(), keys.clone()),
+                }
+            }
+            _ => error,
+        }
+    }
+}
+
+/// A transaction failure as its cause (the caller did not ask for a transaction).
+fn unwrap_batch(error: Error) -> Error {
+    match error {
+        Error::BatchFailed { source, .. } => *source,
+        other => other,
+    }
+}
+
+fn version_of(split: &WideSplit, write_id: Uuid, outcomes: &[TransactionOutcome]) -> WideVersion {
+    // Operations are planned shards first, in order, so the first etags are the shards'.
+    let etags = outcomes.iter().flat_map(|o| o.etags.iter());
+    let shards = split
+        .shards()
+        .iter()
+        .zip(etags)
+        .map(|(shard, etag)| ShardRef {
+            number: shard.number,
+            keys: shard.keys.clone(),
+            etag: etag.clone().unwrap_or_else(|| ETag::new("")),
+        })
+        .collect();
+    WideVersion {
+        keys: split.keys().clone(),
+        write_id,
+        shards,
+    }
+}

@@ -1,0 +1,389 @@
+//! Wide entities against Azurite: 365 properties and 3 MiB round trips, shrinking without a
+//! stale shard, claim 44 (shards `01`/`02` updated in one transaction, read in one request),
+//! refusals before any request, damaged data, concurrency and request counts.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{RequestKind, Table};
+use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, Error, ErrorKind, Keys, Limit};
+use tablekit_series::WideEntities;
+use tablekit_series::split::{SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY};
+
+/// A year of daily message counts, as a serde type: one property per day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Year {
+    #[serde(rename = "Employee")]
+    employee: String,
+    #[serde(flatten)]
+    days: BTreeMap<String, i64>,
+}
+
+fn year(seed: i64) -> Year {
+    Year {
+        employee: "Jun Cao".into(),
+        days: (1..=365)
+            .map(|d| (format!("D{d:03}"), seed * 1000 + d))
+            .collect(),
+    }
+}
+
+/// Every RowKey stored in the partition, to prove what the shards are.
+async fn row_keys(table: &Table, pk: &str) -> Vec<String> {
+    table
+        .query::<Properties>()
+        .filter(Filter::partition(pk))
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.keys.rk().to_owned())
+        .collect()
+}
+
+/// `count` string properties of `chars` ASCII characters each.
+fn strings(count: usize, chars: usize) -> Properties {
+    (0..count)
+        .map(|i| {
+            let text: String = (0..chars)
+                .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
+                .collect();
+            (format!("P{i:03}"), EdmValue::String(text))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_365_property_serde_value_round_trips_in_two_shards() {
+    let table = common::table("wide365").await;
+    let wide = WideEntities::new(table.clone());
+    let metrics = table.account().metrics().clone();
+    let keys = Keys::new("000223", "DailyIm").unwrap();
+
+    metrics.reset();
+    let version = wide.insert(&keys, &year(1)).await.unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "insert is one transaction"
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
+    assert_eq!(version.shards.len(), 2);
+    assert!(version.shards.iter().all(|s| !s.etag.as_str().is_empty()));
+    assert_eq!(
+        row_keys(&table, "000223").await,
+        ["DailyIm_01", "DailyIm_02"]
+    );
+
+    metrics.reset();
+    let read = wide.read::<Year>(&keys).await.unwrap().unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "the whole logical entity is one query"
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
+    assert_eq!(read.value, year(1));
+    assert_eq!(read.version, version, "the read sees exactly the write");
+
+    let err = wide.insert(&keys, &year(2)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+    assert_eq!(
+        wide.read::<Year>(&keys).await.unwrap().unwrap().value,
+        year(1)
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
+    let table = common::table("wide3mib").await;
+    let wide = WideEntities::new(table.clone());
+    let metrics = table.account().metrics().clone();
+    let keys = Keys::new("reports", "2026").unwrap();
+    // 96 × 32 Ki characters: 3 MiB of text (6 MiB as the service counts UTF-16).
+    let big = strings(96, 32 * 1024);
+    let text: usize = big.iter().map(|(_, v)| v.as_str().unwrap().len()).sum();
+    assert_eq!(text, 3 << 20);
+
+    metrics.reset();
+    let version = wide.write(&keys, &big).await.unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(
+        spent.requests(),
+        2,
+        "write: a projection read, then one transaction"
+    );
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+    assert_eq!(version.shards.len(), 7);
+
+    metrics.reset();
+    let read = wide.read::<Properties>(&keys).await.unwrap().unwrap();
+    assert_eq!(metrics.snapshot().requests(), 1);
+    assert_eq!(read.value, big, "exact round trip");
+
+    // 3 shards → 1: one transaction replaces shard 01 and deletes the other two.
+    let three = strings(40, 30_000);
+    let version = wide.write(&keys, &three).await.unwrap();
+    assert_eq!(version.shards.len(), 3);
+    assert_eq!(
+        row_keys(&table, "reports").await,
+        ["2026_01", "2026_02", "2026_03"]
+    );
+    let small = Properties::new().with("Summary", "quiet year");
+    metrics.reset();
+    let version = wide.write(&keys, &small).await.unwrap();
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
+    assert_eq!(version.shards.len(), 1);
+    assert_eq!(
+        row_keys(&table, "reports").await,
+        ["2026_01"],
+        "no stale shard"
+    );
+    assert_eq!(
+        wide.read::<Properties>(&keys).await.unwrap().unwrap().value,
+        small
+    );
+
+    metrics.reset();
+    assert!(wide.delete(&keys).await.unwrap());
+    assert_eq!(
+        metrics.snapshot().requests(),
+        2,
+        "delete: a projection read, then one transaction"
+    );
+    metrics.reset();
+    assert!(!wide.delete(&keys).await.unwrap());
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "deleting an absent entity only reads"
+    );
+    assert!(row_keys(&table, "reports").await.is_empty());
+    assert!(wide.read::<Properties>(&keys).await.unwrap().is_none());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn claim_44_shards_01_and_02_change_together_and_read_in_one_request() {
+    let table = common::table("claim44").await;
+    let wide = WideEntities::new(table.clone());
+    let metrics = table.account().metrics().clone();
+    // The guide's layout: RowKeys `01` and `02` under the employee's PartitionKey.
+    let keys = Keys::new("000223", "").unwrap();
+    let first = wide.insert(&keys, &year(1)).await.unwrap();
+    assert_eq!(row_keys(&table, "000223").await, ["01", "02"]);
+
+    metrics.reset();
+    let second = wide.replace(&first, &year(2)).await.unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "both shards in one transaction"
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
+    for (old, new) in first.shards.iter().zip(&second.shards) {
+        assert_ne!(old.etag, new.etag, "shard {} rewritten", new.number);
+    }
+
+    // A replace from the stale version fails as a whole: neither shard changes.
+    let err = wide.replace(&first, &year(3)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
+    metrics.reset();
+    let read = wide.read::<Year>(&keys).await.unwrap().unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        1,
+        "one range query instead of two point reads"
+    );
+    assert_eq!(read.value, year(2));
+    assert_eq!(read.version, second);
+
+    // The same atomicity when the shard count changes under a stale version.
+    let mut damaged = second.clone();
+    damaged.shards[1].etag = first.shards[1].etag.clone();
+    let err = wide
+        .replace(&damaged, &Properties::new().with("D001", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(row_keys(&table, "000223").await, ["01", "02"]);
+    assert_eq!(
+        wide.read::<Year>(&keys).await.unwrap().unwrap().value,
+        year(2)
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn values_that_cannot_be_written_are_refused_before_any_request() {
+    let table = common::table("widerefuse").await;
+    let wide = WideEntities::new(table.clone());
+    let metrics = table.account().metrics().clone();
+    let keys = Keys::new("p", "big").unwrap();
+    metrics.reset();
+    // 64 binary values of 64 KiB: 4 MiB, more than one transaction body holds.
+    let binary: Properties = (0..64)
+        .map(|i| {
+            (
+                format!("B{i:02}"),
+                EdmValue::Binary(vec![i as u8; 64 * 1024]),
+            )
+        })
+        .collect();
+    for err in [
+        wide.write(&keys, &binary).await.unwrap_err(),
+        wide.insert(&keys, &binary).await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                Error::LimitExceeded {
+                    limit: Limit::TransactionBytes,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+    let reserved = Properties::new().with(SHARD_COUNT_PROPERTY, 3);
+    assert_eq!(
+        wide.write(&keys, &reserved).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let too_long = Properties::new().with("S", "x".repeat(40_000));
+    assert!(matches!(
+        wide.write(&keys, &too_long).await.unwrap_err(),
+        Error::LimitExceeded {
+            limit: Limit::PropertyBytes { .. },
+            ..
+        }
+    ));
+    assert_eq!(metrics.snapshot().requests(), 0);
+    assert!(wide.read::<Properties>(&keys).await.unwrap().is_none());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn shards_of_different_writes_are_never_joined() {
+    let table = common::table("widetorn").await;
+    let wide = WideEntities::new(table.clone());
+    let keys = Keys::new("000223", "DailyIm").unwrap();
+    wide.insert(&keys, &year(1)).await.unwrap();
+    // Damage the entity behind the toolkit's back: shard 02 from another write.
+    let shard2 = Keys::new("000223", "DailyIm_02").unwrap();
+    table
+        .merge(
+            &Entity::new(
+                shard2,
+                Properties::new().with(WRITE_ID_PROPERTY, uuid::Uuid::new_v4()),
+            ),
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .unwrap();
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let err = wide.read::<Year>(&keys).await.unwrap_err();
+    assert!(err.to_string().contains("do not form one write"), "{err}");
+    assert_eq!(
+        metrics.snapshot().requests(),
+        3,
+        "read again before refusing"
+    );
+    // A rewrite repairs it: the projection read refuses too, so delete the rows first.
+    for rk in ["DailyIm_01", "DailyIm_02"] {
+        table
+            .delete_if_exists(&Keys::new("000223", rk).unwrap())
+            .await
+            .unwrap();
+    }
+    assert!(wide.read::<Year>(&keys).await.unwrap().is_none());
+    // Rows outside the shard pattern in the range are ignored.
+    table
+        .insert(&Entity::new(
+            Keys::new("000223", "DailyIm_05x").unwrap(),
+            Properties::new().with("N", 1),
+        ))
+        .await
+        .unwrap();
+    wide.write(&keys, &year(4)).await.unwrap();
+    assert_eq!(
+        wide.read::<Year>(&keys).await.unwrap().unwrap().value,
+        year(4)
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
+    let table = common::table("wideconc").await;
+    let account = common::contended_account();
+    let wide = WideEntities::new(common::reopen(&table, &account));
+    let keys = Keys::new("000223", "DailyIm").unwrap();
+    wide.write(&keys, &year(0)).await.unwrap();
+    let tasks: Vec<_> = (0..6)
+        .map(|t| {
+            let (wide, keys) = (wide.clone(), keys.clone());
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    wide.update_with::<Year, _>(&keys, |y| {
+                        let mut y = y.expect("exists");
+                        // Day 1 counts every update; day 365 moves between shards' owners.
+                        *y.days.get_mut("D001").unwrap() += 1;
+                        *y.days.get_mut("D365").unwrap() += t;
+                        y
+                    })
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let read = wide.read::<Year>(&keys).await.unwrap().unwrap().value;
+    assert_eq!(read.days["D001"], 1 + 18);
+    assert_eq!(read.days["D365"], 365 + 3 * (0..6).sum::<i64>());
+    assert_eq!(read.days["D200"], 200);
+
+    // update_with costs one full read and one transaction without contention.
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let plain = WideEntities::new(table.clone());
+    plain
+        .update_with::<Year, _>(&keys, |y| y.unwrap())
+        .await
+        .unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(spent.requests(), 2);
+    assert_eq!(
+        (
+            spent.requests_of(RequestKind::Query),
+            spent.requests_of(RequestKind::Transaction)
+        ),
+        (1, 1)
+    );
+    let range = Filter::row_range(
+        "000223",
+        Bound::Included("DailyIm_01"),
+        Bound::Included("DailyIm_99"),
+    );
+    assert_eq!(
+        table
+            .query::<Properties>()
+            .filter(range)
+            .collect()
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    table.delete_table().await.unwrap();
+}

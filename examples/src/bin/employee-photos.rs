@@ -1,0 +1,161 @@
+//! Employee photos: a 5 MiB photo per employee cannot be a property (64 KiB) or even an
+//! entity (1 MiB), so it lives in a blob the employee entity references — written in an
+//! order that never leaves a dangling reference, read with its hash verified, and swept
+//! of orphans — with the request count of each step.
+//!
+//! `cargo xtask demo` runs it against Azurite; any account works with
+//! `cargo run -p tablekit-examples --bin employee-photos -- --connection-string "<cs>"`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tablekit_azure::PutBlob;
+use tablekit_core::Keys;
+use tablekit_examples::{account, report, unique_name};
+use tablekit_large::{LargeEntities, PK_METADATA, RK_METADATA, SweepOptions};
+
+// ANCHOR: model
+/// The employee's ordinary properties; the photo's reference (`PhotoBlob`, `PhotoLength`,
+/// `PhotoSha256`) is added next to them by the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Employee {
+    first_name: String,
+    last_name: String,
+    email: String,
+}
+// ANCHOR_END: model
+
+/// A stand-in for a photo: `len` bytes of a pattern that changes with `seed`.
+fn photo(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let account = account()?;
+    let metrics = account.metrics().clone();
+
+    // ANCHOR: setup
+    let photos = account.container(&unique_name("photos"))?;
+    photos.create().await?;
+    let table = account.table(&unique_name("Employees"))?;
+    table.create().await?;
+    let store = LargeEntities::builder(table.clone(), photos.clone())
+        .with_property("Photo")
+        .with_content_type("image/jpeg")
+        .build()?;
+    // ANCHOR_END: setup
+    println!(
+        "employee-photos: table {}, container {} on {}",
+        table.name(),
+        photos.name(),
+        account.name()
+    );
+
+    // ANCHOR: write
+    let keys = Keys::new("Sales", "000223")?;
+    let jun = Employee {
+        first_name: "Jun".into(),
+        last_name: "Cao".into(),
+        email: "junc@contoso.com".into(),
+    };
+    let first = photo(5 << 20, 1);
+    let before = metrics.snapshot();
+    let written = store.put(&keys, &jun, first.clone()).await?;
+    report(
+        "put a 5 MiB photo (read, upload, insert)",
+        &metrics.snapshot().since(&before),
+    );
+    let reference = written.reference.expect("stored in a blob");
+    println!("  entity references {reference}");
+    // ANCHOR_END: write
+
+    // ANCHOR: read
+    let before = metrics.snapshot();
+    let read = store.get::<Employee>(&keys).await?.expect("just written");
+    report(
+        "get employee and photo (entity, blob; hash verified)",
+        &metrics.snapshot().since(&before),
+    );
+    assert_eq!(read.entity.value, jun);
+    assert_eq!(read.payload.as_ref(), first.as_slice());
+
+    let before = metrics.snapshot();
+    let (entity, _) = store.get_entity::<Employee>(&keys).await?.expect("exists");
+    report(
+        "get the employee without the photo",
+        &metrics.snapshot().since(&before),
+    );
+    assert_eq!(entity.value.email, "junc@contoso.com");
+    // ANCHOR_END: read
+
+    // ANCHOR: replace
+    // A new photo: uploaded under a new name, then the entity is switched to it under its
+    // ETag, then the old blob is deleted. Readers see the old photo or the new one.
+    let second = photo(2 << 20, 2);
+    let before = metrics.snapshot();
+    let replaced = store.put(&keys, &jun, second.clone()).await?;
+    report(
+        "replace the photo (read, upload, replace, delete old blob)",
+        &metrics.snapshot().since(&before),
+    );
+    assert_ne!(replaced.reference.as_ref(), Some(&reference));
+    assert_eq!(
+        store
+            .get::<Employee>(&keys)
+            .await?
+            .expect("exists")
+            .payload
+            .as_ref(),
+        second.as_slice()
+    );
+    // ANCHOR_END: replace
+
+    // ANCHOR: sweep
+    // A writer that crashed between its upload and its entity write leaves a blob no entity
+    // references. The sweeper finds it (here without a grace period, as nothing else writes).
+    let crashed = format!("{}crashed-upload", store.prefix());
+    let owner = BTreeMap::from([
+        (PK_METADATA.to_owned(), "Sales".to_owned()),
+        (RK_METADATA.to_owned(), "000223".to_owned()),
+    ]);
+    photos
+        .put(
+            &crashed,
+            photo(1000, 3),
+            PutBlob {
+                metadata: owner,
+                ..PutBlob::default()
+            },
+        )
+        .await?;
+    let before = metrics.snapshot();
+    let swept = store.sweep(&SweepOptions::immediate()).await?;
+    report(
+        "sweep (list, read the owner, delete the orphan)",
+        &metrics.snapshot().since(&before),
+    );
+    println!(
+        "  listed {}, referenced {}, deleted {:?}",
+        swept.listed, swept.referenced, swept.deleted
+    );
+    assert_eq!(swept.deleted, [crashed]);
+    assert_eq!(swept.referenced, 1);
+    // ANCHOR_END: sweep
+
+    let before = metrics.snapshot();
+    assert!(store.delete(&keys).await?);
+    report(
+        "delete employee and photo (read, delete, delete blob)",
+        &metrics.snapshot().since(&before),
+    );
+    assert!(photos.list(store.prefix()).await?.is_empty());
+    table.delete_table().await?;
+    photos.delete().await?;
+    println!(
+        "employee-photos: done, {} requests in total",
+        metrics.snapshot().requests()
+    );
+    Ok(())
+}

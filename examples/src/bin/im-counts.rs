@@ -1,0 +1,137 @@
+//! IM counts: messages per hour as a data series (one entity, 24 properties) and messages
+//! per day for a year as a wide entity (365 properties in two shards) — with the request
+//! count of each step.
+//!
+//! `cargo xtask demo` runs it against Azurite; any account works with
+//! `cargo run -p tablekit-examples --bin im-counts -- --connection-string "<cs>"`.
+
+use std::collections::BTreeMap;
+
+use tablekit_core::Keys;
+use tablekit_examples::{account, report, unique_name};
+use tablekit_series::{Series, SeriesLayout, WideEntities};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let account = account()?;
+    let table = account.table(&unique_name("ImCounts"))?;
+    table.create().await?;
+    let metrics = account.metrics().clone();
+    println!("im-counts: table {} on {}", table.name(), account.name());
+
+    // ANCHOR: series
+    // One entity per employee, one property per hour: H00 … H23.
+    let hourly = Series::<i64>::new(table.clone(), SeriesLayout::hours());
+    let jun = Keys::new("000223", "ImPerHour")?;
+
+    // Five chat servers report Jun's messages of 13:00 at the same time; every increment is
+    // a read and a merge conditioned on the read ETag, retried on conflict.
+    let before = metrics.snapshot();
+    let servers: Vec<_> = (0..5)
+        .map(|_| {
+            let (hourly, jun) = (hourly.clone(), jun.clone());
+            tokio::spawn(async move {
+                for _ in 0..4 {
+                    hourly.add(&jun, "H13", 1).await?;
+                }
+                Ok::<_, tablekit_core::Error>(())
+            })
+        })
+        .collect();
+    for server in servers {
+        server.await??;
+    }
+    let spent = metrics.snapshot().since(&before);
+    report(
+        &format!(
+            "20 concurrent adds to H13 ({} conflicts retried)",
+            spent.conflict_retries
+        ),
+        &spent,
+    );
+
+    // A batch job that knows the exact count of an hour sets it: one unconditional merge.
+    let before = metrics.snapshot();
+    hourly.set(&jun, "H14", 7).await?;
+    report("set H14 = 7", &metrics.snapshot().since(&before));
+
+    // The whole chart: one point read.
+    let before = metrics.snapshot();
+    let chart = hourly.read(&jun).await?.expect("written above").value;
+    report("read the 24-hour chart", &metrics.snapshot().since(&before));
+    assert_eq!(chart.get("H13"), Some(20), "no increment is lost");
+    assert_eq!(chart.get("H14"), Some(7));
+    assert_eq!(chart.get_or_zero("H15"), 0);
+    let bars: String = chart
+        .iter()
+        .map(|(_, v)| match v.unwrap_or(0) {
+            0 => '.',
+            1..=9 => '▄',
+            _ => '█',
+        })
+        .collect();
+    println!("  messages per hour 00-23: {bars}");
+    // ANCHOR_END: series
+
+    // ANCHOR: wide
+    // 365 daily counts are more than the 252 properties of one entity: two shards,
+    // DailyIm_01 (D001 … D250) and DailyIm_02 (D251 … D365), in one partition.
+    let daily = WideEntities::new(table.clone());
+    let year = Keys::new("000223", "DailyIm")?;
+    let counts: BTreeMap<String, i64> = (1..=365)
+        .map(|day| (format!("D{day:03}"), (day * 37) % 50))
+        .collect();
+
+    let before = metrics.snapshot();
+    let version = daily.insert(&year, &counts).await?;
+    report(
+        "insert a year of daily counts (one transaction)",
+        &metrics.snapshot().since(&before),
+    );
+    let shards: Vec<&str> = version.shards.iter().map(|s| s.keys.rk()).collect();
+    println!("  shards: {shards:?}");
+    assert_eq!(shards, ["DailyIm_01", "DailyIm_02"]);
+
+    let before = metrics.snapshot();
+    let read = daily
+        .read::<BTreeMap<String, i64>>(&year)
+        .await?
+        .expect("inserted");
+    report(
+        "read the whole year (one range query)",
+        &metrics.snapshot().since(&before),
+    );
+    assert_eq!(read.value, counts);
+
+    // Close the day: today's total from the hourly series goes into day 365. Both shards
+    // are rewritten in one transaction, conditional on the ETags just read.
+    let total = chart.total().expect("no overflow");
+    let before = metrics.snapshot();
+    let updated = daily
+        .update_with::<BTreeMap<String, i64>, _>(&year, |days| {
+            let mut days = days.unwrap_or_default();
+            days.insert("D365".into(), total);
+            days
+        })
+        .await?;
+    report(
+        "record today's total in D365 (read + transaction)",
+        &metrics.snapshot().since(&before),
+    );
+    assert_eq!(updated.value["D365"], 27);
+    // ANCHOR_END: wide
+
+    let before = metrics.snapshot();
+    assert!(daily.delete(&year).await?);
+    assert!(hourly.delete(&jun).await?);
+    report(
+        "delete both (projection read + transaction, 1 delete)",
+        &metrics.snapshot().since(&before),
+    );
+    table.delete_table().await?;
+    println!(
+        "im-counts: done, {} requests in total",
+        metrics.snapshot().requests()
+    );
+    Ok(())
+}

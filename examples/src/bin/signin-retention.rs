@@ -1,0 +1,199 @@
+//! The high volume delete pattern: sign-in records kept 60 days. Each day's sign-ins live in
+//! their own table (`Signins20261122`), so expiring a day is one delete-table request instead
+//! of a scan and a delete per record. A purge covers data that cannot be laid out by table:
+//! a closed account's audit trail, deleted 100 entities per transaction.
+//!
+//! `cargo xtask demo` runs it against Azurite.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chrono::{DateTime, Duration, Utc};
+use futures::TryStreamExt as _;
+use serde::{Deserialize, Serialize};
+use tablekit_core::batch::Operation;
+use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, Keys};
+use tablekit_examples::{account, report, unique_name};
+use tablekit_retention::{Period, PeriodTables, PurgeOptions, purge_partition};
+
+// ANCHOR: model
+/// One sign-in attempt. PartitionKey = user id (inserts spread over many partitions),
+/// RowKey = the attempt's time, so a user's sign-ins of a day are one range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Signin {
+    at: DateTime<Utc>,
+    address: String,
+    succeeded: bool,
+}
+
+fn signin(user: &str, at: DateTime<Utc>) -> Result<Entity<Signin>, tablekit_core::Error> {
+    let value = Signin {
+        at,
+        address: "203.0.113.7".into(),
+        succeeded: at.timestamp() % 5 != 0,
+    };
+    Entity::try_new(user, at.format("%Y%m%dT%H%M%S%.6f").to_string(), value)
+}
+// ANCHOR_END: model
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let account = account()?;
+    let metrics = account.metrics().clone();
+    let now = Utc::now();
+    let days_ago = |n: i64| now - Duration::days(n);
+
+    // ANCHOR: layout
+    let prefix = format!("{}T", unique_name("Signins")); // "Signins" in production
+    let history = PeriodTables::new(&account, &prefix, Period::Day)?;
+    let signins = history.clone().with_retention(Duration::days(60));
+    println!(
+        "signin-retention: today's table is {}",
+        signins.table_name(now)?
+    );
+    // ANCHOR_END: layout
+
+    // Sign-ins of three days beyond the retention (recorded back then, simulated here with
+    // the handle that has no retention check) and of the last three days.
+    for n in [63, 62, 61] {
+        for user in ["alice", "bob"] {
+            history
+                .insert(days_ago(n), &signin(user, days_ago(n))?)
+                .await?;
+        }
+    }
+    // ANCHOR: write
+    let before = metrics.snapshot();
+    signins
+        .insert(days_ago(2), &signin("alice", days_ago(2))?)
+        .await?; // no table yet: 3 requests
+    report(
+        "first sign-in of a day (insert, create table, insert)",
+        &metrics.snapshot().since(&before),
+    );
+    let before = metrics.snapshot();
+    signins
+        .insert(
+            days_ago(2) + Duration::hours(1),
+            &signin("bob", days_ago(2) + Duration::hours(1))?,
+        )
+        .await?;
+    report(
+        "next sign-in of that day",
+        &metrics.snapshot().since(&before),
+    );
+    let before = metrics.snapshot();
+    signins.create_ahead(now).await?; // tomorrow's table, before its traffic arrives
+    report(
+        "create tomorrow's table ahead of time",
+        &metrics.snapshot().since(&before),
+    );
+    // ANCHOR_END: write
+    for n in [1, 0] {
+        for user in ["alice", "bob"] {
+            signins
+                .insert(days_ago(n), &signin(user, days_ago(n))?)
+                .await?;
+        }
+    }
+    let refused = signins
+        .insert(days_ago(70), &signin("carol", days_ago(70))?)
+        .await;
+    assert!(
+        refused.is_err(),
+        "an expired day's table is never written to again"
+    );
+
+    // ANCHOR: query
+    let before = metrics.snapshot();
+    let recent: Vec<_> = signins
+        .query::<Signin>(days_ago(2), now, Some(Filter::partition("alice")))
+        .try_collect()
+        .await?; // one query per daily table the range touches, and no other table
+    report(
+        "alice's sign-ins over the last 3 days",
+        &metrics.snapshot().since(&before),
+    );
+    // ANCHOR_END: query
+    assert_eq!(recent.len(), 3);
+    let spent = metrics.snapshot().since(&before);
+    assert_eq!(
+        spent.requests() - spent.retries,
+        3,
+        "three tables, no other"
+    );
+
+    // ANCHOR: drop
+    let before = metrics.snapshot();
+    let expired = signins.drop_expired(now).await?; // list + one delete-table per expired day
+    report(
+        &format!("drop {} expired days", expired.dropped.len()),
+        &metrics.snapshot().since(&before),
+    );
+    // ANCHOR_END: drop
+    assert_eq!(
+        expired.dropped,
+        [63, 62, 61].map(|n| signins.table_name(days_ago(n)).unwrap())
+    );
+    assert_eq!(expired.kept.len(), 4, "the last three days and tomorrow");
+    let spent = metrics.snapshot().since(&before);
+    assert_eq!(
+        spent.requests() - spent.retries,
+        4,
+        "a listing and three deletes"
+    );
+
+    // ANCHOR: purge
+    // A closed account: its audit trail shares a table with everyone else's, so it cannot be
+    // dropped as a table. Purge its partition: keys only, 100 deletes per transaction.
+    let audit = account.table(&unique_name("SigninAudit"))?;
+    audit.create().await?;
+    let trail = (0..2_500).map(|i| {
+        let at = days_ago(1) + Duration::seconds(i);
+        Operation::insert(&signin("dave", at)?)
+    });
+    audit
+        .bulk_write(trail.collect::<Result<_, _>>()?, Default::default())
+        .await?;
+    let pages = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&pages);
+    let options = PurgeOptions::default().on_progress(move |p| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        println!(
+            "    purge progress: {} of {} scanned deleted",
+            p.deleted, p.scanned
+        );
+    });
+    let before = metrics.snapshot();
+    let purged = purge_partition(&audit, "dave", &options).await?;
+    report(
+        &format!(
+            "purge 2,500 audit records ({} transactions)",
+            purged.transactions
+        ),
+        &metrics.snapshot().since(&before),
+    );
+    // ANCHOR_END: purge
+    assert_eq!(
+        (purged.deleted, purged.transactions, purged.pages),
+        (2_500, 25, 3)
+    );
+    assert_eq!(pages.load(Ordering::Relaxed), 3);
+    assert!(
+        audit
+            .get::<Signin>(&Keys::new("dave", signin("dave", days_ago(1))?.keys.rk())?)
+            .await?
+            .is_none()
+    );
+
+    audit.delete_table().await?;
+    history.drop_older_than(now + Duration::days(3)).await?;
+    assert!(history.list().await?.is_empty());
+    println!(
+        "signin-retention: done, {} requests in total",
+        metrics.snapshot().requests()
+    );
+    Ok(())
+}
