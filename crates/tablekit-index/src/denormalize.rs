@@ -204,8 +204,7 @@ where
                     &Entity::new(source.clone(), Properties::new()),
                     s.if_match(),
                 )?;
-                let write =
-                    Operation::merge(&Entity::new(target.clone(), &d.value), d.if_match())?;
+                let write = Operation::merge(&Entity::new(target.clone(), &d.value), d.if_match())?;
                 self.table.submit(&BatchPlan::atomic([guard, write])?).await
             };
             match attempt.await {

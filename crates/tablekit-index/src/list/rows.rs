@@ -2,8 +2,10 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tablekit_azure::Table;
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::Properties;
+use tablekit_core::filter::Filter;
 use tablekit_core::keys::utf16_bytes;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Limit, Result, Stored};
 
@@ -40,6 +42,7 @@ pub(crate) enum RowWrite<I> {
 }
 
 impl<I> RowWrite<I> {
+    #[cfg(test)]
     pub(crate) fn rk(&self) -> &str {
         match self {
             RowWrite::Insert(row) | RowWrite::Replace(row, _) => &row.rk,
@@ -233,6 +236,30 @@ impl<I: Item> Lists<I> {
             vec![RowWrite::Replace(shrunk, etag)]
         }
     }
+}
+
+/// Reads `value`'s rows in partition `pk` of `table`: the base row (a point read) and, when it
+/// counts overflow rows, those (one range query).
+pub(crate) async fn read_lists<I: Item, T>(
+    table: &Table,
+    spec: &ListSpec<T>,
+    pk: &str,
+    value: &str,
+) -> Result<Lists<I>> {
+    let base = table
+        .get::<Properties>(&Keys::new(pk, spec.row_key(value, 0)?)?)
+        .await?;
+    let has_overflow = base
+        .as_ref()
+        .and_then(|b| b.value.get_i64(SHARDS))
+        .is_some_and(|n| n > 0);
+    let overflow = if has_overflow {
+        let filter = Filter::row_prefix(pk, &spec.shard_prefix(value)?);
+        table.query::<Properties>().filter(filter).collect().await?
+    } else {
+        Vec::new()
+    };
+    Lists::from_rows(spec, value, base.as_ref(), &overflow)
 }
 
 #[cfg(test)]

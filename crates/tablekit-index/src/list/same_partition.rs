@@ -9,12 +9,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::Properties;
-use tablekit_core::filter::Filter;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 
-use super::rows::{Lists, RowWrite};
-use super::spec::{ListSpec, SHARDS};
+use super::rows::{Lists, RowWrite, read_lists};
+use super::spec::ListSpec;
 use crate::conflict::{as_conflict, is_race};
 
 /// An index of entities by a non-unique value whose lists (`Sales/Jones` → `EmployeeIDs`)
@@ -26,8 +24,7 @@ use crate::conflict::{as_conflict, is_race};
 /// (a missing row is inserted, so two writers creating it collide too). A writer that lost
 /// the race gets 412 (or 409) for the whole transaction and starts again from the read, so
 /// concurrent writers never lose an id. Lookups are within one partition; for
-/// organisation-wide lookups use [`SeparateList`](crate::SeparateList) or
-/// [`BlobList`](crate::BlobList).
+/// organisation-wide lookups use an [`EventualList`](crate::EventualList).
 pub struct SamePartitionList<T> {
     table: Table,
     spec: Arc<ListSpec<T>>,
@@ -85,28 +82,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         Keys::new(partition, self.spec.row_key(value, 0)?)
     }
 
-    /// Reads `value`'s rows in `partition`: the base row, and the overflow rows when it has
-    /// any.
     async fn read(&self, partition: &str, value: &str) -> Result<Lists<String>> {
-        let base = self
-            .table
-            .get::<Properties>(&self.list_keys(partition, value)?)
-            .await?;
-        let has_overflow = base
-            .as_ref()
-            .and_then(|b| b.value.get_i64(SHARDS))
-            .is_some_and(|n| n > 0);
-        let overflow = if has_overflow {
-            let filter = Filter::row_prefix(partition, &self.spec.shard_prefix(value)?);
-            self.table
-                .query::<Properties>()
-                .filter(filter)
-                .collect()
-                .await?
-        } else {
-            Vec::new()
-        };
-        Lists::from_rows(&self.spec, value, base.as_ref(), &overflow)
+        read_lists(&self.table, &self.spec, partition, value).await
     }
 
     /// One transaction: the entity write first, then the list writes.
