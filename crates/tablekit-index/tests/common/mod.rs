@@ -11,21 +11,10 @@ use tablekit_testkit::{TestStorage, unique_table_name};
 
 /// A new account handle on the shared test storage with its own metrics, fast transient
 /// retries and enough conflict retries for contended tests.
-///
-/// Each account gets its own HTTP client: every `#[tokio::test]` has its own runtime, and a
-/// pooled connection opened on a runtime that has since shut down fails its next request
-/// ("the request did not complete"), which a transient retry hides but a request count sees.
 pub fn account() -> Account {
     let storage = TestStorage::shared().expect("test storage");
-    let client = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .build()
-        .expect("http client");
-    let account = Account::from_connection_string(storage.connection_string())
+    Account::from_connection_string(storage.connection_string())
         .expect("connection string")
-        .with_http_client(client)
-        .expect("http client");
-    account
         .with_settings(Settings {
             retry: RetryPolicy::exponential(
                 4,
