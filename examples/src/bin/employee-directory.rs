@@ -10,10 +10,12 @@ use tablekit_azure::{Account, Table};
 use tablekit_core::batch::BatchPlan;
 use tablekit_core::keys::CompoundKey;
 use tablekit_core::{Entity, Keys, OrUnknown, Properties};
+use tablekit_eventual::WorkerOptions;
 use tablekit_examples::{account, report, unique_name};
 use tablekit_index::{
-    BackfillOptions, CompoundRows, CopySpec, DenormalizedCopy, EntityKind, IndexSpec,
-    IntraPartitionIndex, ListSpec, MemoryCheckpoint, SamePartitionList, SourceWrite, TypedRows,
+    BackfillOptions, CompoundRows, CopySpec, DenormalizedCopy, EntityKind, EventualList, IndexSpec,
+    InterPartitionIndex, IntraPartitionIndex, ListSpec, MemoryCheckpoint, SamePartitionList,
+    SourceWrite, TypedRows,
 };
 
 // ANCHOR: model
@@ -153,6 +155,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ANCHOR_END: intra
     assert!(index.verify("Sales").await?.is_consistent());
 
+    println!("inter-partition secondary index (copies follow through a queue):");
+    let table = new_table(&account, "Partitions").await?;
+    tables.push(table.clone());
+    inter(&account, &table).await?;
+
     println!("index entities in the employees' partition (option 2):");
     let table = new_table(&account, "Jones").await?;
     tables.push(table.clone());
@@ -197,6 +204,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(jones_list.ids("Sales", "Smith").await?, ["000152"]);
     // ANCHOR_END: list_same_partition
 
+    println!("index entities in their own partitions (option 3) and in blobs (option 1):");
+    let table = new_table(&account, "Everyone").await?;
+    tables.push(table.clone());
+    lists_elsewhere(&account, &table).await?;
+
     println!("heterogeneous entities (employees and their department in one partition):");
     let table = new_table(&account, "Mixed").await?;
     tables.push(table.clone());
@@ -220,6 +232,126 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "employee-directory: done, {} requests in total",
         account.metrics().snapshot().requests()
     );
+    Ok(())
+}
+
+async fn inter(account: &Account, table: &Table) -> Result<(), Box<dyn std::error::Error>> {
+    let queue = account.queue(&unique_name("directory-copies").to_lowercase())?;
+    // ANCHOR: inter
+    // Copies in partitions of their own: empid_Sales/000223, email_Sales/jonesj@contoso.com.
+    let index = InterPartitionIndex::new(table.clone(), directory()?, queue);
+    index.create().await?; // the table, the job queue and its poison queue
+    let jones = employee(223, "Jun", "Jones", "jonesj@contoso.com");
+    // The job is enqueued first, then the primary copy is written: no write without its job.
+    step(
+        account,
+        "insert 000223 (enqueue + primary copy)",
+        index.insert(&jones),
+    )
+    .await?;
+    assert!(index.get("Sales", "000223").await?.is_some()); // the primary: at once
+    let report = step(
+        account,
+        "verify Sales (before the job ran)",
+        index.verify("Sales"),
+    )
+    .await?;
+    assert_eq!(report.missing.len(), 1); // email_Sales/jonesj@contoso.com: not yet
+    // A worker (normally a long-running process: `run_until(shutdown_signal())`).
+    let worker = index.worker(WorkerOptions::default());
+    step(account, "a worker runs the copy job", worker.drain()).await?;
+    let card = step(
+        account,
+        "get_by email (point query on email_Sales)",
+        index.get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com"),
+    )
+    .await?;
+    assert_eq!(card.expect("copied").value.id, "000223");
+    assert!(index.verify("Sales").await?.is_consistent());
+    // ANCHOR_END: inter
+    index.jobs().delete().await?;
+    Ok(())
+}
+
+async fn lists_elsewhere(
+    account: &Account,
+    table: &Table,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let queue = account.queue(&unique_name("directory-lists").to_lowercase())?;
+    // ANCHOR: list_eventual
+    // Option 3: each name's list in a partition of its own (lastname_Jones), holding
+    // (department, id) pairs, so one lookup spans every department.
+    let spec = ListSpec::builder(
+        "lastname",
+        |e: &Employee| e.department.clone(),
+        |e: &Employee| e.id.clone(),
+        |e: &Employee| e.last_name.clone(),
+    )
+    .prefix("lastname_")
+    .property("EmployeeDetails")
+    .build()?;
+    let everyone = EventualList::separate(table.clone(), table.clone(), spec, queue);
+    everyone.create().await?;
+    let mut ken = employee(152, "Ken", "Jones", "kenj@contoso.com");
+    let mut ann = employee(7, "Ann", "Jones", "annj@contoso.com");
+    ann.department = "Marketing".into();
+    for e in [&ken, &ann] {
+        step(
+            account,
+            &format!("insert {}/{} (enqueue + entity)", e.department, e.id),
+            everyone.insert(e),
+        )
+        .await?;
+    }
+    step(
+        account,
+        "a worker updates the lists",
+        everyone.worker(WorkerOptions::default()).drain(),
+    )
+    .await?;
+    let jones = step(
+        account,
+        "lookup Jones (list + one read per id)",
+        everyone.lookup("Jones"),
+    )
+    .await?;
+    assert_eq!(jones.len(), 2); // Sales and Marketing
+    ken.last_name = "Smith".into();
+    everyone.put(&ken).await?; // the list entry moves when the job has run
+    everyone.worker(WorkerOptions::default()).drain().await?;
+    assert_eq!(
+        everyone.ids("Jones").await?,
+        [("Marketing".to_owned(), "000007".to_owned())]
+    );
+    // ANCHOR_END: list_eventual
+    everyone.jobs().delete().await?;
+
+    // ANCHOR: list_blob
+    // Option 1: the same index with each list in a blob (lastname_Jones.json).
+    let container = account.container(&unique_name("directory-lists").to_lowercase())?;
+    let queue = account.queue(&unique_name("directory-blobs").to_lowercase())?;
+    let spec = ListSpec::builder(
+        "lastname",
+        |e: &Employee| e.department.clone(),
+        |e: &Employee| e.id.clone(),
+        |e: &Employee| e.last_name.clone(),
+    )
+    .prefix("lastname_")
+    .build()?;
+    let in_blobs = EventualList::blobs(table.clone(), container.clone(), spec, queue);
+    in_blobs.create().await?;
+    in_blobs.put(&ann).await?;
+    in_blobs.worker(WorkerOptions::default()).drain().await?;
+    let found = step(
+        account,
+        "lookup Jones in a blob list",
+        in_blobs.lookup("Jones"),
+    )
+    .await?;
+    assert_eq!(found[0].value.id, "000007");
+    // ANCHOR_END: list_blob
+    in_blobs.jobs().delete().await?;
+    container.delete().await?;
     Ok(())
 }
 
