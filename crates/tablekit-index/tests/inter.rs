@@ -156,13 +156,17 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
             .collect::<Vec<_>>(),
         ["000100", "000150", "000199"]
     );
-    let a = index
-        .range_by_prefix("email", "Sales", "a")
-        .unwrap()
-        .as_type::<EmailCard>()
-        .collect()
-        .await
-        .unwrap();
+    let (a, spent) = measured(
+        &table,
+        index
+            .range_by_prefix("email", "Sales", "a")
+            .unwrap()
+            .as_type::<EmailCard>()
+            .collect(),
+    )
+    .await;
+    let a = a.unwrap();
+    assert_eq!(spent.requests(), 1);
     assert_eq!(a.len(), 4);
     assert!(a.windows(2).all(|w| w[0].value.email < w[1].value.email));
     cleanup(&index, &table).await;
@@ -376,10 +380,11 @@ async fn a_backfill_writes_the_copies_of_existing_primaries_once() {
     assert_eq!(
         (
             spent.requests_of(RequestKind::Query),
-            spent.requests_of(RequestKind::Transaction)
+            spent.requests_of(RequestKind::Transaction),
+            spent.requests()
         ),
-        (1, 1),
-        "one page, its 100 copies in one partition: one transaction"
+        (1, 1, 2),
+        "one page, its 100 copies in one partition: one transaction (memory checkpoint)"
     );
     let done = index.backfill(&checkpoint, options).await.unwrap();
     assert!(done.done);

@@ -85,8 +85,35 @@ async fn scenario(list: &EventualList<Employee>, table: &Table) {
         list.ids("Jones").await.unwrap().is_empty(),
         "not before the jobs run"
     );
-    let done = list.worker(fast_worker()).drain().await.unwrap();
+    // One job at a time, so the requests of each are exact.
+    let one_by_one = WorkerOptions {
+        concurrency: 1,
+        ..fast_worker()
+    };
+    let metrics = table.account().metrics().clone();
+    let before = metrics.snapshot();
+    let done = list.worker(one_by_one).drain().await.unwrap();
     assert_eq!(done.processed, 3);
+    let spent = metrics.snapshot().since(&before);
+    let steps: u64 = [
+        RequestKind::Get,
+        RequestKind::UpsertMerge,
+        RequestKind::Replace,
+        RequestKind::BlobGet,
+        RequestKind::BlobPut,
+    ]
+    .iter()
+    .map(|k| spent.requests_of(*k))
+    .sum();
+    // Each job reads the entity twice. A new table list takes a read, an empty upsert, a read
+    // and a replace; extending one, a read and a replace (Jones: created, extended; Smith:
+    // created). A blob list takes a read and a conditional put either way.
+    let lists = if spent.requests_of(RequestKind::BlobGet) > 0 {
+        3 * 2
+    } else {
+        4 + 2 + 4
+    };
+    assert_eq!(steps, 3 * 2 + lists, "{spent:?}");
     let (ids, spent) = measured(table, list.ids("Jones")).await;
     let ids: BTreeSet<_> = ids.unwrap().into_iter().collect();
     assert_eq!(

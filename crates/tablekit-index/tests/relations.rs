@@ -229,13 +229,17 @@ async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
         table.clone(),
         CompoundKey::new('_').with_width(1, 6).with_width(2, 4),
     );
-    rows.put(
-        "Sales",
-        ["empid", "123"],
-        &employee("Sales", 123, "Jones", "a@x"),
+    let (r, spent) = measured(
+        &table,
+        rows.put(
+            "Sales",
+            ["empid", "123"],
+            &employee("Sales", 123, "Jones", "a@x"),
+        ),
     )
-    .await
-    .unwrap();
+    .await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 1);
     rows.put(
         "Sales",
         ["empid", "124"],
@@ -408,7 +412,9 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
         .collect();
     assert_eq!(names, ["Hall", "Jones", "Cao"], "in id order");
 
-    let all = rows.all::<Row>("Sales").collect().await.unwrap();
+    let (all, spent) = measured(&table, rows.all::<Row>("Sales").collect()).await;
+    let all = all.unwrap();
+    assert_eq!(spent.requests(), 1, "one partition query");
     let kinds: Vec<&str> = all
         .iter()
         .map(|s| match &s.value {
@@ -423,6 +429,14 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
     );
     assert!(matches!(&all[0].value, OrUnknown::Known(Row::Department(d)) if *d == sales));
 
+    let renamed = Department {
+        employee_count: 4,
+        ..sales.clone()
+    };
+    let (r, spent) = measured(&table, rows.upsert("Sales", "Sales", &renamed)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 1);
+    let sales = renamed;
     let (d, spent) = measured(&table, rows.get::<Department>("Sales", "Sales")).await;
     assert_eq!(d.unwrap().unwrap().value, sales);
     assert_eq!(spent.requests(), 1);
