@@ -1,0 +1,224 @@
+//! [`DenormalizedCopy`]: data of one entity copied into another of the same partition, kept
+//! in step by writing both in one transaction (PATTERNS.md §5.5).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_azure::Table;
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::edm::Properties;
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result};
+
+use crate::conflict::{as_conflict, is_race};
+
+/// How the source entity is written alongside its copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceWrite {
+    /// Insert it; fails if it exists.
+    Insert,
+    /// Insert or replace it (last writer wins for the source).
+    Upsert,
+    /// Replace it if the condition holds (pass the ETag you read).
+    Replace(IfMatch),
+}
+
+/// The new ETags of a source and its target after a [`DenormalizedCopy`] write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenormalizedWrite {
+    /// The source's new ETag.
+    pub source: ETag,
+    /// The target's new ETag.
+    pub target: ETag,
+}
+
+type CopyFn<S, D> = Arc<dyn Fn(&S, &mut D) + Send + Sync>;
+
+/// Keeps a denormalized copy of a source entity's data (the manager's name and email) in a
+/// target entity (the department), so one point read of the target answers what would take
+/// two. Source and target must share a partition: both are written in one transaction, the
+/// target conditioned on the ETag it was read with. The target is *merged*: properties `D`
+/// does not model (an `EntityType`, fields of newer versions) are kept.
+///
+/// `copy` writes the source's data into the target; it may run more than once per call (once
+/// per attempt) and must depend only on its inputs. It also fits summary entities: a copy
+/// that increments an `EmployeeCount` keeps a count exact.
+pub struct DenormalizedCopy<S, D> {
+    table: Table,
+    copy: CopyFn<S, D>,
+    _types: PhantomData<fn() -> (S, D)>,
+}
+
+impl<S, D> Clone for DenormalizedCopy<S, D> {
+    fn clone(&self) -> Self {
+        Self {
+            table: self.table.clone(),
+            copy: Arc::clone(&self.copy),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<S, D> fmt::Debug for DenormalizedCopy<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DenormalizedCopy")
+            .field("table", &self.table.name())
+            .finish_non_exhaustive()
+    }
+}
+
+fn same_partition(source: &Keys, target: &Keys) -> Result<()> {
+    if source.partition_key == target.partition_key {
+        return Ok(());
+    }
+    Err(Error::CrossPartitionTransaction {
+        first: 0,
+        second: 1,
+        a: source.pk().to_owned(),
+        b: target.pk().to_owned(),
+    })
+}
+
+fn etag_at(outcomes: &[tablekit_azure::TransactionOutcome], index: usize) -> ETag {
+    outcomes
+        .iter()
+        .find_map(|o| {
+            o.indices
+                .iter()
+                .position(|&i| i == index)
+                .and_then(|p| o.etags[p].clone())
+        })
+        .unwrap_or_else(|| ETag::new(""))
+}
+
+impl<S, D> DenormalizedCopy<S, D>
+where
+    S: Serialize + DeserializeOwned + Send + Sync,
+    D: Serialize + DeserializeOwned + Send + Sync,
+{
+    /// A denormalized copy in `table`, written by `copy`. No request is sent.
+    pub fn new(table: Table, copy: impl Fn(&S, &mut D) + Send + Sync + 'static) -> Self {
+        Self {
+            table,
+            copy: Arc::new(copy),
+            _types: PhantomData,
+        }
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// Writes `source` and refreshes its copy in `target` in one transaction: reads the
+    /// target, applies `copy`, then commits the source write and the target merge under
+    /// the target's ETag. If the target changed in between, starts again from its read.
+    ///
+    /// **Requests:** 2 (a point read, one transaction), plus 2 per conflict retry.
+    /// **Consistency:** strong: the source and its copy change together or not at all.
+    ///
+    /// # Errors
+    /// Before any request: [`Error::CrossPartitionTransaction`] when source and target are in
+    /// different partitions, encoding errors. [`Error::NotFound`] when the target does not
+    /// exist; [`Error::BatchFailed`] with index 0 when the source write is refused (it
+    /// exists for [`SourceWrite::Insert`], its ETag changed for [`SourceWrite::Replace`]);
+    /// [`Error::PreconditionFailed`] when target conflicts outlast the retries.
+    pub async fn write(
+        &self,
+        source: &Entity<S>,
+        how: SourceWrite,
+        target: &Keys,
+    ) -> Result<DenormalizedWrite> {
+        same_partition(&source.keys, target)?;
+        let source_op = match how {
+            SourceWrite::Insert => Operation::insert(source)?,
+            SourceWrite::Upsert => Operation::upsert_replace(source)?,
+            SourceWrite::Replace(if_match) => Operation::replace(source, if_match)?,
+        };
+        let mut conflicts = self.table.account().conflict_loop();
+        loop {
+            let attempt = async {
+                let mut current =
+                    self.table
+                        .get::<D>(target)
+                        .await?
+                        .ok_or_else(|| Error::NotFound {
+                            target: tablekit_core::Target::entity(
+                                self.table.name(),
+                                target.clone(),
+                            ),
+                        })?;
+                (self.copy)(&source.value, &mut current.value);
+                let target_op = Operation::merge(
+                    &Entity::new(target.clone(), &current.value),
+                    current.if_match(),
+                )?;
+                self.table
+                    .submit(&BatchPlan::atomic([source_op.clone(), target_op])?)
+                    .await
+            };
+            match attempt.await {
+                Ok(outcomes) => {
+                    return Ok(DenormalizedWrite {
+                        source: etag_at(&outcomes, 0),
+                        target: etag_at(&outcomes, 1),
+                    });
+                }
+                Err(Error::BatchFailed { index: 1, source }) if is_race(source.kind()) => {
+                    conflicts
+                        .retry(as_conflict(Error::BatchFailed { index: 1, source }))
+                        .await?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Copies the current `source` into `target` without changing the source (after the
+    /// target was pointed at another source, e.g. a new manager): reads both, then one
+    /// transaction merges the target under its ETag and guards the source with an empty
+    /// merge under its ETag, so a copy of a source that changed meanwhile is never written.
+    /// Retried from the reads on a conflict.
+    ///
+    /// **Requests:** 3 (two point reads in parallel, one transaction), plus 3 per retry.
+    /// **Consistency:** strong.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write); [`Error::NotFound`] when either entity does not exist.
+    pub async fn refresh(&self, source: &Keys, target: &Keys) -> Result<DenormalizedWrite> {
+        same_partition(source, target)?;
+        let missing = |keys: &Keys| Error::NotFound {
+            target: tablekit_core::Target::entity(self.table.name(), keys.clone()),
+        };
+        let mut conflicts = self.table.account().conflict_loop();
+        loop {
+            let attempt = async {
+                let (s, d) =
+                    futures::try_join!(self.table.get::<S>(source), self.table.get::<D>(target))?;
+                let s = s.ok_or_else(|| missing(source))?;
+                let mut d = d.ok_or_else(|| missing(target))?;
+                (self.copy)(&s.value, &mut d.value);
+                let guard = Operation::merge(
+                    &Entity::new(source.clone(), Properties::new()),
+                    s.if_match(),
+                )?;
+                let write = Operation::merge(&Entity::new(target.clone(), &d.value), d.if_match())?;
+                self.table.submit(&BatchPlan::atomic([guard, write])?).await
+            };
+            match attempt.await {
+                Ok(outcomes) => {
+                    return Ok(DenormalizedWrite {
+                        source: etag_at(&outcomes, 0),
+                        target: etag_at(&outcomes, 1),
+                    });
+                }
+                Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
+                    conflicts.retry(as_conflict(e)).await?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

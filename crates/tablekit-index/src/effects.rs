@@ -1,0 +1,157 @@
+//! The writes the eventually consistent parts are made of — reads, upserts, deletes that
+//! accept absence, ETag-conditioned writes, blob overwrites — behind one trait, so the same
+//! convergence code runs inside a queue worker (through its `Steps`) and directly (repairs).
+
+use std::future::Future;
+
+use tablekit_azure::{Blob, Container, PutBlob, Table};
+use tablekit_core::edm::Properties;
+use tablekit_core::{ETag, Entity, Keys, Result, Stored};
+use tablekit_eventual::Steps;
+
+/// Idempotent or conditional operations, one request each.
+pub(crate) trait Effects: Sync {
+    /// How many times the job has been delivered (1 the first time); `u64::MAX` outside a
+    /// worker, where there is nothing to wait for.
+    fn attempt(&self) -> u64;
+
+    fn get(
+        &self,
+        table: &Table,
+        keys: &Keys,
+    ) -> impl Future<Output = Result<Option<Stored<Properties>>>> + Send;
+
+    fn upsert_replace(
+        &self,
+        table: &Table,
+        entity: &Entity<Properties>,
+    ) -> impl Future<Output = Result<ETag>> + Send;
+
+    fn upsert_merge(
+        &self,
+        table: &Table,
+        entity: &Entity<Properties>,
+    ) -> impl Future<Output = Result<ETag>> + Send;
+
+    fn delete_if_exists(
+        &self,
+        table: &Table,
+        keys: &Keys,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    fn replace_if_match(
+        &self,
+        table: &Table,
+        entity: &Entity<Properties>,
+        etag: &ETag,
+    ) -> impl Future<Output = Result<ETag>> + Send;
+
+    fn get_blob(
+        &self,
+        container: &Container,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Blob>>> + Send;
+
+    fn put_blob(
+        &self,
+        container: &Container,
+        name: &str,
+        data: Vec<u8>,
+        options: PutBlob,
+    ) -> impl Future<Output = Result<ETag>> + Send;
+}
+
+/// Straight to the service, outside any worker.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Direct;
+
+impl Effects for Direct {
+    fn attempt(&self) -> u64 {
+        u64::MAX
+    }
+
+    async fn get(&self, table: &Table, keys: &Keys) -> Result<Option<Stored<Properties>>> {
+        table.get(keys).await
+    }
+
+    async fn upsert_replace(&self, table: &Table, entity: &Entity<Properties>) -> Result<ETag> {
+        table.upsert_replace(entity).await
+    }
+
+    async fn upsert_merge(&self, table: &Table, entity: &Entity<Properties>) -> Result<ETag> {
+        table.upsert_merge(entity).await
+    }
+
+    async fn delete_if_exists(&self, table: &Table, keys: &Keys) -> Result<bool> {
+        table.delete_if_exists(keys).await
+    }
+
+    async fn replace_if_match(
+        &self,
+        table: &Table,
+        entity: &Entity<Properties>,
+        etag: &ETag,
+    ) -> Result<ETag> {
+        table.replace(entity, etag.into()).await
+    }
+
+    async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
+        container.get(name).await
+    }
+
+    async fn put_blob(
+        &self,
+        container: &Container,
+        name: &str,
+        data: Vec<u8>,
+        options: PutBlob,
+    ) -> Result<ETag> {
+        container.put(name, data, options).await
+    }
+}
+
+/// Inside a worker: every step through the job's [`Steps`].
+impl Effects for Steps {
+    fn attempt(&self) -> u64 {
+        Steps::attempt(self)
+    }
+
+    async fn get(&self, table: &Table, keys: &Keys) -> Result<Option<Stored<Properties>>> {
+        Steps::get(self, table, keys).await
+    }
+
+    async fn upsert_replace(&self, table: &Table, entity: &Entity<Properties>) -> Result<ETag> {
+        Steps::upsert_replace(self, table, entity).await
+    }
+
+    async fn upsert_merge(&self, table: &Table, entity: &Entity<Properties>) -> Result<ETag> {
+        Steps::upsert_merge(self, table, entity).await
+    }
+
+    async fn delete_if_exists(&self, table: &Table, keys: &Keys) -> Result<bool> {
+        Steps::delete_if_exists(self, table, keys).await
+    }
+
+    async fn replace_if_match(
+        &self,
+        table: &Table,
+        entity: &Entity<Properties>,
+        etag: &ETag,
+    ) -> Result<ETag> {
+        Steps::replace_if_match(self, table, entity, etag).await
+    }
+
+    async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
+        Steps::get_blob(self, container, name).await
+    }
+
+    async fn put_blob(
+        &self,
+        container: &Container,
+        name: &str,
+        data: Vec<u8>,
+        options: PutBlob,
+    ) -> Result<ETag> {
+        Steps::put_blob(self, container, name, data.into(), options).await
+    }
+}

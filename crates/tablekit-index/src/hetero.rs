@@ -1,0 +1,202 @@
+//! [`TypedRows`]: several entity types in one partition, told apart by an `EntityType`
+//! property and kept contiguous by a RowKey prefix per type (PATTERNS.md §4.6, §6.6).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_azure::{Query, Table};
+use tablekit_core::batch::Operation;
+use tablekit_core::edm::{EdmValue, Properties, to_properties};
+use tablekit_core::filter::Filter;
+use tablekit_core::{ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, Stored};
+
+/// An entity type that shares partitions with others: its discriminator value (stored in the
+/// [`ENTITY_TYPE`] property) and the RowKey prefix that keeps its rows together.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// #[derive(Serialize, Deserialize)]
+/// struct Department { name: String, employee_count: i64 }
+///
+/// impl tablekit_index::EntityKind for Department {
+///     const ENTITY_TYPE: &'static str = "Department";
+///     const ROW_PREFIX: &'static str = "DEPARTMENT_";
+/// }
+/// ```
+///
+/// To read a partition's mixed rows in one query, define an enum with
+/// `#[serde(tag = "EntityType")]` whose variant names are the `ENTITY_TYPE` values, and use
+/// [`TypedRows::all`].
+pub trait EntityKind: Serialize + DeserializeOwned {
+    /// The value of the `EntityType` property (`Employee`). Add a version (`Employee.v2`) to
+    /// let old and new shapes coexist.
+    const ENTITY_TYPE: &'static str;
+    /// The RowKey prefix of this type's rows (`EMPLOYEE_`).
+    const ROW_PREFIX: &'static str;
+}
+
+/// A table whose partitions hold several [`EntityKind`]s (employees and their department):
+/// each row carries its `EntityType` and its RowKey starts with its type's prefix, so a
+/// range query reads one type, and a partition query reads all of them, each type
+/// contiguous.
+#[derive(Debug, Clone)]
+pub struct TypedRows {
+    table: Table,
+}
+
+impl TypedRows {
+    /// Typed rows of `table`. No request is sent.
+    pub fn new(table: Table) -> Self {
+        Self { table }
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The keys of the `K` row `id` in `partition`: `Sales/EMPLOYEE_000123`.
+    ///
+    /// # Errors
+    /// Key errors.
+    pub fn keys<K: EntityKind>(partition: &str, id: &str) -> Result<Keys> {
+        Keys::new(partition, format!("{}{id}", K::ROW_PREFIX))
+    }
+
+    /// The row as written: `value`'s properties plus `EntityType`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] when `value` has its own `EntityType` property with another
+    /// value; encoding errors.
+    pub fn entity<K: EntityKind>(
+        partition: &str,
+        id: &str,
+        value: &K,
+    ) -> Result<Entity<Properties>> {
+        let mut props = to_properties(value)?;
+        match props.get(ENTITY_TYPE) {
+            Some(EdmValue::String(t)) if t == K::ENTITY_TYPE => {}
+            None => {
+                props.insert(ENTITY_TYPE, K::ENTITY_TYPE);
+            }
+            Some(other) => {
+                return Err(Error::invalid_value(
+                    ENTITY_TYPE,
+                    format!(
+                        "the value says {other:?}, its kind says {:?}",
+                        K::ENTITY_TYPE
+                    ),
+                ));
+            }
+        }
+        Ok(Entity::new(Self::keys::<K>(partition, id)?, props))
+    }
+
+    /// An insert of a `K` row, for a transaction mixing types (an employee and its
+    /// department's count in one partition).
+    ///
+    /// # Errors
+    /// As [`entity`](Self::entity).
+    pub fn insert_operation<K: EntityKind>(
+        partition: &str,
+        id: &str,
+        value: &K,
+    ) -> Result<Operation> {
+        Operation::insert(&Self::entity(partition, id, value)?)
+    }
+
+    /// Inserts a `K` row.
+    ///
+    /// **Requests:** 1. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// As [`entity`](Self::entity) before any request; [`Error::AlreadyExists`].
+    pub async fn insert<K: EntityKind>(
+        &self,
+        partition: &str,
+        id: &str,
+        value: &K,
+    ) -> Result<ETag> {
+        self.table
+            .insert(&Self::entity(partition, id, value)?)
+            .await
+    }
+
+    /// Inserts or replaces a `K` row.
+    ///
+    /// **Requests:** 1. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// As [`entity`](Self::entity) before any request.
+    pub async fn upsert<K: EntityKind>(
+        &self,
+        partition: &str,
+        id: &str,
+        value: &K,
+    ) -> Result<ETag> {
+        self.table
+            .upsert_replace(&Self::entity(partition, id, value)?)
+            .await
+    }
+
+    /// Reads the `K` row `id`: a point query.
+    ///
+    /// **Requests:** 1. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] when the row's `EntityType` is not `K`'s, or it does not fit
+    /// `K`.
+    pub async fn get<K: EntityKind>(&self, partition: &str, id: &str) -> Result<Option<Stored<K>>> {
+        let Some(row) = self
+            .table
+            .get::<Properties>(&Self::keys::<K>(partition, id)?)
+            .await?
+        else {
+            return Ok(None);
+        };
+        typed(row).map(Some)
+    }
+
+    /// The `K` rows of `partition`, in id order: a range query over `K`'s prefix (rows of
+    /// other types are never read).
+    ///
+    /// **Requests:** one per page when read.
+    pub fn of_kind<K: EntityKind + Send + 'static>(&self, partition: &str) -> Query<K> {
+        self.table
+            .query::<K>()
+            .filter(Filter::row_prefix(partition, K::ROW_PREFIX))
+    }
+
+    /// Every row of `partition` as `E` — typically an enum tagged with `EntityType` — or, for
+    /// types `E` does not know, as a property bag. Rows come in RowKey order, so each type's
+    /// rows are contiguous.
+    ///
+    /// **Requests:** one per page when read.
+    pub fn all<E: DeserializeOwned + Send + 'static>(
+        &self,
+        partition: &str,
+    ) -> Query<OrUnknown<E>> {
+        self.table
+            .query::<OrUnknown<E>>()
+            .filter(Filter::partition(partition))
+    }
+}
+
+/// A row read as a property bag, checked to be a `K` and converted.
+fn typed<K: EntityKind>(row: Stored<Properties>) -> Result<Stored<K>> {
+    match row.value.get_str(ENTITY_TYPE) {
+        Some(t) if t == K::ENTITY_TYPE => {}
+        other => {
+            return Err(Error::invalid_value(
+                ENTITY_TYPE,
+                format!("{} is {other:?}, not {:?}", row.keys, K::ENTITY_TYPE),
+            ));
+        }
+    }
+    let value = tablekit_core::edm::from_properties::<K>(&row.value)?;
+    Ok(Stored {
+        keys: row.keys,
+        etag: row.etag,
+        timestamp: row.timestamp,
+        value,
+    })
+}

@@ -1,0 +1,169 @@
+//! [`CopyJob`]: bringing one entity's copies in line with its primary copy, idempotently.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tablekit_azure::Table;
+use tablekit_core::edm::from_properties;
+use tablekit_core::{ETag, Entity, Error, Result, Stored, Target};
+use tablekit_eventual::{Handler, Job, Steps};
+
+use crate::effects::Effects;
+use crate::spec::{IndexSpec, Layout};
+
+/// How many times a job re-reads and re-writes when the primary copy keeps changing under it
+/// before it gives up (the queue brings it back later).
+const ROUNDS: usize = 4;
+
+/// The queued job of an [`InterPartitionIndex`](crate::InterPartitionIndex): make the copies
+/// of one entity match its primary copy as it is when the job runs.
+///
+/// The job never carries the entity's data, only where it is and which copies it held before
+/// the write, so it can run any number of times, late, or out of order: every run reads the
+/// primary, upserts the copies it calls for, and deletes the stale ones that differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyJob {
+    /// The index (`<table>/<primary copy>`): a handler refuses jobs of another index.
+    pub index: String,
+    /// The entity's partition (`Sales`).
+    pub partition: String,
+    /// Its primary value (`000223`).
+    pub id: String,
+    /// The copies it held before the write, as (copy name, value): removed unless the
+    /// primary still calls for them.
+    pub stale: Vec<(String, String)>,
+    /// The primary copy's ETag before the write (`None`: it did not exist). On its first
+    /// delivery a job that still finds this ETag waits (fails, to be retried): the write it
+    /// follows may not have landed yet.
+    pub previous: Option<ETag>,
+}
+
+impl Job for CopyJob {
+    const KIND: &'static str = "tablekit-index.copies";
+}
+
+/// What a job needs to run: the declaration and the table of each copy.
+pub(crate) struct Context<T> {
+    pub(crate) name: String,
+    pub(crate) spec: Arc<IndexSpec<T>>,
+    /// The table of each copy, the primary first.
+    pub(crate) tables: Vec<Table>,
+}
+
+fn etag_of<V>(stored: &Option<Stored<V>>) -> Option<&ETag> {
+    stored.as_ref().map(|s| &s.etag)
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
+    /// Makes the entity's copies match its primary (see [`CopyJob`]).
+    ///
+    /// Requests: 2 reads of the primary, one upsert per secondary copy, one delete per stale
+    /// copy; again per round while the primary keeps changing.
+    pub(crate) async fn converge<E: Effects>(&self, fx: &E, job: &CopyJob) -> Result<()> {
+        let spec = &self.spec;
+        let primary = spec.copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
+        let mut stale: Vec<(usize, String)> = Vec::new();
+        for (name, value) in &job.stale {
+            match spec.copy(name) {
+                Ok((i, _)) if i > 0 => stale.push((i, value.clone())),
+                _ => {
+                    tracing::warn!(target: "tablekit", index = %self.name, copy = %name, "stale copy of an undeclared index ignored")
+                }
+            }
+        }
+        for round in 0..ROUNDS {
+            let current = fx.get(&self.tables[0], &primary).await?;
+            if round == 0 && fx.attempt() <= 1 && etag_of(&current) == job.previous.as_ref() {
+                return Err(Error::Indeterminate {
+                    target: Target::entity(self.tables[0].name(), primary),
+                    reason: "the write this job follows is not visible yet; the job runs again"
+                        .into(),
+                });
+            }
+            let desired = match &current {
+                Some(s) => Some(spec.family(Layout::Inter, &from_properties::<T>(&s.value)?)?),
+                None => None,
+            };
+            if let Some(family) = &desired {
+                for (i, row) in family.copies.iter().enumerate().skip(1) {
+                    let entity = Entity::new(row.keys.clone(), row.props.clone());
+                    fx.upsert_replace(&self.tables[i], &entity).await?;
+                }
+            }
+            for (i, value) in &stale {
+                if desired
+                    .as_ref()
+                    .is_some_and(|f| f.copies[*i].value == *value)
+                {
+                    continue;
+                }
+                let keys = spec.copy_keys(Layout::Inter, *i, &job.partition, value)?;
+                fx.delete_if_exists(&self.tables[*i], &keys).await?;
+            }
+            let after = fx.get(&self.tables[0], &primary).await?;
+            if etag_of(&after) == etag_of(&current) {
+                return Ok(());
+            }
+            // The primary changed while the copies were written: what was just written may
+            // be stale now, so the next round removes it unless still called for.
+            if let Some(family) = desired {
+                for (i, row) in family.copies.into_iter().enumerate().skip(1) {
+                    if !stale.contains(&(i, row.value.clone())) {
+                        stale.push((i, row.value));
+                    }
+                }
+            }
+        }
+        Err(Error::Indeterminate {
+            target: Target::entity(self.tables[0].name(), primary),
+            reason: format!("the primary copy changed during {ROUNDS} rounds; the job runs again"),
+        })
+    }
+}
+
+/// Runs [`CopyJob`]s for one [`InterPartitionIndex`](crate::InterPartitionIndex): give it to
+/// a [`tablekit_eventual::Worker`] (or use
+/// [`InterPartitionIndex::worker`](crate::InterPartitionIndex::worker)).
+pub struct CopyHandler<T> {
+    pub(crate) context: Arc<Context<T>>,
+}
+
+impl<T> Clone for CopyHandler<T> {
+    fn clone(&self) -> Self {
+        Self {
+            context: Arc::clone(&self.context),
+        }
+    }
+}
+
+impl<T> fmt::Debug for CopyHandler<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CopyHandler")
+            .field("index", &self.context.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> for CopyHandler<T> {
+    /// Makes the job's entity's copies match its primary copy.
+    ///
+    /// **Requests:** 2 point reads of the primary, 1 upsert per secondary copy, 1 delete per
+    /// stale copy. **Errors:** [`Error::InvalidValue`] for a job of another index or a
+    /// primary that does not fit `T`; [`Error::Indeterminate`] while the write the job
+    /// follows is not visible (first delivery only) or the primary keeps changing — the
+    /// worker runs it again.
+    async fn handle(&self, job: CopyJob, steps: &Steps) -> Result<()> {
+        if job.index != self.context.name {
+            return Err(Error::invalid_value(
+                "index",
+                format!(
+                    "a job of index {:?} reached the handler of {:?}",
+                    job.index, self.context.name
+                ),
+            ));
+        }
+        self.context.converge(steps, &job).await
+    }
+}

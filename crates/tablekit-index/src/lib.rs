@@ -1,0 +1,28 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+mod backfill;
+mod compound;
+mod conflict;
+mod denormalize;
+mod effects;
+mod hetero;
+mod inter;
+mod intra;
+mod list;
+mod range;
+mod spec;
+mod verify;
+
+pub use backfill::{
+    BackfillOptions, BackfillState, Checkpoint, MemoryCheckpoint, ProgressFn, TableCheckpoint,
+};
+pub use compound::CompoundRows;
+pub use denormalize::{DenormalizedCopy, DenormalizedWrite, SourceWrite};
+pub use hetero::{EntityKind, TypedRows};
+pub use inter::{CopyHandler, CopyJob, InterPartitionIndex, InterPartitionIndexBuilder};
+pub use intra::IntraPartitionIndex;
+pub use list::{EventualList, ListHandler, ListJob, ListSpec, ListSpecBuilder, SamePartitionList};
+pub use range::IndexRange;
+pub use spec::{CopySpec, IndexSpec, IndexSpecBuilder};
+pub use verify::{CopyIssue, RepairReport, VerifyReport};

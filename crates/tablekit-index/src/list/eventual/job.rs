@@ -1,0 +1,315 @@
+//! [`ListJob`]: keeping one entity's place in the lists right, idempotently.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
+use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::{ETag, Entity, Error, ErrorKind, Keys, Result, Stored, Target};
+use tablekit_eventual::{Handler, Job, Steps};
+
+use crate::effects::Effects;
+use crate::list::rows::{Lists, RowWrite};
+use crate::list::spec::{ListSpec, SHARDS};
+
+/// A listed entity: its (PartitionKey, RowKey).
+pub(crate) type Pair = (String, String);
+
+/// Rounds of re-reading when the entity or a list keeps changing under a job.
+const ROUNDS: usize = 8;
+
+/// The queued job of an [`EventualList`](crate::EventualList): make the lists agree with one
+/// entity's current value — listed under it, and under no value it had before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListJob {
+    /// The index (`<table>/<name>`): a handler refuses jobs of another index.
+    pub index: String,
+    /// The entity's PartitionKey.
+    pub partition: String,
+    /// The entity's RowKey.
+    pub row_key: String,
+    /// Values it was listed under before the write: it is removed from those it no longer
+    /// has.
+    pub stale: Vec<String>,
+    /// The entity's ETag before the write (`None`: it did not exist); see
+    /// [`CopyJob::previous`](crate::CopyJob::previous).
+    pub previous: Option<ETag>,
+}
+
+impl Job for ListJob {
+    const KIND: &'static str = "tablekit-index.lists";
+}
+
+/// Where the lists are kept.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    /// Option 3: index rows in partitions of their own (`<prefix><value>`), in a table.
+    Rows(Table),
+    /// Option 1: one JSON blob per value.
+    Blobs(Container),
+}
+
+/// What a job needs: the declaration, the entities' table and the list store.
+pub(crate) struct Context<T> {
+    pub(crate) name: String,
+    pub(crate) spec: Arc<ListSpec<T>>,
+    pub(crate) entities: Table,
+    pub(crate) store: Store,
+}
+
+fn is_lost_race(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
+    )
+}
+
+impl<T> Context<T> {
+    /// The partition of `value`'s index rows (also the stem of its blob's name).
+    pub(crate) fn list_partition(&self, value: &str) -> Result<String> {
+        self.spec.row_key(value, 0)
+    }
+
+    /// The name of `value`'s blob.
+    pub(crate) fn blob_name(&self, value: &str) -> Result<String> {
+        Ok(format!("{}.json", self.list_partition(value)?))
+    }
+
+    /// Reads `value`'s rows with point reads only (a job has no queries): the base row, then
+    /// each overflow row it counts.
+    async fn read_rows<E: Effects>(
+        &self,
+        fx: &E,
+        table: &Table,
+        value: &str,
+    ) -> Result<Lists<Pair>> {
+        let pk = self.list_partition(value)?;
+        let base = fx
+            .get(table, &Keys::new(&pk, self.spec.row_key(value, 0)?)?)
+            .await?;
+        let shards = base
+            .as_ref()
+            .and_then(|b| b.value.get_i64(SHARDS))
+            .unwrap_or(0);
+        let mut overflow: Vec<Stored<Properties>> = Vec::new();
+        for n in 1..=u32::try_from(shards).unwrap_or(0) {
+            let keys = Keys::new(&pk, self.spec.row_key(value, n)?)?;
+            overflow.extend(fx.get(table, &keys).await?);
+        }
+        Lists::from_rows(&self.spec, value, base.as_ref(), &overflow)
+    }
+
+    /// Applies row writes one by one (no transactions across steps): an overflow row is
+    /// written before the base row that counts it, so an interrupted overflow leaves only a
+    /// row no reader looks at. Emptied rows are kept empty rather than deleted: a conditional
+    /// delete is not among a job's steps. Returns `false` when the base row had to be created
+    /// first (read again and retry).
+    async fn apply_rows<E: Effects>(
+        &self,
+        fx: &E,
+        table: &Table,
+        value: &str,
+        writes: Vec<RowWrite<Pair>>,
+    ) -> Result<bool> {
+        let pk = self.list_partition(value)?;
+        let base_rk = self.spec.row_key(value, 0)?;
+        for write in writes {
+            match write {
+                RowWrite::Insert(row) if row.rk == base_rk => {
+                    // Create it empty, if nobody has; the next round adds to it under its ETag.
+                    let empty = Entity::new(Keys::new(&pk, &row.rk)?, Properties::new());
+                    fx.upsert_merge(table, &empty).await?;
+                    return Ok(false);
+                }
+                RowWrite::Insert(row) => {
+                    let entity = Entity::new(Keys::new(&pk, &row.rk)?, row.properties(&self.spec)?);
+                    fx.upsert_replace(table, &entity).await?;
+                }
+                RowWrite::Replace(row, etag) => {
+                    let entity = Entity::new(Keys::new(&pk, &row.rk)?, row.properties(&self.spec)?);
+                    fx.replace_if_match(table, &entity, &etag).await?;
+                }
+                RowWrite::Delete(rk, etag) => {
+                    let empty = Properties::new().with(self.spec.property(), "[]");
+                    fx.replace_if_match(table, &Entity::new(Keys::new(&pk, rk)?, empty), &etag)
+                        .await?;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Makes `item` listed (or not) under `value`, retrying from the read when another
+    /// writer changed the list first.
+    async fn ensure<E: Effects>(
+        &self,
+        fx: &E,
+        value: &str,
+        item: &Pair,
+        listed: bool,
+    ) -> Result<()> {
+        for _ in 0..ROUNDS {
+            let done = match &self.store {
+                Store::Rows(table) => {
+                    let lists = self.read_rows(fx, table, value).await?;
+                    let writes = if listed {
+                        lists.add(&self.spec, value, item)?
+                    } else {
+                        lists.remove(item)
+                    };
+                    if writes.is_empty() {
+                        return Ok(());
+                    }
+                    self.apply_rows(fx, table, value, writes).await
+                }
+                Store::Blobs(container) => {
+                    self.ensure_blob(fx, container, value, item, listed).await
+                }
+            };
+            match done {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) if is_lost_race(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Indeterminate {
+            target: Target::default(),
+            reason: format!("the list of {value:?} kept changing; the job runs again"),
+        })
+    }
+
+    async fn ensure_blob<E: Effects>(
+        &self,
+        fx: &E,
+        container: &Container,
+        value: &str,
+        item: &Pair,
+        listed: bool,
+    ) -> Result<bool> {
+        let name = self.blob_name(value)?;
+        let current = fx.get_blob(container, &name).await?;
+        let items: Vec<Pair> = match &current {
+            Some(blob) => serde_json::from_slice(&blob.data).map_err(|e| {
+                Error::invalid_value(&name, format!("not a list this index wrote: {e}"))
+            })?,
+            None => Vec::new(),
+        };
+        if items.contains(item) == listed {
+            return Ok(true);
+        }
+        let mut next = items;
+        if listed {
+            next.push(item.clone());
+        } else {
+            next.retain(|i| i != item);
+        }
+        let condition = match current {
+            Some(blob) => BlobCondition::IfMatch(blob.info.etag),
+            None => BlobCondition::IfNotExists,
+        };
+        let data =
+            serde_json::to_vec(&next).map_err(|e| Error::invalid_value(&name, e.to_string()))?;
+        let options = PutBlob {
+            content_type: Some("application/json".into()),
+            condition,
+            ..PutBlob::default()
+        };
+        fx.put_blob(container, &name, data, options).await?;
+        Ok(true)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
+    /// Lists the job's entity under its current value and under no other it had.
+    ///
+    /// Requests: 2 reads of the entity; per list touched, its reads and 1 write (2 when the
+    /// list is created); again per round while the entity keeps changing.
+    pub(crate) async fn converge<E: Effects>(&self, fx: &E, job: &ListJob) -> Result<()> {
+        let keys = Keys::new(&job.partition, &job.row_key)?;
+        let item: Pair = (job.partition.clone(), job.row_key.clone());
+        let mut stale = job.stale.clone();
+        for round in 0..ROUNDS {
+            let current = fx.get(&self.entities, &keys).await?;
+            let etag = current.as_ref().map(|s| s.etag.clone());
+            if round == 0 && fx.attempt() <= 1 && etag == job.previous {
+                return Err(Error::Indeterminate {
+                    target: Target::entity(self.entities.name(), keys),
+                    reason: "the write this job follows is not visible yet; the job runs again"
+                        .into(),
+                });
+            }
+            let desired = match &current {
+                Some(s) => Some(self.spec.value_of(&from_properties::<T>(&s.value)?)),
+                None => None,
+            };
+            if let Some(value) = &desired {
+                self.ensure(fx, value, &item, true).await?;
+            }
+            for value in &stale {
+                if desired.as_ref() != Some(value) {
+                    self.ensure(fx, value, &item, false).await?;
+                }
+            }
+            let after = fx.get(&self.entities, &keys).await?;
+            if after.map(|s| s.etag) == etag {
+                return Ok(());
+            }
+            if let Some(value) = desired {
+                if !stale.contains(&value) {
+                    stale.push(value);
+                }
+            }
+        }
+        Err(Error::Indeterminate {
+            target: Target::entity(self.entities.name(), keys),
+            reason: format!("the entity changed during {ROUNDS} rounds; the job runs again"),
+        })
+    }
+}
+
+/// Runs [`ListJob`]s for one [`EventualList`](crate::EventualList): give it to a
+/// [`tablekit_eventual::Worker`] (or use [`EventualList::worker`](crate::EventualList::worker)).
+pub struct ListHandler<T> {
+    pub(crate) context: Arc<Context<T>>,
+}
+
+impl<T> Clone for ListHandler<T> {
+    fn clone(&self) -> Self {
+        Self {
+            context: Arc::clone(&self.context),
+        }
+    }
+}
+
+impl<T> fmt::Debug for ListHandler<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListHandler")
+            .field("index", &self.context.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> for ListHandler<T> {
+    /// Lists the job's entity under its current value only.
+    ///
+    /// **Requests:** 2 point reads of the entity; per list touched, its reads (1, plus 1 per
+    /// overflow row) and 1 write (2 when the list is created). **Errors:**
+    /// [`Error::InvalidValue`] for a job of another index; [`Error::Indeterminate`] while the
+    /// write the job follows is not visible (first delivery only) or things keep changing —
+    /// the worker runs it again.
+    async fn handle(&self, job: ListJob, steps: &Steps) -> Result<()> {
+        if job.index != self.context.name {
+            return Err(Error::invalid_value(
+                "index",
+                format!(
+                    "a job of index {:?} reached the handler of {:?}",
+                    job.index, self.context.name
+                ),
+            ));
+        }
+        self.context.converge(steps, &job).await
+    }
+}

@@ -1,0 +1,10 @@
+//! Index entities (PATTERNS.md §5.4): lists of the entities that share a value.
+
+mod eventual;
+mod rows;
+mod same_partition;
+mod spec;
+
+pub use eventual::{EventualList, ListHandler, ListJob};
+pub use same_partition::SamePartitionList;
+pub use spec::{ListSpec, ListSpecBuilder};

@@ -1,0 +1,305 @@
+//! Index entities, option 2: the lists live in the entities' own partition and change in the
+//! same transaction as the entities, conditioned on the list rows' ETags.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_azure::Table;
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
+
+use super::rows::{Lists, RowWrite, read_lists};
+use super::spec::ListSpec;
+use crate::conflict::{as_conflict, is_race};
+
+/// An index of entities by a non-unique value whose lists (`Sales/Jones` → `EmployeeIDs`)
+/// live in the same partition as the entities and change in the same entity group
+/// transaction: the guide's index entities, option 2.
+///
+/// **Consistency:** strong. Each write reads the list row(s) it changes, then one
+/// transaction writes the entity and the lists, each list row conditioned on the ETag read
+/// (a missing row is inserted, so two writers creating it collide too). A writer that lost
+/// the race gets 412 (or 409) for the whole transaction and starts again from the read, so
+/// concurrent writers never lose an id. Lookups are within one partition; for
+/// organisation-wide lookups use an [`EventualList`](crate::EventualList).
+pub struct SamePartitionList<T> {
+    table: Table,
+    spec: Arc<ListSpec<T>>,
+}
+
+impl<T> Clone for SamePartitionList<T> {
+    fn clone(&self) -> Self {
+        Self {
+            table: self.table.clone(),
+            spec: Arc::clone(&self.spec),
+        }
+    }
+}
+
+impl<T> fmt::Debug for SamePartitionList<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SamePartitionList")
+            .field("table", &self.table.name())
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+/// How the entity itself is written in a list transaction.
+enum EntityWrite {
+    Insert,
+    Replace(ETag),
+    Delete(ETag),
+}
+
+impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<T> {
+    /// An index over the entities and lists of `table`. No request is sent.
+    pub fn new(table: Table, spec: ListSpec<T>) -> Self {
+        Self {
+            table,
+            spec: Arc::new(spec),
+        }
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The declaration.
+    pub fn spec(&self) -> &ListSpec<T> {
+        &self.spec
+    }
+
+    /// The keys of `value`'s base index row in `partition` (`Sales/Jones`).
+    ///
+    /// # Errors
+    /// Key errors.
+    pub fn list_keys(&self, partition: &str, value: &str) -> Result<Keys> {
+        Keys::new(partition, self.spec.row_key(value, 0)?)
+    }
+
+    async fn read(&self, partition: &str, value: &str) -> Result<Lists<String>> {
+        read_lists(&self.table, &self.spec, partition, value).await
+    }
+
+    /// One transaction: the entity write first, then the list writes.
+    async fn commit(
+        &self,
+        entity: Option<&Entity<&T>>,
+        keys: &Keys,
+        write: EntityWrite,
+        lists: Vec<RowWrite<String>>,
+    ) -> Result<Option<ETag>> {
+        let mut ops = Vec::with_capacity(1 + lists.len());
+        ops.push(match (write, entity) {
+            (EntityWrite::Insert, Some(e)) => Operation::insert(e)?,
+            (EntityWrite::Replace(etag), Some(e)) => Operation::replace(e, IfMatch::ETag(etag))?,
+            (EntityWrite::Delete(etag), _) => Operation::delete(keys.clone(), IfMatch::ETag(etag)),
+            (_, None) => return Err(Error::invalid_value("", "no entity to write")),
+        });
+        for w in &lists {
+            ops.push(w.operation(&self.spec, keys.pk())?);
+        }
+        let outcomes = self.table.submit(&BatchPlan::atomic(ops)?).await?;
+        Ok(outcomes
+            .first()
+            .and_then(|o| o.etags.first().cloned())
+            .flatten())
+    }
+
+    /// Runs `attempt` until it does not lose a race; `insert_guard` says whether a 409 on the
+    /// entity itself means "exists" (an error) rather than a race.
+    async fn retrying<F, Fut, R>(&self, insert_guard: bool, mut attempt: F) -> Result<R>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<R>>,
+    {
+        let mut conflicts = self.table.account().conflict_loop();
+        loop {
+            match attempt().await {
+                Ok(r) => return Ok(r),
+                Err(Error::BatchFailed { index: 0, source })
+                    if insert_guard && source.kind() == tablekit_core::ErrorKind::AlreadyExists =>
+                {
+                    return Err(Error::BatchFailed { index: 0, source });
+                }
+                Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
+                    conflicts.retry(as_conflict(e)).await?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Inserts a new entity and adds its RowKey to its value's list, in one transaction:
+    /// reads the list row and saves its ETag, then inserts the entity and replaces the row
+    /// conditioned on that ETag (or inserts the row when there is none). On a concurrency
+    /// error it starts again from the read. Returns the entity's ETag.
+    ///
+    /// **Requests:** 2 (a point read, one transaction; +1 read when the list has overflow
+    /// rows), plus 2 per conflict retry. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// Key, value and size errors before any request; [`Error::BatchFailed`] with index 0
+    /// and [`Error::AlreadyExists`] when the entity exists; [`Error::PreconditionFailed`] when
+    /// conflicts outlast the account's `conflict_retry` attempts.
+    pub async fn insert(&self, entity: &T) -> Result<ETag> {
+        let keys = self.spec.entity_keys(entity)?;
+        let value = self.spec.value_of(entity);
+        let item = keys.rk().to_owned();
+        let row = Entity::new(keys.clone(), entity);
+        Operation::insert(&row)?;
+        let etag = self
+            .retrying(true, || async {
+                let lists = self.read(keys.pk(), &value).await?;
+                let writes = lists.add(&self.spec, &value, &item)?;
+                self.commit(Some(&row), &keys, EntityWrite::Insert, writes)
+                    .await
+            })
+            .await?;
+        Ok(etag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Stores an entity, new or not. Reads it; if new, as [`insert`](Self::insert); if its
+    /// value is unchanged, replaces it under its ETag; if its value changed (a new last
+    /// name), reads the old and the new list rows and updates all three entities in one
+    /// transaction, each under the ETag read. Retried from the reads on a concurrency error.
+    ///
+    /// **Requests:** new entity 3; unchanged value 2; changed value 4 (the entity read, the
+    /// two list reads in parallel, one transaction); +1 per list with overflow rows; the same
+    /// again per conflict retry. **Consistency:** strong: the entity and both lists change
+    /// together or not at all.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert); [`Error::InvalidValue`] when the stored entity does not
+    /// fit `T`.
+    pub async fn put(&self, entity: &T) -> Result<ETag> {
+        let keys = self.spec.entity_keys(entity)?;
+        let value = self.spec.value_of(entity);
+        let item = keys.rk().to_owned();
+        let row = Entity::new(keys.clone(), entity);
+        Operation::insert(&row)?;
+        let etag = self
+            .retrying(false, || async {
+                match self.table.get::<T>(&keys).await? {
+                    None => {
+                        let lists = self.read(keys.pk(), &value).await?;
+                        let writes = lists.add(&self.spec, &value, &item)?;
+                        self.commit(Some(&row), &keys, EntityWrite::Insert, writes)
+                            .await
+                    }
+                    Some(current) => self.change(&current, &row, &value, &item).await,
+                }
+            })
+            .await?;
+        Ok(etag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    async fn change(
+        &self,
+        current: &Stored<T>,
+        row: &Entity<&T>,
+        value: &str,
+        item: &String,
+    ) -> Result<Option<ETag>> {
+        let old_value = self.spec.value_of(&current.value);
+        let write = EntityWrite::Replace(current.etag.clone());
+        if old_value == value {
+            return self.commit(Some(row), &row.keys, write, Vec::new()).await;
+        }
+        let pk = row.keys.pk();
+        let (old, new) = futures::try_join!(self.read(pk, &old_value), self.read(pk, value))?;
+        let mut writes = old.remove(item);
+        writes.extend(new.add(&self.spec, value, item)?);
+        self.commit(Some(row), &row.keys, write, writes).await
+    }
+
+    /// Replaces an entity the caller has read (`current`) with `entity`, under `current`'s
+    /// ETag, moving its RowKey between lists if its value changed — three entities in one
+    /// transaction, each conditioned on an ETag. Not retried: any stale ETag fails it whole.
+    ///
+    /// **Requests:** 1 when the value is unchanged; 3 when it changed (two list reads, one
+    /// transaction), +1 per list with overflow rows. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] before any request when the keys differ; [`Error::BatchFailed`]
+    /// with [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed
+    /// since read; nothing is written then.
+    pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
+        let keys = self.spec.entity_keys(entity)?;
+        if keys != current.keys {
+            return Err(Error::invalid_value(
+                "",
+                format!(
+                    "replace keeps an entity where it is: {keys} is not {}",
+                    current.keys
+                ),
+            ));
+        }
+        let value = self.spec.value_of(entity);
+        let row = Entity::new(keys.clone(), entity);
+        let etag = self
+            .change(current, &row, &value, &keys.rk().to_owned())
+            .await?;
+        Ok(etag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Deletes an entity and removes its RowKey from its list in one transaction, both
+    /// conditioned on the ETags read. Returns whether it existed.
+    ///
+    /// **Requests:** 3 (entity read, list read, one transaction; 1 if the entity does not
+    /// exist; +1 with overflow rows), plus 3 per conflict retry. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries.
+    pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
+        let keys = Keys::new(partition, row_key)?;
+        self.retrying(false, || async {
+            let Some(current) = self.table.get::<T>(&keys).await? else {
+                return Ok(false);
+            };
+            let value = self.spec.value_of(&current.value);
+            let lists = self.read(partition, &value).await?;
+            let writes = lists.remove(&keys.rk().to_owned());
+            self.commit(None, &keys, EntityWrite::Delete(current.etag), writes)
+                .await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// The RowKeys listed for `value` in `partition` (`Sales`, `Jones` → `000152`, …), oldest
+    /// first.
+    ///
+    /// **Requests:** 1 (a point read), +1 when the list has overflow rows.
+    /// **Consistency:** strong.
+    ///
+    /// # Errors
+    /// Key errors; [`Error::InvalidValue`] for a list this index did not write.
+    pub async fn ids(&self, partition: &str, value: &str) -> Result<Vec<String>> {
+        Ok(self.read(partition, value).await?.items())
+    }
+
+    /// The entities listed for `value` in `partition`, in list order: the list, then one
+    /// point read per entity, `concurrency` (the account setting) at a time.
+    ///
+    /// **Requests:** as [`ids`](Self::ids), plus 1 per listed entity. **Consistency:**
+    /// strong for the list; an entity deleted between the reads is left out.
+    ///
+    /// # Errors
+    /// As [`ids`](Self::ids); [`Error::InvalidValue`] when an entity does not fit `T`.
+    pub async fn lookup(&self, partition: &str, value: &str) -> Result<Vec<Stored<T>>> {
+        let ids = self.ids(partition, value).await?;
+        let concurrency = self.table.account().settings().concurrency.max(1);
+        let found: Vec<Option<Stored<T>>> = futures::stream::iter(ids)
+            .map(|id| async move { self.table.get::<T>(&Keys::new(partition, id)?).await })
+            .buffered(concurrency)
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+}

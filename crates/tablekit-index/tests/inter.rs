@@ -1,0 +1,398 @@
+//! The inter-partition secondary index against Azurite: claim 31, the guide's layout, request
+//! counts, a worker killed between the primary write and the copy, verify and repair.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{EmailCard, Employee, employee, employee_spec, measured, table};
+use tablekit_azure::{Queue, RequestKind, Table};
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::edm::Properties;
+use tablekit_core::filter::{Filter, ROW_KEY};
+use tablekit_core::{Entity, Error, Keys};
+use tablekit_eventual::{HandlerRetry, WorkerOptions};
+use tablekit_index::{CopyJob, InterPartitionIndex};
+use tablekit_testkit::unique_queue_name;
+
+fn fast_worker() -> WorkerOptions {
+    WorkerOptions {
+        visibility_timeout: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(20),
+        idle_backoff_max: Duration::from_millis(100),
+        handler_retry: HandlerRetry::none(),
+        ..WorkerOptions::default()
+    }
+}
+
+async fn setup(prefix: &str) -> (InterPartitionIndex<Employee>, Table, Queue) {
+    let table = table(prefix).await;
+    let queue = table.account().queue(&unique_queue_name(prefix)).unwrap();
+    let index = InterPartitionIndex::new(table.clone(), employee_spec(), queue.clone());
+    index.create().await.unwrap();
+    (index, table, queue)
+}
+
+async fn cleanup(index: &InterPartitionIndex<Employee>, table: &Table) {
+    index.jobs().delete().await.unwrap();
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
+    let (index, table, _) = setup("inter").await;
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    let (r, spent) = measured(&table, index.insert(&jones)).await;
+    r.unwrap();
+    assert_eq!(
+        (
+            spent.requests_of(RequestKind::QueuePut),
+            spent.requests_of(RequestKind::Insert),
+            spent.requests()
+        ),
+        (1, 1, 2),
+        "enqueue the job, insert the primary"
+    );
+    // The primary is readable at once, under the guide's keys.
+    let primary = table
+        .get::<Employee>(&Keys::new("empid_Sales", "000223").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(primary.unwrap().value, jones);
+    let (got, spent) = measured(&table, index.get("Sales", "000223")).await;
+    assert!(got.unwrap().is_some());
+    assert_eq!(spent.requests(), 1);
+    // The copy is not there until the job runs.
+    assert!(
+        index
+            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let (report, spent) = measured(&table, index.verify("Sales")).await;
+    let report = report.unwrap();
+    assert_eq!(spent.requests(), 2, "one partition read per copy");
+    assert_eq!(report.missing.len(), 1);
+    assert_eq!(
+        report.missing[0].keys,
+        Keys::new("email_Sales", "jonesj@contoso.com").unwrap()
+    );
+
+    // Claim 31: the two partitions cannot share a transaction — refused before sending.
+    let copy = |pk: &str, rk: &str| {
+        Operation::upsert_replace(&Entity::try_new(pk, rk, &jones).unwrap()).unwrap()
+    };
+    let (refused, spent) = measured(&table, async {
+        BatchPlan::atomic([
+            copy("empid_Sales", "000223"),
+            copy("email_Sales", "jonesj@contoso.com"),
+        ])
+    })
+    .await;
+    assert!(matches!(
+        refused,
+        Err(Error::CrossPartitionTransaction { .. })
+    ));
+    assert_eq!(spent.requests(), 0);
+
+    let worker = index.worker(fast_worker());
+    let (done, spent) = measured(&table, worker.drain()).await;
+    assert_eq!(done.unwrap().processed, 1);
+    assert_eq!(
+        (
+            spent.requests_of(RequestKind::Get),
+            spent.requests_of(RequestKind::UpsertReplace)
+        ),
+        (2, 1),
+        "the job: read the primary, upsert the copy, read the primary again"
+    );
+    let (card, spent) = measured(
+        &table,
+        index.get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com"),
+    )
+    .await;
+    assert_eq!(card.unwrap().unwrap().value.id, "000223");
+    assert_eq!(spent.requests(), 1, "get_by is one point query");
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+
+    // Ranges, as the guide writes them.
+    for id in [100, 150, 199, 200] {
+        index
+            .insert(&employee(
+                "Sales",
+                id,
+                "Smith",
+                &format!("a{id}@contoso.com"),
+            ))
+            .await
+            .unwrap();
+    }
+    worker.drain().await.unwrap();
+    let literal = Filter::partition("empid_Sales")
+        .and(Filter::ge(ROW_KEY, "000100"))
+        .and(Filter::le(ROW_KEY, "000199"));
+    let rows = table
+        .query::<Properties>()
+        .filter(literal)
+        .collect()
+        .await
+        .unwrap();
+    let (range, spent) = measured(
+        &table,
+        index
+            .range_by("empid", "Sales", "000100"..="000199")
+            .unwrap()
+            .collect(),
+    )
+    .await;
+    let range = range.unwrap();
+    assert_eq!(spent.requests(), 1);
+    assert_eq!(range.len(), rows.len());
+    assert_eq!(
+        range
+            .iter()
+            .map(|s| s.value.id.as_str())
+            .collect::<Vec<_>>(),
+        ["000100", "000150", "000199"]
+    );
+    let (a, spent) = measured(
+        &table,
+        index
+            .range_by_prefix("email", "Sales", "a")
+            .unwrap()
+            .as_type::<EmailCard>()
+            .collect(),
+    )
+    .await;
+    let a = a.unwrap();
+    assert_eq!(spent.requests(), 1);
+    assert_eq!(a.len(), 4);
+    assert!(a.windows(2).all(|w| w[0].value.email < w[1].value.email));
+    cleanup(&index, &table).await;
+}
+
+#[tokio::test]
+async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart_converges() {
+    let (index, table, queue) = setup("interkill").await;
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    let (r, spent) = measured(&table, index.put(&jones)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 3, "read, enqueue, write");
+    // A worker takes the job and is killed before it writes the copy: the message stays
+    // invisible until its visibility timeout ends.
+    let taken = queue.get(1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    let job: serde_json::Value = serde_json::from_slice(&taken[0].payload).unwrap();
+    assert!(job.to_string().contains("000223"), "{job}");
+    let report = index.verify("Sales").await.unwrap();
+    assert_eq!(report.missing.len(), 1, "{report:?}");
+    assert_eq!(report.missing[0].keys.rk(), "jonesj@contoso.com");
+    // A restarted worker gets the message back after the timeout and converges.
+    let done = index.worker(fast_worker()).drain().await.unwrap();
+    assert_eq!(done.processed, 1);
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+
+    // The same with a new email, fixed by repair instead of a worker.
+    let moved = Employee {
+        email: "jun.jones@contoso.com".into(),
+        ..jones.clone()
+    };
+    index.put(&moved).await.unwrap();
+    assert_eq!(queue.get(1, Duration::from_secs(1)).await.unwrap().len(), 1);
+    let report = index.verify("Sales").await.unwrap();
+    assert_eq!(
+        (report.missing.len(), report.orphaned.len()),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.orphaned[0].keys.rk(), "jonesj@contoso.com");
+    let (repaired, spent) = measured(&table, index.repair("Sales")).await;
+    let repaired = repaired.unwrap();
+    assert_eq!(
+        (repaired.rewritten, repaired.deleted, repaired.skipped),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        spent.requests(),
+        2 + 3 + 1,
+        "audit (2 partitions), one entity (2 reads + 1 upsert), one orphan delete"
+    );
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    // The job still queued runs later and changes nothing.
+    assert_eq!(
+        index.worker(fast_worker()).drain().await.unwrap().processed,
+        1
+    );
+    let after = index.verify("Sales").await.unwrap();
+    assert!(after.is_consistent(), "{after:?}");
+    assert!(
+        index
+            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Deleting: the primary at once, the copy when the job runs.
+    let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
+    assert!(gone.unwrap());
+    assert_eq!(spent.requests(), 3);
+    index.worker(fast_worker()).drain().await.unwrap();
+    let left = table
+        .query::<Properties>()
+        .filter(Filter::partition("email_Sales"))
+        .collect()
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    cleanup(&index, &table).await;
+}
+
+#[tokio::test]
+async fn a_job_that_runs_before_its_write_waits_for_it() {
+    let (index, table, _) = setup("intersettle").await;
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    // The job of a write that has not landed yet.
+    let job = CopyJob {
+        index: format!("{}/empid", table.name()),
+        partition: "Sales".into(),
+        id: "000223".into(),
+        stale: Vec::new(),
+        previous: None,
+    };
+    index.jobs().enqueue(&job).await.unwrap();
+    let worker = index.worker(fast_worker());
+    let running = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.drain().await }
+    });
+    // Its first run finds the primary as it was before the write, and fails...
+    while worker.stats().failed_attempts == 0 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(index.get("Sales", "000223").await.unwrap().is_none());
+    // ... the write lands, and the next delivery copies it.
+    table
+        .insert(&Entity::new(
+            Keys::new("empid_Sales", "000223").unwrap(),
+            &jones,
+        ))
+        .await
+        .unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(report.processed, 1);
+    assert!(
+        index
+            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    cleanup(&index, &table).await;
+}
+
+#[tokio::test]
+async fn copies_can_live_in_their_own_table() {
+    let primary = table("interprimary").await;
+    let by_email = primary
+        .account()
+        .table(&tablekit_testkit::unique_table_name("interemail"))
+        .unwrap();
+    let queue = primary
+        .account()
+        .queue(&unique_queue_name("intertables"))
+        .unwrap();
+    let index = InterPartitionIndex::builder(primary.clone(), employee_spec(), queue)
+        .copy_table("email", by_email.clone())
+        .build()
+        .unwrap();
+    let (r, spent) = measured(&primary, index.create()).await;
+    r.unwrap();
+    assert_eq!(
+        spent.requests(),
+        2 + 2,
+        "two tables, the queue and its poison queue"
+    );
+    index
+        .insert(&employee("Sales", 223, "Jones", "jonesj@contoso.com"))
+        .await
+        .unwrap();
+    index.worker(fast_worker()).drain().await.unwrap();
+    let copy = by_email
+        .get::<EmailCard>(&Keys::new("email_Sales", "jonesj@contoso.com").unwrap())
+        .await
+        .unwrap();
+    assert!(copy.is_some(), "the copy is in the email table");
+    assert!(
+        primary
+            .get::<Properties>(&Keys::new("email_Sales", "jonesj@contoso.com").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    let refused = InterPartitionIndex::builder(
+        primary.clone(),
+        employee_spec(),
+        primary.account().queue("unused").unwrap(),
+    )
+    .copy_table("phone", by_email.clone())
+    .build();
+    assert!(refused.is_err());
+    index.jobs().delete().await.unwrap();
+    by_email.delete_table().await.unwrap();
+    primary.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_backfill_writes_the_copies_of_existing_primaries_once() {
+    let (index, table, _) = setup("interbackfill").await;
+    let departments = ["Sales", "Marketing", "Finance"];
+    let ops = departments
+        .iter()
+        .flat_map(|d| (0..100u32).map(move |id| employee(d, id, "Jones", &format!("e{id}.{d}@x"))))
+        .map(|e| {
+            let keys = Keys::new(format!("empid_{}", e.department), &e.id).unwrap();
+            Operation::insert(&Entity::new(keys, e)).unwrap()
+        })
+        .collect();
+    assert!(
+        table
+            .bulk_write(ops, Default::default())
+            .await
+            .unwrap()
+            .is_complete()
+    );
+    let checkpoint = tablekit_index::MemoryCheckpoint::new();
+    let options = tablekit_index::BackfillOptions {
+        page_size: Some(100),
+        ..Default::default()
+    };
+    let first = tablekit_index::BackfillOptions {
+        max_pages: Some(1),
+        ..options.clone()
+    };
+    let (state, spent) = measured(&table, index.backfill(&checkpoint, first)).await;
+    let state = state.unwrap();
+    assert_eq!((state.pages, state.written, state.done), (1, 100, false));
+    assert_eq!(
+        (
+            spent.requests_of(RequestKind::Query),
+            spent.requests_of(RequestKind::Transaction),
+            spent.requests()
+        ),
+        (1, 1, 2),
+        "one page, its 100 copies in one partition: one transaction (memory checkpoint)"
+    );
+    let done = index.backfill(&checkpoint, options).await.unwrap();
+    assert!(done.done);
+    assert_eq!(done.written, 300);
+    for d in departments {
+        let report = index.verify(d).await.unwrap();
+        assert!(report.is_consistent(), "{d}: {report:?}");
+        assert_eq!(report.checked, 100);
+    }
+    cleanup(&index, &table).await;
+}

@@ -1,0 +1,435 @@
+//! The intra-partition secondary index against Azurite: claims 28–30, request counts,
+//! concurrency, audits.
+
+mod common;
+
+use common::{EmailCard, Employee, employee, employee_spec, measured, table};
+use tablekit_azure::RequestKind;
+use tablekit_core::edm::Properties;
+use tablekit_core::filter::{Filter, ROW_KEY};
+use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys, QueryShape};
+use tablekit_index::IntraPartitionIndex;
+
+async fn index(prefix: &str) -> IntraPartitionIndex<Employee> {
+    IntraPartitionIndex::new(table(prefix).await, employee_spec())
+}
+
+#[tokio::test]
+async fn claim_28_both_copies_are_point_readable_and_written_together() {
+    let index = index("intra28").await;
+    let table = index.table().clone();
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+
+    let (etag, spent) = measured(&table, index.insert(&jones)).await;
+    etag.unwrap();
+    assert_eq!(spent.requests(), 1, "a new entity is one transaction");
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+
+    for rk in ["empid_000223", "email_jonesj@contoso.com"] {
+        let keys = Keys::new("Sales", rk).unwrap();
+        let (row, spent) = measured(&table, table.get::<Properties>(&keys)).await;
+        assert!(row.unwrap().is_some(), "{rk} is point-retrievable");
+        assert_eq!(spent.requests_of(RequestKind::Get), 1);
+    }
+    let (card, spent) = measured(
+        &table,
+        index.get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com"),
+    )
+    .await;
+    assert_eq!(card.unwrap().unwrap().value.id, "000223");
+    assert_eq!(spent.requests(), 1, "get_by is one point query");
+    let (full, spent) = measured(&table, index.get("Sales", "000223")).await;
+    assert_eq!(full.unwrap().unwrap().value, jones);
+    assert_eq!(spent.requests(), 1);
+
+    // Either both exist or neither: a second employee claiming the same email is refused as
+    // a whole, so not even its id copy is written.
+    let clash = employee("Sales", 224, "Jonas", "jonesj@contoso.com");
+    let err = index.insert(&clash).await.unwrap_err();
+    match &err {
+        Error::BatchFailed { index, source } => {
+            assert_eq!(*index, 1, "the email copy is refused");
+            assert_eq!(source.kind(), ErrorKind::AlreadyExists);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(index.get("Sales", "000224").await.unwrap().is_none());
+    // And inserting the same entity twice is refused on the primary.
+    let again = index.insert(&jones).await.unwrap_err();
+    assert!(matches!(again, Error::BatchFailed { index: 0, .. }));
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
+    let index = index("intraput").await;
+    let table = index.table().clone();
+    let mut jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+
+    let (etag, spent) = measured(&table, index.put(&jones)).await;
+    etag.unwrap();
+    assert_eq!(
+        (
+            spent.requests_of(RequestKind::Get),
+            spent.requests_of(RequestKind::Transaction),
+            spent.requests()
+        ),
+        (1, 1, 2),
+        "put of a new entity: a read that finds nothing, one transaction"
+    );
+
+    jones.email = "jun.jones@contoso.com".into();
+    let (etag, spent) = measured(&table, index.put(&jones)).await;
+    let etag = etag.unwrap();
+    assert_eq!(spent.requests(), 2, "read + one transaction");
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+    assert!(
+        index
+            .get_by("email", "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_none(),
+        "the stale copy went in the same transaction"
+    );
+    let moved = index
+        .get_by_as::<EmailCard>("email", "Sales", "jun.jones@contoso.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(moved.value.email, "jun.jones@contoso.com");
+    let primary = index.get("Sales", "000223").await.unwrap().unwrap();
+    assert_eq!(primary.etag, etag, "put returns the primary's new ETag");
+
+    // Unchanged values: still two requests, the copy rewritten in place.
+    jones.age = 35;
+    let (r, spent) = measured(&table, index.put(&jones)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 2);
+    assert_eq!(
+        index
+            .get("Sales", "000223")
+            .await
+            .unwrap()
+            .unwrap()
+            .value
+            .age,
+        35
+    );
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn replace_and_delete_use_the_etag_read() {
+    let index = index("intrarepl").await;
+    let table = index.table().clone();
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    index.insert(&jones).await.unwrap();
+    let current = index.get("Sales", "000223").await.unwrap().unwrap();
+
+    let changed = Employee {
+        email: "j2@contoso.com".into(),
+        ..jones.clone()
+    };
+    let (r, spent) = measured(&table, index.replace(&current, &changed)).await;
+    r.unwrap();
+    assert_eq!(
+        spent.requests(),
+        1,
+        "replace of a read entity is one transaction"
+    );
+    // The ETag read before is stale now: refused as a whole.
+    let stale = index.replace(&current, &jones).await.unwrap_err();
+    assert!(
+        matches!(&stale, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::PreconditionFailed),
+        "{stale:?}"
+    );
+    assert!(
+        index
+            .get_by_as::<EmailCard>("email", "Sales", "j2@contoso.com")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Moving an entity is refused before any request.
+    let moved = Employee {
+        department: "Marketing".into(),
+        ..changed.clone()
+    };
+    let fresh = index.get("Sales", "000223").await.unwrap().unwrap();
+    let (r, spent) = measured(&table, index.replace(&fresh, &moved)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(spent.requests(), 0);
+
+    let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
+    assert!(gone.unwrap());
+    assert_eq!(spent.requests(), 2, "read + one transaction");
+    let rows = table
+        .query::<Properties>()
+        .filter(Filter::partition("Sales"))
+        .collect()
+        .await
+        .unwrap();
+    assert!(rows.is_empty(), "every copy deleted: {rows:?}");
+    let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
+    assert!(!gone.unwrap());
+    assert_eq!(spent.requests(), 1);
+
+    index.insert(&jones).await.unwrap();
+    let current = index.get("Sales", "000223").await.unwrap().unwrap();
+    let (r, spent) = measured(&table, index.delete_stored(&current)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 1);
+    assert!(
+        index
+            .get_by("email", "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copies() {
+    let index = index("intrarange").await;
+    let table = index.table().clone();
+    let emails = ["alice", "bob", "adam", "zoe", "anna", "carl"];
+    let mut ids = Vec::new();
+    for (n, id) in [95u32, 100, 123, 150, 199, 200, 223]
+        .into_iter()
+        .enumerate()
+    {
+        let name = emails[n % emails.len()];
+        let e = employee("Sales", id, "Jones", &format!("{name}{id}@contoso.com"));
+        index.insert(&e).await.unwrap();
+        ids.push(id);
+    }
+    // Another partition's copies are never in range.
+    index
+        .insert(&employee("Marketing", 150, "Hall", "ahall@contoso.com"))
+        .await
+        .unwrap();
+
+    // Claim 29, as the guide writes the filter.
+    let literal = Filter::partition("Sales")
+        .and(Filter::ge(ROW_KEY, "empid_000100"))
+        .and(Filter::le(ROW_KEY, "empid_000199"));
+    let rows = table
+        .query::<Properties>()
+        .filter(literal)
+        .collect()
+        .await
+        .unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r.keys.rk()).collect();
+    assert_eq!(
+        keys,
+        [
+            "empid_000100",
+            "empid_000123",
+            "empid_000150",
+            "empid_000199"
+        ]
+    );
+
+    let range = index
+        .range_by("empid", "Sales", "000100"..="000199")
+        .unwrap();
+    assert_eq!(range.shape(), QueryShape::Range);
+    let (found, spent) = measured(&table, range.collect()).await;
+    let found: Vec<String> = found.unwrap().into_iter().map(|s| s.value.id).collect();
+    assert_eq!(found, ["000100", "000123", "000150", "000199"]);
+    assert_eq!(spent.requests(), 1);
+
+    // Claim 30: emails starting with "a", sorted by email.
+    let literal = Filter::partition("Sales")
+        .and(Filter::ge(ROW_KEY, "email_a"))
+        .and(Filter::lt(ROW_KEY, "email_b"));
+    let rows = table
+        .query::<Properties>()
+        .filter(literal)
+        .collect()
+        .await
+        .unwrap();
+    let by_filter: Vec<String> = rows
+        .iter()
+        .map(|r| r.value.get_str("Email").unwrap().to_owned())
+        .collect();
+    let range = index
+        .range_by_prefix("email", "Sales", "a")
+        .unwrap()
+        .as_type::<EmailCard>();
+    let (found, spent) = measured(&table, range.collect()).await;
+    let found: Vec<String> = found.unwrap().into_iter().map(|s| s.value.email).collect();
+    assert_eq!(spent.requests(), 1);
+    assert_eq!(found, by_filter);
+    let mut expected: Vec<String> = (0..ids.len())
+        .map(|n| format!("{}{}@contoso.com", emails[n % emails.len()], ids[n]))
+        .filter(|e| e.starts_with('a'))
+        .collect();
+    expected.sort();
+    assert_eq!(found, expected);
+    assert!(found.len() >= 3);
+    // The whole email index, in email order.
+    let all = index
+        .range_by("email", "Sales", ..)
+        .unwrap()
+        .as_type::<EmailCard>()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), ids.len());
+    assert!(all.windows(2).all(|w| w[0].value.email < w[1].value.email));
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn compound_rows_next_to_fixed_width_copies_are_not_taken_for_copies() {
+    let index = index("intrawidth").await;
+    let table = index.table().clone();
+    index
+        .insert(&employee("Sales", 123, "Jones", "a@x"))
+        .await
+        .unwrap();
+    let review = Entity::new(
+        Keys::new("Sales", "empid_000123_2012").unwrap(),
+        Properties::new().with("Comments", "good"),
+    );
+    table.insert(&review).await.unwrap();
+    let found = index
+        .range_by("empid", "Sales", "000100"..="000199")
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].keys.rk(), "empid_000123");
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    // Values of the wrong width are refused before any request.
+    let (r, spent) = measured(
+        &table,
+        index.insert(&Employee {
+            id: "123".into(),
+            ..employee("Sales", 1, "J", "b@x")
+        }),
+    )
+    .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(spent.requests(), 0);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_writers_never_leave_a_stale_or_missing_copy() {
+    let index = index("intrarace").await;
+    let table = index.table().clone();
+    index
+        .insert(&employee("Sales", 223, "Jones", "start@contoso.com"))
+        .await
+        .unwrap();
+    let writers: Vec<_> = (0..8)
+        .map(|n| {
+            let index = index.clone();
+            tokio::spawn(async move {
+                let e = employee("Sales", 223, "Jones", &format!("writer{n}@contoso.com"));
+                index.put(&e).await
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap().unwrap();
+    }
+    let winner = index
+        .get("Sales", "000223")
+        .await
+        .unwrap()
+        .unwrap()
+        .value
+        .email;
+    let emails = index
+        .range_by("email", "Sales", ..)
+        .unwrap()
+        .as_type::<EmailCard>()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(emails.len(), 1, "exactly one email copy: {emails:?}");
+    assert_eq!(emails[0].value.email, winner);
+    let report = index.verify("Sales").await.unwrap();
+    assert!(report.is_consistent(), "{report:?}");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn verify_finds_drift_and_repair_fixes_it() {
+    let index = index("intraaudit").await;
+    let table = index.table().clone();
+    for (id, email) in [(1, "a@x"), (2, "b@x"), (3, "c@x")] {
+        index
+            .insert(&employee("Sales", id, "Jones", email))
+            .await
+            .unwrap();
+    }
+    let (report, spent) = measured(&table, index.verify("Sales")).await;
+    assert!(report.unwrap().is_consistent());
+    assert_eq!(spent.requests(), 2, "one range query per copy");
+
+    // Drift made outside the index: a copy deleted, a copy edited, an orphan left behind.
+    table
+        .delete(&Keys::new("Sales", "email_a@x").unwrap(), IfMatch::Any)
+        .await
+        .unwrap();
+    let edited = Entity::new(
+        Keys::new("Sales", "email_b@x").unwrap(),
+        Properties::new()
+            .with("Email", "b@x")
+            .with("LastName", "Wrong"),
+    );
+    table.upsert_replace(&edited).await.unwrap();
+    let orphan = Entity::new(
+        Keys::new("Sales", "email_gone@x").unwrap(),
+        Properties::new().with("Email", "gone@x"),
+    );
+    table.insert(&orphan).await.unwrap();
+
+    let report = index.verify("Sales").await.unwrap();
+    assert_eq!(report.missing.len(), 1);
+    assert_eq!(report.missing[0].keys.rk(), "email_a@x");
+    assert_eq!(
+        report.missing[0].primary.as_ref().unwrap().rk(),
+        "empid_000001"
+    );
+    assert_eq!(report.stale.len(), 1);
+    assert_eq!(report.stale[0].keys.rk(), "email_b@x");
+    assert_eq!(report.orphaned.len(), 1);
+    assert_eq!(report.orphaned[0].keys.rk(), "email_gone@x");
+
+    let (repaired, spent) = measured(&table, index.repair("Sales")).await;
+    let repaired = repaired.unwrap();
+    assert_eq!(
+        (repaired.rewritten, repaired.deleted, repaired.skipped),
+        (2, 1, 0)
+    );
+    assert_eq!(
+        spent.requests(),
+        2 + 1 + 1,
+        "audit (2 ranges) + one transaction for both entities + one for the orphan"
+    );
+    let after = index.verify("Sales").await.unwrap();
+    assert!(after.is_consistent(), "{after:?}");
+
+    // A put of an entity whose stale copy is already gone still succeeds (one more request).
+    table
+        .delete(&Keys::new("Sales", "email_c@x").unwrap(), IfMatch::Any)
+        .await
+        .unwrap();
+    let (r, spent) = measured(&table, index.put(&employee("Sales", 3, "Jones", "c2@x"))).await;
+    r.unwrap();
+    assert_eq!(
+        spent.requests(),
+        3,
+        "read, a transaction refused on the missing copy, the rest"
+    );
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    table.delete_table().await.unwrap();
+}

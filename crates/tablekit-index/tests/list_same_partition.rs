@@ -1,0 +1,329 @@
+//! Index entities in the entities' partition (option 2) against Azurite: claims 35 and 36,
+//! request counts, eight concurrent writers, overflow rows.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Employee, employee, measured, table};
+use tablekit_azure::{RequestKind, Table};
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::edm::Properties;
+use tablekit_core::{Entity, Error, ErrorKind, Keys, Stored};
+use tablekit_index::{ListSpec, SamePartitionList};
+
+fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
+    let mut builder = ListSpec::builder(
+        "lastname",
+        |e: &Employee| e.department.clone(),
+        |e: &Employee| e.id.clone(),
+        |e: &Employee| e.last_name.clone(),
+    )
+    .property("EmployeeIDs");
+    if let Some(max) = max_list_bytes {
+        builder = builder.max_list_bytes(max);
+    }
+    builder.build().unwrap()
+}
+
+async fn list(prefix: &str) -> SamePartitionList<Employee> {
+    SamePartitionList::new(table(prefix).await, spec(None))
+}
+
+async fn row(table: &Table, rk: &str) -> Option<Stored<Properties>> {
+    table
+        .get::<Properties>(&Keys::new("Sales", rk).unwrap())
+        .await
+        .unwrap()
+}
+
+fn ids_of(row: &Stored<Properties>) -> Vec<String> {
+    serde_json::from_str(row.value.get_str("EmployeeIDs").unwrap()).unwrap()
+}
+
+fn list_row(ids: &[&str]) -> Properties {
+    Properties::new().with("EmployeeIDs", serde_json::to_string(ids).unwrap())
+}
+
+fn insert_op(e: &Employee) -> Operation {
+    Operation::insert(&Entity::try_new(&e.department, &e.id, e).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn claim_35_the_writer_that_loses_the_etag_race_retries_from_the_read() {
+    let list = list("list35").await;
+    let table = list.table().clone();
+    // The first Jones creates the index entity.
+    let (r, spent) = measured(&table, list.insert(&employee("Sales", 223, "Jones", "a@x"))).await;
+    r.unwrap();
+    assert_eq!(
+        spent.requests(),
+        2,
+        "read the (missing) list, one transaction"
+    );
+    assert_eq!(ids_of(&row(&table, "Jones").await.unwrap()), ["000223"]);
+
+    // Both writers read Sales/Jones and keep the same ETag.
+    let seen = row(&table, "Jones").await.unwrap();
+    let jones = Keys::new("Sales", "Jones").unwrap();
+    let a = employee("Sales", 152, "Jones", "b@x");
+    let b = employee("Sales", 301, "Jones", "c@x");
+    let egt = |e: &Employee| {
+        let ids = ["000223", e.id.as_str()];
+        BatchPlan::atomic([
+            insert_op(e),
+            Operation::replace(&Entity::new(jones.clone(), list_row(&ids)), seen.if_match())
+                .unwrap(),
+        ])
+        .unwrap()
+    };
+    table.submit(&egt(&a)).await.unwrap();
+    let lost = table.submit(&egt(&b)).await.unwrap_err();
+    match &lost {
+        Error::BatchFailed { index, source } => {
+            assert_eq!(*index, 1, "the index entity's ETag is stale");
+            assert_eq!(source.status(), Some(412));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        table
+            .get::<Employee>(&Keys::new("Sales", "000301").unwrap())
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing of the losing transaction was applied"
+    );
+    // The loser starts again from the read — which is what `insert` does.
+    let (r, spent) = measured(&table, list.insert(&b)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 2);
+    let ids: BTreeSet<String> = ids_of(&row(&table, "Jones").await.unwrap())
+        .into_iter()
+        .collect();
+    assert_eq!(ids, ["000152", "000223", "000301"].map(String::from).into());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn eight_concurrent_writers_each_end_up_in_the_list_exactly_once() {
+    let list = list("list8").await;
+    let table = list.table().clone();
+    let writers: Vec<_> = (0..8u32)
+        .map(|n| {
+            let list = list.clone();
+            tokio::spawn(async move {
+                list.insert(&employee("Sales", 100 + n, "Jones", "j@x"))
+                    .await
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap().unwrap();
+    }
+    let ids = list.ids("Sales", "Jones").await.unwrap();
+    let expected: Vec<String> = (0..8).map(|n| format!("{:06}", 100 + n)).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, expected, "every id exactly once: {ids:?}");
+    let spent = table.account().metrics().snapshot();
+    assert_eq!(
+        spent.requests_of(RequestKind::Transaction),
+        8 + spent.conflict_retries
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all() {
+    let list = list("list36").await;
+    let table = list.table().clone();
+    let mut jun = employee("Sales", 152, "Jones", "jun@x");
+    list.insert(&jun).await.unwrap();
+    list.insert(&employee("Sales", 223, "Jones", "a@x"))
+        .await
+        .unwrap();
+    list.insert(&employee("Sales", 10, "Smith", "s@x"))
+        .await
+        .unwrap();
+
+    // The guide's transaction, built by hand, with one stale ETag among the three.
+    let current = table
+        .get::<Employee>(&Keys::new("Sales", "000152").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let jones = row(&table, "Jones").await.unwrap();
+    let smith = row(&table, "Smith").await.unwrap();
+    list.insert(&employee("Sales", 11, "Smith", "t@x"))
+        .await
+        .unwrap(); // Smith's ETag moves on
+    let smith_now = row(&table, "Smith").await.unwrap();
+    jun.last_name = "Smith".into();
+    let egt = BatchPlan::atomic([
+        Operation::replace(&Entity::new(current.keys.clone(), &jun), current.if_match()).unwrap(),
+        Operation::replace(
+            &Entity::new(jones.keys.clone(), list_row(&["000223"])),
+            jones.if_match(),
+        )
+        .unwrap(),
+        Operation::replace(
+            &Entity::new(smith.keys.clone(), list_row(&["000010", "000152"])),
+            smith.if_match(),
+        )
+        .unwrap(),
+    ])
+    .unwrap();
+    let err = table.submit(&egt).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 2, source } if source.kind() == ErrorKind::PreconditionFailed),
+        "{err:?}"
+    );
+    let unchanged = table.get::<Employee>(&current.keys).await.unwrap().unwrap();
+    assert_eq!(
+        (unchanged.value.last_name.as_str(), &unchanged.etag),
+        ("Jones", &current.etag)
+    );
+    assert_eq!(row(&table, "Jones").await.unwrap().etag, jones.etag);
+    assert_eq!(row(&table, "Smith").await.unwrap().etag, smith_now.etag);
+
+    // `replace` with a stale employee ETag fails whole, too.
+    let stale = Stored {
+        etag: tablekit_core::ETag::new("W/\"datetime'2000-01-01T00%3A00%3A00Z'\""),
+        ..current.clone()
+    };
+    let err = list.replace(&stale, &jun).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        list.ids("Sales", "Smith").await.unwrap(),
+        ["000010", "000011"]
+    );
+
+    // And with fresh ETags the three entities move together.
+    let (r, spent) = measured(&table, list.replace(&current, &jun)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 3, "two list reads, one transaction");
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
+    assert_eq!(
+        list.ids("Sales", "Smith").await.unwrap(),
+        ["000010", "000011", "000152"]
+    );
+    // Back again through `put`: read the employee, both lists, one transaction.
+    jun.last_name = "Jones".into();
+    let (r, spent) = measured(&table, list.put(&jun)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 4);
+    assert_eq!(
+        list.ids("Sales", "Jones").await.unwrap(),
+        ["000223", "000152"]
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn request_counts_of_every_operation() {
+    let list = list("listcount").await;
+    let table = list.table().clone();
+    let mut a = employee("Sales", 152, "Jones", "a@x");
+    let (r, spent) = measured(&table, list.put(&a)).await;
+    r.unwrap();
+    assert_eq!(
+        (spent.requests_of(RequestKind::Get), spent.requests()),
+        (2, 3),
+        "put of a new entity"
+    );
+    a.age = 50;
+    let (r, spent) = measured(&table, list.put(&a)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 2, "put with the value unchanged");
+    list.insert(&employee("Sales", 223, "Jones", "b@x"))
+        .await
+        .unwrap();
+
+    let (ids, spent) = measured(&table, list.ids("Sales", "Jones")).await;
+    assert_eq!(ids.unwrap(), ["000152", "000223"]);
+    assert_eq!(spent.requests(), 1, "one point read");
+    let (found, spent) = measured(&table, list.lookup("Sales", "Jones")).await;
+    let found = found.unwrap();
+    assert_eq!(
+        found
+            .iter()
+            .map(|s| s.value.id.as_str())
+            .collect::<Vec<_>>(),
+        ["000152", "000223"]
+    );
+    assert_eq!(found[0].value.age, 50);
+    assert_eq!(spent.requests(), 3, "the list, then one point read per id");
+    let (missing, spent) = measured(&table, list.ids("Sales", "Nobody")).await;
+    assert!(missing.unwrap().is_empty());
+    assert_eq!(spent.requests(), 1);
+
+    let (gone, spent) = measured(&table, list.delete("Sales", "000152")).await;
+    assert!(gone.unwrap());
+    assert_eq!(
+        spent.requests(),
+        3,
+        "entity read, list read, one transaction"
+    );
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
+    assert!(list.delete("Sales", "000223").await.unwrap());
+    assert!(
+        row(&table, "Jones").await.is_none(),
+        "an emptied list row is deleted"
+    );
+    let (gone, spent) = measured(&table, list.delete("Sales", "000223")).await;
+    assert!(!gone.unwrap());
+    assert_eq!(spent.requests(), 1);
+    // Inserting an existing entity is an error, not a retry.
+    list.insert(&a).await.unwrap();
+    let err = list.insert(&a).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::AlreadyExists)
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn lists_outgrowing_their_row_split_into_numbered_rows() {
+    let table = table("listsplit").await;
+    let list = SamePartitionList::new(table.clone(), spec(Some(120)));
+    for n in 0..30 {
+        list.insert(&employee("Sales", n, "Jones", "x@x"))
+            .await
+            .unwrap();
+    }
+    let rows = table
+        .query::<Properties>()
+        .filter(tablekit_core::filter::Filter::row_prefix("Sales", "Jones"))
+        .collect()
+        .await
+        .unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r.keys.rk()).collect();
+    assert!(
+        keys.starts_with(&["Jones", "Jones_1", "Jones_2"]),
+        "{keys:?}"
+    );
+    for r in &rows {
+        let text = r.value.get_str("EmployeeIDs").unwrap();
+        assert!(text.encode_utf16().count() * 2 <= 120, "{text}");
+    }
+    let (ids, spent) = measured(&table, list.ids("Sales", "Jones")).await;
+    let ids = ids.unwrap();
+    let expected: Vec<String> = (0..30).map(|n| format!("{n:06}")).collect();
+    assert_eq!(ids, expected, "every id once, in insertion order");
+    assert_eq!(
+        spent.requests(),
+        2,
+        "the base row, then one range read of the overflow rows"
+    );
+    assert_eq!(list.lookup("Sales", "Jones").await.unwrap().len(), 30);
+    // Removing ids from an overflow row and from the base row.
+    assert!(list.delete("Sales", "000000").await.unwrap());
+    assert!(list.delete("Sales", "000029").await.unwrap());
+    let left = list.ids("Sales", "Jones").await.unwrap();
+    assert_eq!(left, expected[1..29].to_vec());
+    table.delete_table().await.unwrap();
+}

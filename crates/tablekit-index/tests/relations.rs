@@ -1,0 +1,459 @@
+//! Denormalized copies, compound keys (claims 32, 33) and heterogeneous rows (claim 47)
+//! against Azurite.
+
+mod common;
+
+use common::{Employee, employee, measured, table};
+use serde::{Deserialize, Serialize};
+use tablekit_core::batch::BatchPlan;
+use tablekit_core::edm::Properties;
+use tablekit_core::filter::{Filter, ROW_KEY};
+use tablekit_core::keys::CompoundKey;
+use tablekit_core::{ENTITY_TYPE, Entity, Error, ErrorKind, Keys, OrUnknown};
+use tablekit_index::{CompoundRows, DenormalizedCopy, EntityKind, SourceWrite, TypedRows};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Department {
+    name: String,
+    manager_id: String,
+    #[serde(default)]
+    manager_name: String,
+    #[serde(default)]
+    manager_email: String,
+    #[serde(default)]
+    employee_count: i64,
+}
+
+fn manager_copy(table: &tablekit_azure::Table) -> DenormalizedCopy<Employee, Department> {
+    DenormalizedCopy::new(
+        table.clone(),
+        |manager: &Employee, department: &mut Department| {
+            department.manager_name = format!("{} {}", manager.first_name, manager.last_name);
+            department.manager_email = manager.email.clone();
+        },
+    )
+}
+
+#[tokio::test]
+async fn the_department_carries_its_managers_details_in_step() {
+    let table = table("denorm").await;
+    let department = Keys::new("Sales", "Department").unwrap();
+    let sales = Department {
+        name: "Sales".into(),
+        manager_id: "000223".into(),
+        ..Department::default()
+    };
+    table
+        .insert(&Entity::new(department.clone(), &sales))
+        .await
+        .unwrap();
+    let copy = manager_copy(&table);
+    let mut manager = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    let keys = Keys::new("Sales", "000223").unwrap();
+
+    let (written, spent) = measured(
+        &table,
+        copy.write(
+            &Entity::new(keys.clone(), manager.clone()),
+            SourceWrite::Insert,
+            &department,
+        ),
+    )
+    .await;
+    let written = written.unwrap();
+    assert_eq!(spent.requests(), 2, "read the department, one transaction");
+    let (read, spent) = measured(&table, table.get::<Department>(&department)).await;
+    let read = read.unwrap().unwrap();
+    assert_eq!(spent.requests(), 1, "one point read answers everything");
+    assert_eq!(
+        (
+            read.value.manager_name.as_str(),
+            read.value.manager_email.as_str()
+        ),
+        ("Jun Jones", "jonesj@contoso.com")
+    );
+    assert_eq!(read.etag, written.target);
+
+    // A new email goes to both entities at once, conditioned on the manager's ETag.
+    manager.email = "jun@contoso.com".into();
+    let entity = Entity::new(keys.clone(), manager.clone());
+    let written = copy
+        .write(
+            &entity,
+            SourceWrite::Replace(written.source.clone().into()),
+            &department,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        table
+            .get::<Department>(&department)
+            .await
+            .unwrap()
+            .unwrap()
+            .value
+            .manager_email,
+        "jun@contoso.com"
+    );
+    // A stale source ETag refuses the whole transaction.
+    let stale = copy
+        .write(
+            &entity,
+            SourceWrite::Replace(read.etag.clone().into()),
+            &department,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&stale, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::PreconditionFailed),
+        "{stale:?}"
+    );
+    assert_eq!(
+        table
+            .get::<Department>(&department)
+            .await
+            .unwrap()
+            .unwrap()
+            .etag,
+        written.target
+    );
+
+    // The manager changed behind the copy's back: refresh copies the current data.
+    table
+        .upsert_replace(&Entity::new(
+            keys.clone(),
+            Employee {
+                last_name: "Smith".into(),
+                ..manager
+            },
+        ))
+        .await
+        .unwrap();
+    let (r, spent) = measured(&table, copy.refresh(&keys, &department)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 3, "two reads, one transaction");
+    assert_eq!(
+        table
+            .get::<Department>(&department)
+            .await
+            .unwrap()
+            .unwrap()
+            .value
+            .manager_name,
+        "Jun Smith"
+    );
+
+    // Source and target in different partitions cannot share a transaction: refused unsent.
+    let elsewhere = Keys::new("Marketing", "Department").unwrap();
+    let (r, spent) = measured(&table, copy.write(&entity, SourceWrite::Upsert, &elsewhere)).await;
+    assert!(matches!(
+        r.unwrap_err(),
+        Error::CrossPartitionTransaction { .. }
+    ));
+    assert_eq!(spent.requests(), 0);
+    // A missing target is an error, and nothing is written.
+    let nowhere = Keys::new("Sales", "Nowhere").unwrap();
+    let other = Entity::new(
+        Keys::new("Sales", "000999").unwrap(),
+        employee("Sales", 999, "X", "x@x"),
+    );
+    assert_eq!(
+        copy.write(&other, SourceWrite::Insert, &nowhere)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    assert!(table.get::<Employee>(&other.keys).await.unwrap().is_none());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_summary_count_stays_exact_under_concurrent_inserts() {
+    let table = table("denormcount").await;
+    let department = Keys::new("Sales", "Department").unwrap();
+    table
+        .insert(&Entity::new(department.clone(), Department::default()))
+        .await
+        .unwrap();
+    let count = DenormalizedCopy::new(table.clone(), |_: &Employee, d: &mut Department| {
+        d.employee_count += 1
+    });
+    let writers: Vec<_> = (0..8u32)
+        .map(|n| {
+            let (count, department) = (count.clone(), department.clone());
+            tokio::spawn(async move {
+                let e = employee("Sales", n, "Jones", "j@x");
+                let entity = Entity::new(Keys::new("Sales", &e.id).unwrap(), e);
+                count.write(&entity, SourceWrite::Insert, &department).await
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        table
+            .get::<Department>(&department)
+            .await
+            .unwrap()
+            .unwrap()
+            .value
+            .employee_count,
+        8
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Review {
+    manager_rating: i32,
+    peer_rating: i32,
+    comments: String,
+}
+
+fn review(n: i32) -> Review {
+    Review {
+        manager_rating: n,
+        peer_rating: n + 1,
+        comments: format!("year {n}"),
+    }
+}
+
+#[tokio::test]
+async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
+    let table = table("compound").await;
+    let rows = CompoundRows::new(
+        table.clone(),
+        CompoundKey::new('_').with_width(1, 6).with_width(2, 4),
+    );
+    let (r, spent) = measured(
+        &table,
+        rows.put(
+            "Sales",
+            ["empid", "123"],
+            &employee("Sales", 123, "Jones", "a@x"),
+        ),
+    )
+    .await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 1);
+    rows.put(
+        "Sales",
+        ["empid", "124"],
+        &employee("Sales", 124, "Hall", "b@x"),
+    )
+    .await
+    .unwrap();
+    // An employee and a review written in one transaction.
+    let plan = BatchPlan::atomic([
+        rows.insert_operation("Sales", ["empid", "123", "2012"], &review(3))
+            .unwrap(),
+        rows.insert_operation("Sales", ["empid", "123", "2013"], &review(4))
+            .unwrap(),
+        rows.insert_operation("Sales", ["empid", "124", "2012"], &review(5))
+            .unwrap(),
+    ])
+    .unwrap();
+    table.submit(&plan).await.unwrap();
+
+    let (found, spent) = measured(
+        &table,
+        rows.with_prefix::<Properties, _, _>("Sales", ["empid", "123"])
+            .unwrap()
+            .collect(),
+    )
+    .await;
+    let keys: Vec<String> = found
+        .unwrap()
+        .into_iter()
+        .map(|r| r.keys.rk().to_owned())
+        .collect();
+    assert_eq!(
+        keys,
+        ["empid_000123", "empid_000123_2012", "empid_000123_2013"]
+    );
+    assert_eq!(spent.requests(), 1);
+    // Claim 32, as the guide (S0/S2) writes the filter.
+    let literal = Filter::partition("Sales")
+        .and(Filter::ge(ROW_KEY, "empid_000123"))
+        .and(Filter::lt(ROW_KEY, "empid_000124"));
+    let same = table
+        .query::<Properties>()
+        .filter(literal.clone())
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(same.iter().map(|r| r.keys.rk()).collect::<Vec<_>>(), keys);
+    // Claim 33: S4's upper bound lies below its lower bound — zero rows.
+    let s4 = Filter::partition("Sales")
+        .and(Filter::ge(ROW_KEY, "empid_000123"))
+        .and(Filter::lt(ROW_KEY, "000123_2012"));
+    assert!(
+        table
+            .query::<Properties>()
+            .filter(s4)
+            .collect()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The projection, with valid property names; the guide's `Manager Rating` is refused
+    // before any request.
+    let projected = table
+        .query::<Properties>()
+        .filter(literal.clone())
+        .select(["RowKey", "ManagerRating", "PeerRating", "Comments"])
+        .collect()
+        .await
+        .unwrap();
+    assert!(
+        projected[1].value.contains("ManagerRating") && !projected[1].value.contains("LastName")
+    );
+    let (r, spent) = measured(
+        &table,
+        table
+            .query::<Properties>()
+            .filter(literal)
+            .select(["Manager Rating"])
+            .collect(),
+    )
+    .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(spent.requests(), 0);
+
+    let (one, spent) = measured(
+        &table,
+        rows.get::<Review, _, _>("Sales", ["empid", "123", "2013"]),
+    )
+    .await;
+    assert_eq!(one.unwrap().unwrap().value, review(4));
+    assert_eq!(spent.requests(), 1, "{spent:?}");
+    assert_eq!(
+        rows.components("empid_000123_2013").unwrap(),
+        ["empid", "000123", "2013"]
+    );
+    let (gone, spent) = measured(&table, rows.delete("Sales", ["empid", "123", "2013"])).await;
+    assert!(gone.unwrap());
+    assert_eq!(spent.requests(), 1, "{spent:?}");
+    table.delete_table().await.unwrap();
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Staff {
+    first_name: String,
+    last_name: String,
+}
+
+impl EntityKind for Staff {
+    const ENTITY_TYPE: &'static str = "Employee";
+    const ROW_PREFIX: &'static str = "EMPLOYEE_";
+}
+
+impl EntityKind for Department {
+    const ENTITY_TYPE: &'static str = "Department";
+    const ROW_PREFIX: &'static str = "DEPARTMENT_";
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "EntityType")]
+enum Row {
+    Employee(Staff),
+    Department(Department),
+}
+
+fn staff(last: &str) -> Staff {
+    Staff {
+        first_name: "Jun".into(),
+        last_name: last.into(),
+    }
+}
+
+#[tokio::test]
+async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguous() {
+    let table = table("hetero").await;
+    let rows = TypedRows::new(table.clone());
+    let sales = Department {
+        name: "Sales".into(),
+        manager_id: "000223".into(),
+        employee_count: 3,
+        ..Department::default()
+    };
+    // Mixed types in one transaction: they share the partition.
+    let plan = BatchPlan::atomic([
+        TypedRows::insert_operation("Sales", "000223", &staff("Jones")).unwrap(),
+        TypedRows::insert_operation("Sales", "Sales", &sales).unwrap(),
+        TypedRows::insert_operation("Sales", "000123", &staff("Hall")).unwrap(),
+    ])
+    .unwrap();
+    table.submit(&plan).await.unwrap();
+    let (r, spent) = measured(&table, rows.insert("Sales", "000300", &staff("Cao"))).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 1);
+    // Another type the reader does not know.
+    let project = Entity::new(
+        Keys::new("Sales", "PROJECT_apollo").unwrap(),
+        Properties::new()
+            .with(ENTITY_TYPE, "Project")
+            .with("Budget", 5i64),
+    );
+    table.insert(&project).await.unwrap();
+
+    let (staff_rows, spent) = measured(&table, rows.of_kind::<Staff>("Sales").collect()).await;
+    let staff_rows = staff_rows.unwrap();
+    assert_eq!(spent.requests(), 1, "one range query, no other type read");
+    let names: Vec<&str> = staff_rows
+        .iter()
+        .map(|s| s.value.last_name.as_str())
+        .collect();
+    assert_eq!(names, ["Hall", "Jones", "Cao"], "in id order");
+
+    let (all, spent) = measured(&table, rows.all::<Row>("Sales").collect()).await;
+    let all = all.unwrap();
+    assert_eq!(spent.requests(), 1, "one partition query");
+    let kinds: Vec<&str> = all
+        .iter()
+        .map(|s| match &s.value {
+            OrUnknown::Known(Row::Department(_)) => "Department",
+            OrUnknown::Known(Row::Employee(_)) => "Employee",
+            OrUnknown::Unknown(props) => props.get_str(ENTITY_TYPE).unwrap(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["Department", "Employee", "Employee", "Employee", "Project"]
+    );
+    assert!(matches!(&all[0].value, OrUnknown::Known(Row::Department(d)) if *d == sales));
+
+    let renamed = Department {
+        employee_count: 4,
+        ..sales.clone()
+    };
+    let (r, spent) = measured(&table, rows.upsert("Sales", "Sales", &renamed)).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 1);
+    let sales = renamed;
+    let (d, spent) = measured(&table, rows.get::<Department>("Sales", "Sales")).await;
+    assert_eq!(d.unwrap().unwrap().value, sales);
+    assert_eq!(spent.requests(), 1);
+    // A row whose EntityType does not match the kind asked for is an error, not a guess.
+    let liar = Entity::new(
+        TypedRows::keys::<Department>("Sales", "Fake").unwrap(),
+        Properties::new()
+            .with(ENTITY_TYPE, "Employee")
+            .with("Name", "x"),
+    );
+    table.insert(&liar).await.unwrap();
+    assert_eq!(
+        rows.get::<Department>("Sales", "Fake")
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+    table.delete_table().await.unwrap();
+}
