@@ -4,6 +4,7 @@
 //! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, and the whole test
 //!   suite. `.ci/run` runs exactly this.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
+//! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
 //! - `cargo xtask azurite` — run Azurite in the foreground on the standard ports until Ctrl-C.
 //! - `cargo xtask install-azurite` — install the pinned Azurite into `target/azurite`.
 
@@ -22,6 +23,8 @@ commands:
   bench [--quick] [--with-python]
                     benchmarks against the raw SDK (and the Python SDK) on an in-memory
                     Azurite; prints a table and writes target/bench/report.json
+  docs              check the book's includes, build the book (pinned mdBook, installed into
+                    target/mdbook if missing) into target/book, and the API docs
   azurite           run Azurite in the foreground on ports 10000-10002 until Ctrl-C
   install-azurite   install the pinned Azurite into target/azurite";
 
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         Some("test") => run::test(args[1..].iter().any(|a| a == "--long")),
         Some("azurite") => run::azurite_foreground(),
         Some("bench") => run::bench(&args[1..]),
+        Some("docs") => run::docs(),
         Some("install-azurite") => install::ensure().map(|_| ()),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -51,7 +51,8 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
         &["doc", "--workspace", "--no-deps", "--quiet"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    cargo(&["test", "--workspace", "--quiet"], &envs)?;
+    // Every test binary runs even if one fails, so a run reports all failures at once.
+    cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs)?;
     eprintln!("xtask: all checks passed");
     Ok(())
 }
@@ -112,6 +113,51 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let mut cmd = vec!["run", "--release", "--quiet", "-p", "tablekit-bench", "--"];
     cmd.extend(args.iter().map(String::as_str));
     cargo(&cmd, &[("TABLEKIT_AZURITE_DIR", dir.as_str())])
+}
+
+/// The mdBook version the book is built with.
+const MDBOOK_VERSION: &str = "0.4.40";
+
+pub(crate) fn docs() -> Result<(), String> {
+    check_book()?;
+    let root = workspace_root();
+    let install_root = root.join("target/mdbook");
+    let mdbook = install_root.join("bin/mdbook");
+    let installed = Command::new(&mdbook)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(MDBOOK_VERSION));
+    if !installed {
+        let dir = install_root.to_string_lossy().into_owned();
+        cargo(
+            &[
+                "install",
+                "mdbook",
+                "--version",
+                MDBOOK_VERSION,
+                "--locked",
+                "--no-default-features",
+                "--root",
+                &dir,
+            ],
+            &[],
+        )?;
+    }
+    eprintln!("xtask: mdbook build docs");
+    let status = Command::new(&mdbook)
+        .args(["build", "docs"])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("could not run {}: {e}", mdbook.display()))?;
+    if !status.success() {
+        return Err(format!("mdbook build failed ({status})"));
+    }
+    cargo(
+        &["doc", "--workspace", "--no-deps", "--quiet"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    eprintln!("xtask: book in target/book, API docs in target/doc");
+    Ok(())
 }
 
 pub(crate) fn azurite_foreground() -> Result<(), String> {
