@@ -1,0 +1,68 @@
+#![doc = include_str!("../README.md")]
+
+pub use tablekit_core as core;
+
+#[cfg(feature = "azure")]
+#[doc(inline)]
+pub use tablekit_azure as azure;
+
+#[cfg(feature = "eventual")]
+#[doc(inline)]
+pub use tablekit_eventual as eventual;
+
+#[cfg(feature = "index")]
+#[doc(inline)]
+pub use tablekit_index as index;
+
+#[cfg(feature = "large")]
+#[doc(inline)]
+pub use tablekit_large as large;
+
+#[cfg(feature = "logtail")]
+#[doc(inline)]
+pub use tablekit_logtail as logtail;
+
+#[cfg(feature = "retention")]
+#[doc(inline)]
+pub use tablekit_retention as retention;
+
+#[cfg(feature = "series")]
+#[doc(inline)]
+pub use tablekit_series as series;
+
+#[cfg(feature = "testkit")]
+#[doc(inline)]
+pub use tablekit_testkit as testkit;
+
+/// The types a service using tablekit needs most: `use tablekit::prelude::*;`.
+pub mod prelude {
+    pub use tablekit_core::batch::{BatchPlan, Operation};
+    pub use tablekit_core::filter::Filter;
+    pub use tablekit_core::keys::{
+        CompoundKey, KeyRange, inverted_ticks, pad_number, prefix_range,
+    };
+    pub use tablekit_core::{
+        ETag, EdmValue, Entity, Error, ErrorKind, IfMatch, Keys, OrUnknown, PartitionKey,
+        Properties, QueryShape, Result, RowKey, Stored,
+    };
+
+    #[cfg(feature = "azure")]
+    pub use tablekit_azure::{
+        Account, BulkOptions, Container, ContinuationToken, PutBlob, PutOptions, Queue,
+        RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
+    };
+    #[cfg(feature = "eventual")]
+    pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
+    #[cfg(feature = "index")]
+    pub use tablekit_index::{
+        CopySpec, IndexSpec, InterPartitionIndex, IntraPartitionIndex, ListSpec, SamePartitionList,
+    };
+    #[cfg(feature = "large")]
+    pub use tablekit_large::LargeEntities;
+    #[cfg(feature = "logtail")]
+    pub use tablekit_logtail::{BlobLogReader, BlobLogWriter, LogTail, SpreadLog};
+    #[cfg(feature = "retention")]
+    pub use tablekit_retention::{Period, PeriodTables};
+    #[cfg(feature = "series")]
+    pub use tablekit_series::{Series, SeriesLayout, WideEntities};
+}
