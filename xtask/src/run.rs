@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use tablekit_testkit::Azurite;
+use tablekit_testkit::{Azurite, FaultProxy};
 
 use crate::install::{self, workspace_root};
 
@@ -73,7 +73,8 @@ fn check_book() -> Result<(), String> {
 
 pub(crate) fn demo() -> Result<(), String> {
     let install = install::ensure()?;
-    let examples = example_names(&workspace_root().join("examples/src/bin"))?;
+    let bin_dir = workspace_root().join("examples/src/bin");
+    let examples = example_names(&bin_dir)?;
     cargo(
         &["build", "--quiet", "-p", "tablekit-examples", "--bins"],
         &[],
@@ -82,29 +83,85 @@ pub(crate) fn demo() -> Result<(), String> {
         .with_install(install)
         .start()
         .map_err(|e| e.to_string())?;
-    let connection_string = azurite.connection_string();
-    let mut failed = Vec::new();
+    // Every example talks to Azurite through counting proxies, so the demo measures the
+    // requests each one sends itself.
+    let e = azurite.endpoints();
+    let proxy = |endpoint: &str| {
+        let authority = endpoint
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or_default();
+        let addr = authority
+            .parse()
+            .map_err(|err| format!("{endpoint}: {err}"))?;
+        FaultProxy::start(addr).map_err(|err| err.to_string())
+    };
+    let proxies = [proxy(&e.table)?, proxy(&e.queue)?, proxy(&e.blob)?];
+    let connection_string = format!(
+        "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={};QueueEndpoint={};BlobEndpoint={}",
+        tablekit_testkit::ACCOUNT,
+        tablekit_testkit::ACCOUNT_KEY,
+        proxies[0].endpoint_for(&e.table),
+        proxies[1].endpoint_for(&e.queue),
+        proxies[2].endpoint_for(&e.blob),
+    );
+    let requests = || proxies.iter().map(|p| p.stats().requests_seen).sum::<u64>();
+    let mut summary = Vec::new();
     for name in &examples {
-        println!("\n=== example `{name}` ===");
-        let ok = cargo(
+        let about = first_doc_line(&bin_dir.join(format!("{name}.rs")));
+        println!("\n=== {name}: {about} ===");
+        let before = requests();
+        let result = cargo(
             &["run", "--quiet", "-p", "tablekit-examples", "--bin", name],
             &[("AZURE_STORAGE_CONNECTION_STRING", &connection_string)],
         );
-        if let Err(e) = ok {
-            failed.push(format!("{name}: {e}"));
-        }
+        summary.push((name.clone(), about, requests() - before, result));
     }
+    drop(proxies);
     azurite.stop();
+    println!("\n| example | what it demonstrates | requests | result |\n|---|---|---|---|");
+    for (name, about, requests, result) in &summary {
+        let outcome = if result.is_ok() { "ok" } else { "FAILED" };
+        println!("| {name} | {about} | {requests} | {outcome} |");
+    }
+    let failed: Vec<String> = summary
+        .iter()
+        .filter_map(|(n, _, _, r)| r.as_ref().err().map(|e| format!("{n}: {e}")))
+        .collect();
     println!(
         "\n=== demo: {} of {} examples succeeded ===",
-        examples.len() - failed.len(),
-        examples.len()
+        summary.len() - failed.len(),
+        summary.len()
     );
     if failed.is_empty() {
         Ok(())
     } else {
         Err(failed.join("; "))
     }
+}
+
+/// The first line of an example's `//!` documentation: what it demonstrates.
+fn first_doc_line(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let doc: Vec<&str> = text
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").trim())
+        .collect();
+    // The first sentence of the first paragraph.
+    let paragraph = doc
+        .iter()
+        .take_while(|l| !l.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let sentence = paragraph
+        .split(". ")
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('.');
+    sentence.to_owned()
 }
 
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
