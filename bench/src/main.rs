@@ -105,7 +105,8 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     let connections =
         workloads::connections(&account, &scan_table, &endpoint, sizes.connection_requests).await?;
     step("7. request counts");
-    let patterns = patterns::table_operations(&account).await?;
+    let mut patterns = patterns::table_operations(&account).await?;
+    patterns.extend(patterns::pattern_operations(&account).await?);
     step("5. memory");
     let large = memory::load(&account, sizes.memory_large).await?;
     let small = memory::measure(&cs, large.name(), sizes.memory_small.div_ceil(1_000))?;

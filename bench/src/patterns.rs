@@ -122,3 +122,251 @@ pub(crate) async fn table_operations(account: &Account) -> Result<Vec<PatternCou
     out.push(count(account, "Table::delete_table", 1, table.delete_table()).await?);
     Ok(out)
 }
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Employee {
+    department: String,
+    id: String,
+    email: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Claim {
+    amount: i64,
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Archive {
+    id: String,
+}
+
+impl tablekit_eventual::Job for Archive {
+    const KIND: &'static str = "bench-archive";
+}
+
+async fn fresh(account: &Account, prefix: &str) -> Result<tablekit_azure::Table> {
+    let table = account
+        .table(&tablekit_testkit::unique_table_name(prefix))
+        .map_err(|e| e.to_string())?;
+    table.create().await.map_err(|e| e.to_string())?;
+    Ok(table)
+}
+
+/// Each pattern crate's main operations: measured requests next to their documented counts.
+pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternCount>> {
+    use tablekit_index::{CopySpec, IndexSpec, IntraPartitionIndex};
+    let mut out = Vec::new();
+    let e = |s: &str| s.to_owned();
+
+    let table = fresh(account, "benchindex").await?;
+    let spec = IndexSpec::builder(|x: &Employee| x.department.clone())
+        .primary(CopySpec::new("empid", |x: &Employee| x.id.clone()).fixed_width(6))
+        .secondary(CopySpec::new("email", |x: &Employee| x.email.clone()))
+        .build()
+        .map_err(|x| x.to_string())?;
+    let index = IntraPartitionIndex::new(table.clone(), spec);
+    let mut jones = Employee {
+        department: e("Sales"),
+        id: e("000223"),
+        email: e("jonesj@contoso.com"),
+    };
+    out.push(
+        count(
+            account,
+            "IntraPartitionIndex::insert (new entity)",
+            1,
+            index.insert(&jones),
+        )
+        .await?,
+    );
+    jones.email = e("jun.jones@contoso.com");
+    out.push(
+        count(
+            account,
+            "IntraPartitionIndex::put (indexed value changed)",
+            2,
+            index.put(&jones),
+        )
+        .await?,
+    );
+    out.push(
+        count(
+            account,
+            "IntraPartitionIndex::get_by",
+            1,
+            index.get_by("email", "Sales", "jun.jones@contoso.com"),
+        )
+        .await?,
+    );
+    table.delete_table().await.map_err(|x| x.to_string())?;
+
+    let table = fresh(account, "benchtail").await?;
+    let tail = tablekit_logtail::LogTail::<Claim>::new(table.clone());
+    out.push(
+        count(
+            account,
+            "LogTail::append",
+            1,
+            tail.append("000223", &Claim { amount: 1 }),
+        )
+        .await?,
+    );
+    for amount in 0..20 {
+        tail.append("000223", &Claim { amount })
+            .await
+            .map_err(|x| x.to_string())?;
+    }
+    out.push(
+        count(
+            account,
+            "LogTail::latest(p, 10)",
+            1,
+            tail.latest("000223", 10),
+        )
+        .await?,
+    );
+    let spread = tablekit_logtail::SpreadLog::<Claim>::new(table.clone(), "net", 4)
+        .map_err(|x| x.to_string())?;
+    for i in 0..20 {
+        spread
+            .append(&format!("emp{i}"), &Claim { amount: i })
+            .await
+            .map_err(|x| x.to_string())?;
+    }
+    out.push(
+        count(
+            account,
+            "SpreadLog::latest(10), 4 buckets",
+            4,
+            spread.latest(10),
+        )
+        .await?,
+    );
+    table.delete_table().await.map_err(|x| x.to_string())?;
+
+    let table = fresh(account, "benchseries").await?;
+    let series =
+        tablekit_series::Series::<i64>::new(table.clone(), tablekit_series::SeriesLayout::hours());
+    let keys = Keys::new("Sales", "000223").map_err(|x| x.to_string())?;
+    out.push(count(account, "Series::set", 1, series.set(&keys, "H00", 5)).await?);
+    out.push(
+        count(
+            account,
+            "Series::add (no conflict)",
+            2,
+            series.add(&keys, "H13", 1),
+        )
+        .await?,
+    );
+    out.push(count(account, "Series::read", 1, series.read(&keys)).await?);
+    let wide = tablekit_series::WideEntities::new(table.clone());
+    let days: Properties = (1..=365)
+        .map(|d| (format!("D{d:03}"), tablekit_core::EdmValue::Int64(d)))
+        .collect();
+    let wide_keys = Keys::new("Sales", "year").map_err(|x| x.to_string())?;
+    out.push(
+        count(
+            account,
+            "WideEntities::insert (365 properties, 2 shards)",
+            1,
+            wide.insert(&wide_keys, &days),
+        )
+        .await?,
+    );
+    out.push(
+        count(
+            account,
+            "WideEntities::read",
+            1,
+            wide.read::<Properties>(&wide_keys),
+        )
+        .await?,
+    );
+    table.delete_table().await.map_err(|x| x.to_string())?;
+
+    let table = fresh(account, "benchlarge").await?;
+    let container = account
+        .container(&tablekit_testkit::unique_container_name("benchlarge"))
+        .map_err(|x| x.to_string())?;
+    container.create().await.map_err(|x| x.to_string())?;
+    let large = tablekit_large::LargeEntities::builder(table.clone(), container.clone())
+        .build()
+        .map_err(|x| x.to_string())?;
+    out.push(
+        count(
+            account,
+            "LargeEntities::put (new entity, 1 MiB)",
+            3,
+            large.put(&keys, &Properties::new(), vec![7u8; 1 << 20]),
+        )
+        .await?,
+    );
+    out.push(
+        count(
+            account,
+            "LargeEntities::get",
+            2,
+            large.get::<Properties>(&keys),
+        )
+        .await?,
+    );
+    container.delete().await.map_err(|x| x.to_string())?;
+    table.delete_table().await.map_err(|x| x.to_string())?;
+
+    let queue = account
+        .queue(&tablekit_testkit::unique_queue_name("benchjobs"))
+        .map_err(|x| x.to_string())?;
+    let jobs = tablekit_eventual::JobQueue::<Archive>::new(queue);
+    jobs.create().await.map_err(|x| x.to_string())?;
+    out.push(
+        count(
+            account,
+            "JobQueue::enqueue",
+            1,
+            jobs.enqueue(&Archive { id: e("000456") }),
+        )
+        .await?,
+    );
+    jobs.delete().await.map_err(|x| x.to_string())?;
+
+    let prefix = format!("Bench{}x", std::process::id());
+    let periods =
+        tablekit_retention::PeriodTables::new(account, &prefix, tablekit_retention::Period::Day)
+            .map_err(|x| x.to_string())?;
+    let today = chrono::Utc::now();
+    for days_ago in 0..5 {
+        periods
+            .ensure(today - chrono::Duration::days(days_ago))
+            .await
+            .map_err(|x| x.to_string())?;
+    }
+    let cutoff = today - chrono::Duration::days(1);
+    out.push(
+        count(
+            account,
+            "PeriodTables::drop_older_than (5 daily tables, 3 expired)",
+            4,
+            periods.drop_older_than(cutoff),
+        )
+        .await?,
+    );
+    out.push(
+        count(
+            account,
+            "PeriodTables::drop_older_than (re-run, nothing expired)",
+            1,
+            periods.drop_older_than(cutoff),
+        )
+        .await?,
+    );
+    for t in periods.list().await.map_err(|x| x.to_string())? {
+        account
+            .table(&t.name)
+            .map_err(|x| x.to_string())?
+            .delete_table_if_exists()
+            .await
+            .map_err(|x| x.to_string())?;
+    }
+    Ok(out)
+}
