@@ -229,11 +229,7 @@ impl Container {
                 self.request(Method::Put, url.clone(), Vec::new(), None)
             })
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(|e| e.kind() == ErrorKind::AlreadyExists)
     }
 
     /// Creates the container unless it exists; returns whether it was created.
@@ -264,11 +260,7 @@ impl Container {
                 self.request(Method::Delete, url.clone(), Vec::new(), None)
             })
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(|e| e.kind() == ErrorKind::NotFound)
     }
 
     /// Uploads (creates or overwrites) a block blob in one request, under `options.condition`.
@@ -443,11 +435,7 @@ impl Container {
                 self.request(Method::Delete, url.clone(), headers.clone(), None)
             })
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            Err(e) if is_missing_blob(&e) && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(is_missing_blob)
     }
 
     /// Deletes a blob if it exists; returns whether it existed. Idempotent.

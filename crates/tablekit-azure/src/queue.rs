@@ -268,11 +268,7 @@ impl Queue {
                 None,
             )
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(|e| e.kind() == ErrorKind::NotFound)
     }
 
     /// Puts a message. Returns its id.
@@ -411,11 +407,7 @@ impl Queue {
         let outcome = self
             .send(RequestKind::QueueDeleteMessage, Method::Delete, url, None)
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(|e| e.kind() == ErrorKind::NotFound)
     }
 
     /// The approximate number of messages (visible or not).

@@ -30,6 +30,19 @@ pub(crate) struct Outcome<T> {
     pub(crate) attempts: u32,
 }
 
+impl<T> Outcome<T> {
+    /// The result of a request whose purpose is a state ("the table exists", "the message is
+    /// gone"): when it was retried and the retry finds that state already there, an earlier
+    /// attempt reached it and only its response was lost.
+    pub(crate) fn done_if_retried(self, already_done: impl FnOnce(&Error) -> bool) -> Result<()> {
+        match self.result {
+            Ok(_) => Ok(()),
+            Err(e) if self.attempts > 1 && already_done(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Maps an SDK error to tablekit's, without leaking URLs or signatures.
 pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
     use azure_core::error::ErrorKind as K;

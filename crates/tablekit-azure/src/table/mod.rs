@@ -138,12 +138,7 @@ impl Table {
             )
             .instrument(span)
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            // A retried create whose first attempt succeeded sees 409: the table exists, as asked.
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(|e| e.kind() == ErrorKind::AlreadyExists)
     }
 
     /// Creates the table unless it exists. Returns whether it was created.
@@ -187,11 +182,7 @@ impl Table {
             )
             .instrument(span)
             .await;
-        match outcome.result {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
-            Err(e) => Err(e),
-        }
+        outcome.done_if_retried(|e| e.kind() == ErrorKind::NotFound)
     }
 
     /// Deletes the table if it exists. Returns whether it existed.
