@@ -231,7 +231,7 @@ impl Container {
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.attempts > 1 => Ok(()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -266,7 +266,7 @@ impl Container {
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -318,7 +318,7 @@ impl Container {
         match outcome.result {
             Ok(response) => Ok(ETag::new(response.header("etag").unwrap_or_default())),
             Err(e)
-                if outcome.attempts > 1
+                if outcome.maybe_applied
                     && matches!(
                         e.kind(),
                         ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
@@ -445,7 +445,7 @@ impl Container {
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
-            Err(e) if is_missing_blob(&e) && outcome.attempts > 1 => Ok(()),
+            Err(e) if is_missing_blob(&e) && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }

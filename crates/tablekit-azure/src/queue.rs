@@ -270,7 +270,7 @@ impl Queue {
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -413,7 +413,7 @@ impl Queue {
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }

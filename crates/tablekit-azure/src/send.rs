@@ -23,11 +23,22 @@ impl Collected {
     }
 }
 
-/// The result of a logical request and how many attempts it took. More than one attempt
-/// means an earlier attempt may have been applied although its response was lost.
+/// The result of a logical request, after its retries.
 pub(crate) struct Outcome<T> {
     pub(crate) result: Result<T>,
-    pub(crate) attempts: u32,
+    /// Whether an earlier attempt failed without telling whether it took effect (a lost
+    /// response, a timeout): then a conflict on a later attempt may be that attempt's own
+    /// doing, and callers verify. Attempts the service refused outright (503, 429) never
+    /// set it, so a later conflict is taken as what it is: another writer's.
+    pub(crate) maybe_applied: bool,
+}
+
+/// Whether a failed attempt may still have taken effect. Throttling responses (503 Server
+/// Busy, 429) are refusals before any work; every other transient failure — a broken
+/// connection, a timeout, a 500 `OperationTimedOut`, a gateway error — leaves the outcome
+/// unknown.
+pub(crate) fn may_have_applied(error: &Error) -> bool {
+    !matches!(error.status(), Some(429 | 503))
 }
 
 /// Maps an SDK error to tablekit's, without leaking URLs or signatures.
@@ -84,6 +95,7 @@ impl Account {
     ) -> Outcome<Collected> {
         let pipeline = self.pipeline(service);
         let mut attempts = 0;
+        let mut maybe_applied = false;
         loop {
             attempts += 1;
             let result = match build() {
@@ -91,7 +103,7 @@ impl Account {
                 Err(e) => {
                     return Outcome {
                         result: Err(e),
-                        attempts,
+                        maybe_applied,
                     };
                 }
             };
@@ -99,7 +111,7 @@ impl Account {
                 Ok(collected) => {
                     return Outcome {
                         result: Ok(collected),
-                        attempts,
+                        maybe_applied,
                     };
                 }
                 Err(error) => {
@@ -108,12 +120,13 @@ impl Account {
                         Some(delay) => {
                             tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
                             self.metrics().retry();
+                            maybe_applied |= may_have_applied(&error);
                             tokio::time::sleep(delay).await;
                         }
                         None => {
                             return Outcome {
                                 result: Err(error),
-                                attempts,
+                                maybe_applied,
                             };
                         }
                     }
@@ -161,4 +174,26 @@ pub(crate) fn build_request(
         body.cloned().map(azure_core::Body::from),
     )
     .map_err(|e| Error::transport("could not build the request", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_throttling_refusals_are_known_not_to_have_applied() {
+        let t = || Target::table("T");
+        let status = |s: u16, code: &str| {
+            Error::from_response(s, Some(code.into()), String::new(), t(), None)
+        };
+        assert!(!may_have_applied(&status(503, "ServerBusy")));
+        assert!(!may_have_applied(&status(429, "TooManyRequests")));
+        assert!(may_have_applied(&status(500, "OperationTimedOut")));
+        assert!(may_have_applied(&status(504, "GatewayTimeout")));
+        assert!(may_have_applied(&status(408, "RequestTimeout")));
+        assert!(may_have_applied(&Error::Transport {
+            message: "connection reset".into(),
+            source: None,
+        }));
+    }
 }

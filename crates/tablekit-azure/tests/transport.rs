@@ -167,6 +167,46 @@ async fn a_lost_insert_response_is_verified_not_reported_as_a_conflict() {
     table.delete_table().await.unwrap();
 }
 
+/// A write refused with 503 (Server Busy) was never applied, so a conflict on its retry is
+/// another writer's and must be reported, even when that writer stored the very same value.
+/// Accepting it as "our earlier attempt" loses an update: two counters that both read 5 and
+/// both write 6 would count one increment.
+#[tokio::test]
+async fn a_conflict_after_a_refused_attempt_is_not_taken_for_our_own_write() {
+    let p = common::proxied(common::fast_retries());
+    let table = p.account.table(&unique_table_name("refused")).unwrap();
+    table.create().await.unwrap();
+    let keys = Keys::new("counters", "c").unwrap();
+    let count = |n: i64| Entity::new(keys.clone(), Properties::new().with("Count", n));
+    table.insert(&count(5)).await.unwrap();
+    // Both writers read Count = 5; the other one writes 6 first.
+    let read = table.get::<Properties>(&keys).await.unwrap().unwrap();
+    table.replace(&count(6), read.if_match()).await.unwrap();
+    // Our replace (also 6, under the ETag we read) is refused with 503, then conflicts.
+    p.table.fail_nth(1, Fault::Status(503));
+    let err = table.replace(&count(6), read.if_match()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err:?}");
+    // The same through a transaction and through a merge.
+    p.table.fail_nth(1, Fault::Status(503));
+    let plan =
+        BatchPlan::atomic([Operation::replace(&count(6), read.if_match()).unwrap()]).unwrap();
+    let err = table.submit(&plan).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err:?}");
+    p.table.fail_nth(1, Fault::Status(503));
+    let err = table.merge(&count(6), read.if_match()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err:?}");
+    // And an insert refused with 503 whose keys another writer then took with equal data.
+    p.table.fail_nth(1, Fault::Status(503));
+    let err = table.insert(&count(6)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err:?}");
+    // A lost response, by contrast, may hide an applied write: still verified.
+    let read = table.get::<Properties>(&keys).await.unwrap().unwrap();
+    p.table.fail_nth(1, Fault::DropResponse);
+    table.replace(&count(7), read.if_match()).await.unwrap();
+    assert_eq!(p.table.stats().faults_injected.status, 4);
+    table.delete_table().await.unwrap();
+}
+
 #[test]
 fn an_account_never_uses_connections_of_another_runtime() {
     // Regression: with one process-wide HTTP client, a runtime borrowed pooled connections

@@ -141,7 +141,7 @@ impl Table {
         match outcome.result {
             Ok(_) => Ok(()),
             // A retried create whose first attempt succeeded sees 409: the table exists, as asked.
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.attempts > 1 => Ok(()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -189,7 +189,7 @@ impl Table {
             .await;
         match outcome.result {
             Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound && outcome.attempts > 1 => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && outcome.maybe_applied => Ok(()),
             Err(e) => Err(e),
         }
     }
