@@ -310,7 +310,7 @@ impl Container {
         match outcome.result {
             Ok(response) => Ok(ETag::new(response.header("etag").unwrap_or_default())),
             Err(e)
-                if outcome.attempts > 1
+                if outcome.maybe_applied
                     && matches!(
                         e.kind(),
                         ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed

@@ -23,21 +23,32 @@ impl Collected {
     }
 }
 
-/// The result of a logical request and how many attempts it took. More than one attempt
-/// means an earlier attempt may have been applied although its response was lost.
+/// The result of a logical request, after its retries.
 pub(crate) struct Outcome<T> {
     pub(crate) result: Result<T>,
-    pub(crate) attempts: u32,
+    /// Whether an earlier attempt failed without telling whether it took effect (a lost
+    /// response, a timeout): then a conflict on a later attempt may be that attempt's own
+    /// doing, and callers verify. Attempts the service refused outright (503, 429) never
+    /// set it, so a later conflict is taken as what it is: another writer's.
+    pub(crate) maybe_applied: bool,
+}
+
+/// Whether a failed attempt may still have taken effect. Throttling responses (503 Server
+/// Busy, 429) are refusals before any work; every other transient failure — a broken
+/// connection, a timeout, a 500 `OperationTimedOut`, a gateway error — leaves the outcome
+/// unknown.
+pub(crate) fn may_have_applied(error: &Error) -> bool {
+    !matches!(error.status(), Some(429 | 503))
 }
 
 impl<T> Outcome<T> {
     /// The result of a request whose purpose is a state ("the table exists", "the message is
-    /// gone"): when it was retried and the retry finds that state already there, an earlier
-    /// attempt reached it and only its response was lost.
+    /// gone"): when an earlier attempt may have taken effect and the retry finds that state
+    /// already there, that attempt reached it and only its response was lost.
     pub(crate) fn done_if_retried(self, already_done: impl FnOnce(&Error) -> bool) -> Result<()> {
         match self.result {
             Ok(_) => Ok(()),
-            Err(e) if self.attempts > 1 && already_done(&e) => Ok(()),
+            Err(e) if self.maybe_applied && already_done(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -97,6 +108,7 @@ impl Account {
     ) -> Outcome<Collected> {
         let pipeline = self.pipeline(service);
         let mut attempts = 0;
+        let mut maybe_applied = false;
         loop {
             attempts += 1;
             let result = match build() {
@@ -104,7 +116,7 @@ impl Account {
                 Err(e) => {
                     return Outcome {
                         result: Err(e),
-                        attempts,
+                        maybe_applied,
                     };
                 }
             };
@@ -112,7 +124,7 @@ impl Account {
                 Ok(collected) => {
                     return Outcome {
                         result: Ok(collected),
-                        attempts,
+                        maybe_applied,
                     };
                 }
                 Err(error) => {
@@ -121,12 +133,13 @@ impl Account {
                         Some(delay) => {
                             tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
                             self.metrics().retry();
+                            maybe_applied |= may_have_applied(&error);
                             tokio::time::sleep(delay).await;
                         }
                         None => {
                             return Outcome {
                                 result: Err(error),
-                                attempts,
+                                maybe_applied,
                             };
                         }
                     }
@@ -174,4 +187,26 @@ pub(crate) fn build_request(
         body.cloned().map(azure_core::Body::from),
     )
     .map_err(|e| Error::transport("could not build the request", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_throttling_refusals_are_known_not_to_have_applied() {
+        let t = || Target::table("T");
+        let status = |s: u16, code: &str| {
+            Error::from_response(s, Some(code.into()), String::new(), t(), None)
+        };
+        assert!(!may_have_applied(&status(503, "ServerBusy")));
+        assert!(!may_have_applied(&status(429, "TooManyRequests")));
+        assert!(may_have_applied(&status(500, "OperationTimedOut")));
+        assert!(may_have_applied(&status(504, "GatewayTimeout")));
+        assert!(may_have_applied(&status(408, "RequestTimeout")));
+        assert!(may_have_applied(&Error::Transport {
+            message: "connection reset".into(),
+            source: None,
+        }));
+    }
 }

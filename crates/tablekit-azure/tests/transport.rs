@@ -3,10 +3,10 @@
 
 mod common;
 
-use tablekit_azure::{RequestKind, RetryPolicy, Settings};
+use tablekit_azure::{BlobCondition, PutBlob, RequestKind, RetryPolicy, Settings};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
-use tablekit_testkit::{Fault, unique_table_name};
+use tablekit_testkit::{Fault, unique_container_name, unique_queue_name, unique_table_name};
 
 #[tokio::test]
 async fn two_hundred_sequential_requests_reuse_one_connection() {
@@ -165,6 +165,96 @@ async fn a_lost_insert_response_is_verified_not_reported_as_a_conflict() {
             .is_none()
     );
     table.delete_table().await.unwrap();
+}
+
+/// A write refused with 503 (Server Busy) was never applied, so a conflict on its retry is
+/// another writer's and must be reported, even when that writer stored the very same value.
+/// Accepting it as "our earlier attempt" loses an update: two counters that both read 5 and
+/// both write 6 would count one increment.
+#[tokio::test]
+async fn a_conflict_after_a_refused_attempt_is_not_taken_for_our_own_write() {
+    let p = common::proxied(common::fast_retries());
+    let table = p.account.table(&unique_table_name("refused")).unwrap();
+    table.create().await.unwrap();
+    let keys = Keys::new("counters", "c").unwrap();
+    let count = |n: i64| Entity::new(keys.clone(), Properties::new().with("Count", n));
+    table.insert(&count(5)).await.unwrap();
+    // Both writers read Count = 5; the other one writes 6 first.
+    let read = table.get::<Properties>(&keys).await.unwrap().unwrap();
+    table.replace(&count(6), read.if_match()).await.unwrap();
+    // Our replace (also 6, under the ETag we read) is refused with 503, then conflicts.
+    p.table.fail_nth(1, Fault::Status(503));
+    let err = table.replace(&count(6), read.if_match()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err:?}");
+    // The same through a transaction and through a merge.
+    p.table.fail_nth(1, Fault::Status(503));
+    let plan =
+        BatchPlan::atomic([Operation::replace(&count(6), read.if_match()).unwrap()]).unwrap();
+    let err = table.submit(&plan).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err:?}");
+    p.table.fail_nth(1, Fault::Status(503));
+    let err = table.merge(&count(6), read.if_match()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err:?}");
+    // And an insert refused with 503 whose keys another writer then took with equal data.
+    p.table.fail_nth(1, Fault::Status(503));
+    let err = table.insert(&count(6)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err:?}");
+    // A lost response, by contrast, may hide an applied write: still verified.
+    let read = table.get::<Properties>(&keys).await.unwrap().unwrap();
+    p.table.fail_nth(1, Fault::DropResponse);
+    table.replace(&count(7), read.if_match()).await.unwrap();
+    assert_eq!(p.table.stats().faults_injected.status, 4);
+    table.delete_table().await.unwrap();
+}
+
+/// Queue and blob requests get the same treatment: a lost response is verified, a conflict
+/// after a refusal is reported.
+#[tokio::test]
+async fn lost_queue_and_blob_responses_are_verified_and_refusals_are_not() {
+    let p = common::proxied(common::fast_retries());
+    let queue = p.account.queue(&unique_queue_name("lost")).unwrap();
+    queue.create().await.unwrap();
+    queue.put(b"job", Default::default()).await.unwrap();
+    let taken = queue
+        .get(1, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    // The delete lands, its response is lost, the retry's 404 is our own doing.
+    p.queue.fail_nth(1, Fault::DropResponse);
+    queue.delete_message(&taken[0]).await.unwrap();
+    assert_eq!(queue.approximate_count().await.unwrap(), 0);
+    assert_eq!(p.queue.stats().faults_injected.drop_response, 1);
+
+    let container = p.account.container(&unique_container_name("lost")).unwrap();
+    container.create().await.unwrap();
+    let create_only = || PutBlob {
+        condition: BlobCondition::IfNotExists,
+        ..PutBlob::default()
+    };
+    p.blob.fail_nth(1, Fault::DropResponse);
+    container
+        .put("ours", b"mine".to_vec(), create_only())
+        .await
+        .unwrap();
+    // Refused with 503 while another writer created the name with the same bytes: theirs.
+    container
+        .put("theirs", b"mine".to_vec(), create_only())
+        .await
+        .unwrap();
+    p.blob.fail_nth(1, Fault::Status(503));
+    let err = container
+        .put("theirs", b"mine".to_vec(), create_only())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+        ),
+        "{err:?}"
+    );
+    container.delete().await.unwrap();
+    queue.delete().await.unwrap();
 }
 
 #[test]

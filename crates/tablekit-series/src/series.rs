@@ -21,7 +21,7 @@ use crate::layout::{SeriesLayout, SlotValue};
 /// | operation | requests | consistency |
 /// |---|---|---|
 /// | [`Series::set`], [`Series::set_many`] | 1 | last writer wins per slot |
-/// | [`Series::add`] | 2 (+2 per conflict) | no increment is ever lost |
+/// | [`Series::add`] | 2 (+2 per conflict) | no increment lost (see [`Series::add`] for failures) |
 /// | [`Series::read`] | 1 | strong: every acknowledged write |
 /// | [`Series::delete`] | 1 | idempotent |
 pub struct Series<V: SlotValue = i64> {
@@ -173,6 +173,13 @@ impl<V: SlotValue> Series<V> {
     /// **Requests: 2 per attempt** (a point read, then a merge carrying the read ETag — or an
     /// insert when the entity does not exist yet). **Consistency:** linearizable per entity.
     /// Only the one slot is written; the other slots and properties are untouched.
+    ///
+    /// **Under failures:** a merge refused with 503 or 429 is retried as if never sent; a
+    /// merge whose response was lost is verified by reading the slot back, so a single
+    /// writer per series counts every add exactly once. With several writers on one series,
+    /// a lost response or a broken connection followed by another writer's add before the
+    /// retry makes this add ambiguous: it may be counted twice or not at all. Keep one writer
+    /// per series where exact counts matter under failures.
     ///
     /// # Errors
     /// Before any request: [`Error::InvalidName`] for a slot not in the layout. Then

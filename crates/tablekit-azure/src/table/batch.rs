@@ -205,7 +205,7 @@ impl Table {
                 Ok(done)
             }
             // A retried transaction whose first attempt committed fails on its own writes.
-            Err(error) if outcome.attempts > 1 => {
+            Err(error) if outcome.maybe_applied => {
                 self.verify_transaction(plan, tx, error)
                     .instrument(span)
                     .await

@@ -217,7 +217,7 @@ impl Table {
             .await;
         let result = match outcome.result {
             Ok(response) => Ok(response.header("etag").map(ETag::new)),
-            Err(error) if outcome.attempts > 1 => self.verify(op, error).instrument(span).await,
+            Err(error) if outcome.maybe_applied => self.verify(op, error).instrument(span).await,
             Err(error) => Err(error),
         };
         if result.is_ok() && op.kind() != OperationKind::Delete {

@@ -81,6 +81,14 @@ impl Table {
     /// Consistency: linearizable per entity. `change` may run several times; it must be a
     /// pure function of its input.
     ///
+    /// One limit: when a write's outcome is unknown (its response was lost, or the connection
+    /// broke mid-request) *and* another writer updates the entity before the retry, the
+    /// retry cannot tell whose write the stored value is. It accepts a value equal to its own
+    /// (one update lost if the other writer stored the same value) and otherwise starts
+    /// again from the read (one update applied twice if its own write had landed). With one
+    /// writer per entity, or when every failed attempt was refused outright (503, 429),
+    /// every update is applied exactly once.
+    ///
     /// # Errors
     /// [`Error::PreconditionFailed`] or [`Error::AlreadyExists`] when conflicts outlast the
     /// account's [`crate::ConflictRetry`] attempts; encoding, transport and service errors.

@@ -68,3 +68,41 @@ pub async fn table(prefix: &str) -> Table {
 pub fn reopen(table: &Table, account: &Account) -> Table {
     account.table(table.name()).expect("table name")
 }
+
+/// An account whose table traffic passes through a fault proxy in front of the test
+/// emulator (started here if the shared storage is not a local emulator), and the proxy.
+pub fn proxied(settings: Settings) -> (Account, tablekit_testkit::FaultProxy) {
+    use std::sync::OnceLock;
+    static OWN: OnceLock<tablekit_testkit::Azurite> = OnceLock::new();
+    let storage = TestStorage::shared().expect("test storage");
+    let endpoints = match storage.emulator() {
+        Some(azurite) => azurite.endpoints().clone(),
+        None => OWN
+            .get_or_init(|| tablekit_testkit::Azurite::start().expect("azurite"))
+            .endpoints()
+            .clone(),
+    };
+    let authority = endpoints
+        .table
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .expect("endpoint authority");
+    let proxy =
+        tablekit_testkit::FaultProxy::start(authority.parse().expect("loopback")).expect("proxy");
+    let cs = format!(
+        "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={};QueueEndpoint={};BlobEndpoint={}",
+        tablekit_testkit::ACCOUNT,
+        tablekit_testkit::ACCOUNT_KEY,
+        proxy.endpoint_for(&endpoints.table),
+        endpoints.queue,
+        endpoints.blob,
+    );
+    let account = Account::from_connection_string(&cs)
+        .expect("connection string")
+        .with_http_client(client())
+        .expect("client")
+        .with_settings(settings)
+        .expect("settings");
+    (account, proxy)
+}

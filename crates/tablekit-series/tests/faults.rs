@@ -1,0 +1,67 @@
+//! `Series::add` when requests fail: an add whose merge response was lost is counted once,
+//! and an add whose merge was refused (503) while another writer added is not lost.
+
+mod common;
+
+use std::time::Duration;
+
+use tablekit_azure::{RetryPolicy, Settings};
+use tablekit_core::Keys;
+use tablekit_series::{Series, SeriesLayout};
+use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
+
+fn keys() -> Keys {
+    Keys::new("000223", "ImPerHour").unwrap()
+}
+
+/// The first MERGE through the proxy gets `fault`.
+fn first_merge(fault: Fault) -> Rule {
+    Rule {
+        matcher: Matcher::any().with_method("MERGE"),
+        occurrences: Occurrences::Nth(1),
+        fault,
+    }
+}
+
+#[tokio::test]
+async fn an_add_whose_merge_response_was_lost_counts_once() {
+    let (account, proxy) = common::proxied(common::settings());
+    let table = common::reopen(&common::table("seriesdrop").await, &account);
+    let series = Series::<i64>::new(table.clone(), SeriesLayout::hours());
+    series.add(&keys(), "H09", 1).await.unwrap();
+    proxy.add_rule(first_merge(Fault::DropResponse));
+    // The merge lands, its response is lost, the retry meets 412: the stored value is ours.
+    assert_eq!(series.add(&keys(), "H09", 1).await.unwrap(), 2);
+    assert_eq!(proxy.stats().faults_injected.drop_response, 1);
+    let read = series.read(&keys()).await.unwrap().unwrap().value;
+    assert_eq!(read.get("H09"), Some(2), "counted once, not twice");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_add_refused_with_503_while_another_writer_added_is_not_lost() {
+    // A long first retry delay leaves room for the other writer between the refusal and
+    // the retry.
+    let slow_retry = Settings {
+        retry: RetryPolicy::exponential(1, Duration::from_secs(1), Duration::from_secs(1)),
+        ..common::settings()
+    };
+    let (account, proxy) = common::proxied(slow_retry);
+    let direct = common::table("series503").await;
+    let table = common::reopen(&direct, &account);
+    let ours = Series::<i64>::new(table.clone(), SeriesLayout::hours());
+    let theirs = Series::<i64>::new(direct.clone(), SeriesLayout::hours());
+    theirs.add(&keys(), "H09", 5).await.unwrap();
+    proxy.add_rule(first_merge(Fault::Status(503)));
+    let adding = tokio::spawn(async move { ours.add(&keys(), "H09", 1).await });
+    // Once our merge (5 → 6) has been refused, the other writer adds too (5 → 6). Our retry
+    // then meets 412 on a stored 6 that is not ours, and must add again from the read.
+    while proxy.stats().faults_injected.status == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(theirs.add(&keys(), "H09", 1).await.unwrap(), 6);
+    assert_eq!(adding.await.unwrap().unwrap(), 7);
+    let read = theirs.read(&keys()).await.unwrap().unwrap().value;
+    assert_eq!(read.get("H09"), Some(7), "both increments counted");
+    direct.delete_table().await.unwrap();
+}

@@ -1,0 +1,390 @@
+//! Indexes under faults: the intra-partition index, the inter-partition index, and index
+//! entities in the entities' partition (option 2), in partitions of their own (option 3) and
+//! in blobs (option 1).
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::Properties;
+use tablekit_core::filter::Filter;
+use tablekit_index::{
+    CopySpec, EventualList, IndexSpec, InterPartitionIndex, IntraPartitionIndex, ListSpec,
+    SamePartitionList,
+};
+use tablekit_testkit::{unique_container_name, unique_queue_name};
+
+use crate::{Figures, arm, common, disarm, fast_worker, lost_and_duplicated};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Employee {
+    department: String,
+    id: String,
+    last_name: String,
+    email: String,
+    round: i32,
+}
+
+/// Employee `i` as written in `round`: a new email every round, a last name that changes
+/// every other round.
+fn employee(department: &str, i: usize, round: i32) -> Employee {
+    const NAMES: [&str; 4] = ["Jones", "Smith", "Lee", "Cao"];
+    Employee {
+        department: department.into(),
+        id: format!("{i:06}"),
+        last_name: NAMES[(i + round as usize / 2) % NAMES.len()].into(),
+        email: email(i, round),
+        round,
+    }
+}
+
+fn email(i: usize, round: i32) -> String {
+    format!("e{i}.r{round}@contoso.com")
+}
+
+fn spec() -> IndexSpec<Employee> {
+    IndexSpec::builder(|e: &Employee| e.department.clone())
+        .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
+        .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
+        .build()
+        .unwrap()
+}
+
+fn by_last_name(prefix: &str) -> ListSpec<Employee> {
+    let builder = ListSpec::builder(
+        "lastname",
+        |e: &Employee| e.department.clone(),
+        |e: &Employee| e.id.clone(),
+        |e: &Employee| e.last_name.clone(),
+    );
+    let builder = if prefix.is_empty() {
+        builder
+    } else {
+        builder.prefix(prefix)
+    };
+    builder.build().unwrap()
+}
+
+/// Ids written in rounds 0..=`rounds` and then deleted every fifth: which survive, in which
+/// round's state.
+const ROUNDS: i32 = 3;
+
+fn deleted(i: usize) -> bool {
+    i % 5 == 0
+}
+
+#[tokio::test]
+async fn intra_partition_index_keeps_every_copy_in_step() {
+    let p = common::proxied(common::patient());
+    let table = common::table(&p.account, "faultintra").await;
+    let index = IntraPartitionIndex::new(table.clone(), spec());
+    let n = 40;
+    let mut ops = 0;
+    arm(&p, 0x2_01);
+    for i in 0..n {
+        index.insert(&employee("Sales", i, 0)).await.unwrap();
+        ops += 1;
+    }
+    for round in 1..=ROUNDS {
+        for i in 0..n {
+            index.put(&employee("Sales", i, round)).await.unwrap();
+            ops += 1;
+        }
+    }
+    for i in (0..n).filter(|&i| deleted(i)) {
+        assert!(index.delete("Sales", &format!("{i:06}")).await.unwrap());
+        ops += 1;
+    }
+    let faults = disarm(&p);
+
+    let report = index.verify("Sales").await.unwrap();
+    assert!(
+        report.is_consistent(),
+        "no stale or missing copy: {report:?}"
+    );
+    let mut lost = 0;
+    for i in 0..n {
+        let id = format!("{i:06}");
+        let got = index.get("Sales", &id).await.unwrap().map(|s| s.value);
+        let by_email = index
+            .get_by("email", "Sales", &email(i, ROUNDS))
+            .await
+            .unwrap()
+            .map(|s| s.value);
+        let want = (!deleted(i)).then(|| employee("Sales", i, ROUNDS));
+        if got != want || by_email != want {
+            lost += 1;
+        }
+        for round in 0..ROUNDS {
+            let old = index.get_by("email", "Sales", &email(i, round)).await;
+            assert!(
+                old.unwrap().is_none(),
+                "stale email copy of {id} round {round}"
+            );
+        }
+    }
+    let rows = table
+        .query::<Properties>()
+        .filter(Filter::partition("Sales"))
+        .collect()
+        .await
+        .unwrap()
+        .len();
+    let live = (0..n).filter(|&i| !deleted(i)).count();
+    Figures {
+        pattern: "intra-partition index",
+        operations: ops,
+        faults,
+        lost,
+        duplicated: rows.saturating_sub(2 * live),
+    }
+    .report(&p);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn inter_partition_index_converges_after_the_workers_drain() {
+    let p = common::proxied(common::patient());
+    let table = common::table(&p.account, "faultinter").await;
+    let queue = p.account.queue(&unique_queue_name("faultinter")).unwrap();
+    let index = InterPartitionIndex::new(table.clone(), spec(), queue);
+    index.create().await.unwrap();
+    let departments = ["Sales", "Marketing"];
+    let n = 30;
+    let mut ops = 0;
+    arm(&p, 0x2_02);
+    for i in 0..n {
+        index
+            .insert(&employee(departments[i % 2], i, 0))
+            .await
+            .unwrap();
+        ops += 1;
+    }
+    for round in 1..=ROUNDS {
+        for i in 0..n {
+            index
+                .put(&employee(departments[i % 2], i, round))
+                .await
+                .unwrap();
+            ops += 1;
+        }
+    }
+    for i in (0..n).filter(|&i| deleted(i)) {
+        let id = format!("{i:06}");
+        assert!(index.delete(departments[i % 2], &id).await.unwrap());
+        ops += 1;
+    }
+    let worker = index.worker(fast_worker());
+    let under_faults = worker.drain().await.unwrap();
+    let faults = disarm(&p);
+    worker.drain().await.unwrap();
+
+    for department in departments {
+        let report = index.verify(department).await.unwrap();
+        assert!(
+            report.is_consistent(),
+            "after the workers drained, no stale or missing copy: {report:?}"
+        );
+    }
+    let mut lost = 0;
+    for i in 0..n {
+        let department = departments[i % 2];
+        let by_email = index
+            .get_by("email", department, &email(i, ROUNDS))
+            .await
+            .unwrap()
+            .map(|s| s.value);
+        let want = (!deleted(i)).then(|| employee(department, i, ROUNDS));
+        if by_email != want {
+            lost += 1;
+        }
+        for round in 0..ROUNDS {
+            let old = index.get_by("email", department, &email(i, round)).await;
+            assert!(old.unwrap().is_none(), "stale copy of {i} round {round}");
+        }
+    }
+    let rows = table
+        .query::<Properties>()
+        .allow_scan()
+        .collect()
+        .await
+        .unwrap()
+        .len();
+    let live = (0..n).filter(|&i| !deleted(i)).count();
+    assert_eq!(index.jobs().approximate_len().await.unwrap(), 0);
+    assert!(index.jobs().peek_poisoned(32).await.unwrap().is_empty());
+    println!(
+        "  inter-partition jobs under faults: {} dequeued, {} processed, {} failed attempts, {} lost receipts",
+        under_faults.dequeued,
+        under_faults.processed,
+        under_faults.failed_attempts,
+        under_faults.lost_receipts
+    );
+    Figures {
+        pattern: "inter-partition index",
+        operations: ops,
+        faults,
+        lost,
+        duplicated: rows.saturating_sub(2 * live),
+    }
+    .report(&p);
+    index.jobs().delete().await.unwrap();
+    table.delete_table().await.unwrap();
+}
+
+/// Writes `n` employees through `write` (insert in round 0, put in later rounds, deletes
+/// last) and returns the operations sent.
+async fn list_workload<W, D>(n: usize, mut write: W, mut delete: D) -> usize
+where
+    W: AsyncFnMut(&Employee, bool),
+    D: AsyncFnMut(&str, &str),
+{
+    let mut ops = 0;
+    for round in 0..=ROUNDS {
+        for i in 0..n {
+            write(&employee("Sales", i, round), round == 0).await;
+            ops += 1;
+        }
+    }
+    for i in (0..n).filter(|&i| deleted(i)) {
+        delete("Sales", &format!("{i:06}")).await;
+        ops += 1;
+    }
+    ops
+}
+
+/// Every surviving id under its final last name, as (last name, id).
+fn expected_lists(n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .filter(|&i| !deleted(i))
+        .map(|i| {
+            let e = employee("Sales", i, ROUNDS);
+            (e.last_name, e.id)
+        })
+        .collect()
+}
+
+const NAMES: [&str; 4] = ["Jones", "Smith", "Lee", "Cao"];
+
+#[tokio::test]
+async fn index_entities_in_the_same_partition_list_every_id_once() {
+    let p = common::proxied(common::patient());
+    let table = common::table(&p.account, "faultlist2").await;
+    let lists = SamePartitionList::new(table.clone(), by_last_name(""));
+    let n = 30;
+    arm(&p, 0x2_03);
+    let ops = list_workload(
+        n,
+        async |e, new| {
+            if new {
+                lists.insert(e).await.unwrap();
+            } else {
+                lists.put(e).await.unwrap();
+            }
+        },
+        async |pk, rk| assert!(lists.delete(pk, rk).await.unwrap()),
+    )
+    .await;
+    let faults = disarm(&p);
+
+    let mut found = Vec::new();
+    for name in NAMES {
+        for id in lists.ids("Sales", name).await.unwrap() {
+            found.push((name.to_owned(), id));
+        }
+    }
+    let (lost, duplicated) = lost_and_duplicated(&expected_lists(n), &found);
+    Figures {
+        pattern: "index entities (2)",
+        operations: ops,
+        faults,
+        lost,
+        duplicated,
+    }
+    .report(&p);
+    table.delete_table().await.unwrap();
+}
+
+async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed: u64) -> Figures {
+    lists.create().await.unwrap();
+    let n = 30;
+    arm(p, seed);
+    let ops = list_workload(
+        n,
+        async |e, new| {
+            if new {
+                lists.insert(e).await.unwrap();
+            } else {
+                lists.put(e).await.unwrap();
+            }
+        },
+        async |pk, rk| assert!(lists.delete(pk, rk).await.unwrap()),
+    )
+    .await;
+    let worker = lists.worker(fast_worker());
+    worker.drain().await.unwrap();
+    let faults = disarm(p);
+    worker.drain().await.unwrap();
+
+    let mut found = Vec::new();
+    for name in NAMES {
+        for (pk, rk) in lists.ids(name).await.unwrap() {
+            assert_eq!(pk, "Sales");
+            found.push((name.to_owned(), rk));
+        }
+    }
+    assert_eq!(lists.jobs().approximate_len().await.unwrap(), 0);
+    assert!(lists.jobs().peek_poisoned(32).await.unwrap().is_empty());
+    let (lost, duplicated) = lost_and_duplicated(&expected_lists(n), &found);
+    lists.jobs().delete().await.unwrap();
+    Figures {
+        pattern: "",
+        operations: ops,
+        faults,
+        lost,
+        duplicated,
+    }
+}
+
+#[tokio::test]
+async fn index_entities_in_their_own_partitions_list_every_id_once_after_the_workers_drain() {
+    let p = common::proxied(common::patient());
+    let table = common::table(&p.account, "faultlist3").await;
+    let queue = p.account.queue(&unique_queue_name("faultlist3")).unwrap();
+    let lists = EventualList::separate(
+        table.clone(),
+        table.clone(),
+        by_last_name("lastname_"),
+        queue,
+    );
+    let figures = eventual_lists(&p, lists, 0x2_04).await;
+    Figures {
+        pattern: "index entities (3)",
+        ..figures
+    }
+    .report(&p);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn index_entities_in_blobs_list_every_id_once_after_the_workers_drain() {
+    let p = common::proxied(common::patient());
+    let table = common::table(&p.account, "faultlist1").await;
+    let queue = p.account.queue(&unique_queue_name("faultlist1")).unwrap();
+    let container = p
+        .account
+        .container(&unique_container_name("faultlist1"))
+        .unwrap();
+    let lists = EventualList::blobs(
+        table.clone(),
+        container.clone(),
+        by_last_name("lastname_"),
+        queue,
+    );
+    let figures = eventual_lists(&p, lists, 0x2_05).await;
+    Figures {
+        pattern: "index entities (1)",
+        ..figures
+    }
+    .report(&p);
+    container.delete().await.unwrap();
+    table.delete_table().await.unwrap();
+}
