@@ -228,24 +228,32 @@ pub(crate) async fn scan(table: &Table, endpoint: &str, n: usize) -> Result<Scan
     let client = raw::table_client(endpoint, table.name(), true);
     let (mut tk, mut rw) = (vec![], vec![]);
     for run in 0..=RUNS {
-        let (count, took) = timed(
-            table
-                .query::<Record>()
-                .filter(Filter::partition("scan"))
-                .stream()
-                .try_fold(0usize, |n, _| async move { Ok(n + 1) }),
-        )
-        .await;
-        if count.map_err(err)? != n {
-            return Err("tablekit scan returned the wrong count".into());
+        let mut order = [true, false];
+        if run % 2 == 1 {
+            order.reverse();
         }
-        let (raw_count, raw_took) = timed(raw::scan(&client, "scan")).await;
-        if raw_count? != n {
-            return Err("raw scan returned the wrong count".into());
-        }
-        if run > 0 {
-            tk.push(n as f64 / took.as_secs_f64());
-            rw.push(n as f64 / raw_took.as_secs_f64());
+        for tablekit in order {
+            let (count, took) = if tablekit {
+                let stream = table
+                    .query::<Record>()
+                    .filter(Filter::partition("scan"))
+                    .stream();
+                let (count, took) =
+                    timed(stream.try_fold(0usize, |n, _| async move { Ok(n + 1) })).await;
+                (count.map_err(err)?, took)
+            } else {
+                let (count, took) = timed(raw::scan(&client, "scan")).await;
+                (count?, took)
+            };
+            if count != n {
+                return Err(format!(
+                    "{} scan returned {count} of {n}",
+                    if tablekit { "tablekit" } else { "raw" }
+                ));
+            }
+            if run > 0 {
+                (if tablekit { &mut tk } else { &mut rw }).push(n as f64 / took.as_secs_f64());
+            }
         }
     }
     Ok(Scan {
@@ -264,55 +272,59 @@ pub(crate) async fn points(
     let keys: Vec<String> = (0..reads)
         .map(|i| format!("{:08}", (i * 7919) % n))
         .collect();
+    let tablekit_get = |rk: &str| {
+        let keys = Keys::new("scan", rk);
+        async move {
+            table
+                .get::<Record>(&keys.map_err(err)?)
+                .await
+                .map_err(err)?
+                .ok_or_else(|| "missing".to_owned())
+        }
+    };
     let (mut ts, mut rs, mut tp, mut rp) = (vec![], vec![], vec![], vec![]);
     for run in 0..=RUNS {
-        let (r, took) = timed(async {
-            for rk in &keys {
-                table
-                    .get::<Record>(&Keys::new("scan", rk.as_str()).map_err(err)?)
-                    .await
-                    .map_err(err)?
-                    .ok_or("missing")?;
+        let mut order = [true, false];
+        if run % 2 == 1 {
+            order.reverse();
+        }
+        for tablekit in order {
+            let (sequential, took) = timed(async {
+                for rk in &keys {
+                    if tablekit {
+                        tablekit_get(rk).await?;
+                    } else {
+                        raw::get(&client, "scan", rk).await?;
+                    }
+                }
+                Ok::<_, String>(())
+            })
+            .await;
+            sequential?;
+            let (parallel, took_parallel) = timed(
+                futures::stream::iter(keys.iter())
+                    .map(|rk| async {
+                        if tablekit {
+                            tablekit_get(rk).await.map(|_| ())
+                        } else {
+                            raw::get(&client, "scan", rk).await
+                        }
+                    })
+                    .buffer_unordered(16)
+                    .try_collect::<Vec<_>>(),
+            )
+            .await;
+            parallel?;
+            if run > 0 {
+                let rate = |d: Duration| reads as f64 / d.as_secs_f64();
+                let (seq, par) = if tablekit {
+                    (&mut ts, &mut tp)
+                } else {
+                    (&mut rs, &mut rp)
+                };
+                seq.push(rate(took));
+                par.push(rate(took_parallel));
             }
-            Ok::<_, String>(())
-        })
-        .await;
-        r?;
-        let (r2, took2) = timed(async {
-            for rk in &keys {
-                raw::get(&client, "scan", rk).await?;
-            }
-            Ok::<_, String>(())
-        })
-        .await;
-        r2?;
-        let (r3, took3) = timed(
-            futures::stream::iter(keys.iter())
-                .map(|rk| async move {
-                    table
-                        .get::<Record>(&Keys::new("scan", rk.as_str()).map_err(err)?)
-                        .await
-                        .map_err(err)
-                })
-                .buffer_unordered(16)
-                .try_collect::<Vec<_>>(),
-        )
-        .await;
-        r3?;
-        let (r4, took4) = timed(
-            futures::stream::iter(keys.iter())
-                .map(|rk| raw::get(&client, "scan", rk))
-                .buffer_unordered(16)
-                .try_collect::<Vec<_>>(),
-        )
-        .await;
-        r4?;
-        if run > 0 {
-            let rate = |d: Duration| reads as f64 / d.as_secs_f64();
-            ts.push(rate(took));
-            rs.push(rate(took2));
-            tp.push(rate(took3));
-            rp.push(rate(took4));
         }
     }
     Ok(Points {

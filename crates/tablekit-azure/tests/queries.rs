@@ -90,6 +90,35 @@ async fn claims_50_and_53_paging_returns_everything_once_and_tokens_resume_elsew
 }
 
 #[tokio::test]
+async fn the_next_page_is_read_ahead_and_a_dropped_stream_costs_at_most_one_more_request() {
+    let table = common::table("readahead").await;
+    fill(&table, &["p"], 300).await;
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let mut pages = Box::pin(
+        table
+            .query::<Row>()
+            .filter(Filter::partition("p"))
+            .page_size(100)
+            .pages(),
+    );
+    use futures::StreamExt as _;
+    let first = pages.next().await.unwrap().unwrap();
+    assert_eq!(first.items.len(), 100);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // The second page was requested while the first was handed out.
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 2);
+    drop(pages);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        metrics.snapshot().requests_of(RequestKind::Query),
+        2,
+        "dropping the stream stops reading ahead"
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
 async fn claim_52_page_size_caps_each_page_and_top_caps_the_total() {
     let table = common::table("pagesize").await;
     fill(&table, &["p"], 120).await;

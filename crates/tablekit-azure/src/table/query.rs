@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::str::FromStr;
 
-use azure_core::Method;
+use azure_core::{Method, Url};
 use azure_storage::clients::ServiceType;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
@@ -18,6 +18,77 @@ use tracing::Instrument as _;
 use super::{ACCEPT_MINIMAL, Table};
 use crate::metrics::RequestKind;
 use crate::settings::ScanAction;
+
+/// A page as received: its body, not yet parsed, and where the next one starts.
+struct RawPage {
+    body: bytes::Bytes,
+    continuation: Option<ContinuationToken>,
+}
+
+/// Sends one page request.
+async fn fetch_raw(table: Table, url: Url, shape: QueryShape) -> Result<RawPage> {
+    let span = tracing::debug_span!("tablekit.query", table = %table.name(), shape = ?shape);
+    let outcome = table
+        .account()
+        .send(
+            ServiceType::Table,
+            RequestKind::Query,
+            &table.target(),
+            || {
+                table.request(
+                    Method::Get,
+                    url.clone(),
+                    &[("accept", ACCEPT_MINIMAL)],
+                    None,
+                )
+            },
+        )
+        .instrument(span)
+        .await;
+    let response = outcome.result?;
+    let continuation = response
+        .header("x-ms-continuation-nextpartitionkey")
+        .map(|pk| ContinuationToken {
+            next_partition_key: pk.to_owned(),
+            next_row_key: response
+                .header("x-ms-continuation-nextrowkey")
+                .map(str::to_owned),
+        });
+    Ok(RawPage {
+        body: response.body,
+        continuation,
+    })
+}
+
+/// The next page, requested while the current one is consumed. Dropping it (the stream was
+/// dropped, or failed) cancels the request.
+struct Prefetch(Option<tokio::task::JoinHandle<Result<RawPage>>>);
+
+impl Prefetch {
+    fn spawn(fetch: impl std::future::Future<Output = Result<RawPage>> + Send + 'static) -> Self {
+        Self(Some(tokio::spawn(fetch)))
+    }
+
+    async fn join(mut self) -> Result<RawPage> {
+        match self.0.take() {
+            Some(handle) => handle
+                .await
+                .unwrap_or_else(|e| Err(Error::transport("the page request was cancelled", e))),
+            None => Err(Error::transport(
+                "the page request was already taken",
+                std::io::Error::other("prefetch"),
+            )),
+        }
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
+}
 
 /// The `$top` of one request: what is left of the total, capped by the page size.
 fn per_request(remaining: Option<usize>, page_size: Option<usize>) -> Option<usize> {
@@ -268,13 +339,13 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         .await
     }
 
-    async fn fetch(
+    /// The URL of one page request.
+    fn page_url(
         &self,
         filter: Option<&str>,
         start: Option<&ContinuationToken>,
         top: Option<usize>,
-    ) -> Result<Page<T>> {
-        let table = &self.table;
+    ) -> Url {
         // Azure always returns the system properties with a projection; Azurite does not.
         // Asking for them explicitly keeps `Stored` complete on both.
         let select = self.select.as_ref().map(|s| {
@@ -305,53 +376,48 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                 query.push(("NextRowKey", rk));
             }
         }
-        let url = table.url(&format!("{}()", table.name()), &query);
-        let span =
-            tracing::debug_span!("tablekit.query", table = %table.name(), shape = ?self.shape());
-        let outcome = table
-            .account()
-            .send(
-                ServiceType::Table,
-                RequestKind::Query,
-                &table.target(),
-                || {
-                    table.request(
-                        Method::Get,
-                        url.clone(),
-                        &[("accept", ACCEPT_MINIMAL)],
-                        None,
-                    )
-                },
-            )
-            .instrument(span)
-            .await;
-        let response = outcome.result?;
-        let items = parse_page::<T>(&response.body)?;
-        table.account().metrics().entities_read(items.len());
-        let continuation = response
-            .header("x-ms-continuation-nextpartitionkey")
-            .map(|pk| ContinuationToken {
-                next_partition_key: pk.to_owned(),
-                next_row_key: response
-                    .header("x-ms-continuation-nextrowkey")
-                    .map(str::to_owned),
-            });
+        self.table.url(&format!("{}()", self.table.name()), &query)
+    }
+
+    async fn fetch(
+        &self,
+        filter: Option<&str>,
+        start: Option<&ContinuationToken>,
+        top: Option<usize>,
+    ) -> Result<Page<T>> {
+        let raw = fetch_raw(
+            self.table.clone(),
+            self.page_url(filter, start, top),
+            self.shape(),
+        )
+        .await?;
+        self.parse(raw)
+    }
+
+    fn parse(&self, raw: RawPage) -> Result<Page<T>> {
+        let items = parse_page::<T>(&raw.body)?;
+        self.table.account().metrics().entities_read(items.len());
         Ok(Page {
             items,
-            continuation,
+            continuation: raw.continuation,
         })
     }
 
     /// All pages, following continuation tokens until there is none (an empty page with a
     /// token is followed, not taken for the end) or `top` entities were returned.
     ///
-    /// Requests: one per page. Memory: one page at a time.
+    /// Without `top`, the next page is requested as soon as a page arrives, so the service
+    /// works on it while this one is parsed and consumed; dropping the stream cancels it.
+    ///
+    /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
+    /// most two pages.
     pub fn pages(self) -> impl Stream<Item = Result<Page<T>>> + Send + 'static {
         struct State<T> {
             query: Query<T>,
             filter: Option<String>,
             next: Option<ContinuationToken>,
             remaining: Option<usize>,
+            ahead: Option<Prefetch>,
             done: bool,
         }
         let prepared = self.prepare();
@@ -360,6 +426,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             remaining: self.top,
             query: self,
             filter: None,
+            ahead: None,
             done: false,
         };
         futures::stream::unfold((state, Some(prepared)), |(mut st, prepared)| async move {
@@ -375,32 +442,55 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             if st.done || st.remaining == Some(0) {
                 return None;
             }
-            let top = per_request(st.remaining, st.query.page_size);
-            match st
-                .query
-                .fetch(st.filter.as_deref(), st.next.as_ref(), top)
-                .await
-            {
+            let q = &st.query;
+            let raw = match st.ahead.take() {
+                Some(ahead) => ahead.join().await,
+                None => {
+                    let url = q.page_url(
+                        st.filter.as_deref(),
+                        st.next.as_ref(),
+                        per_request(st.remaining, q.page_size),
+                    );
+                    fetch_raw(q.table.clone(), url, q.shape()).await
+                }
+            };
+            let raw = match raw {
+                Ok(raw) => raw,
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), (st, None)));
+                }
+            };
+            st.next = raw.continuation.clone();
+            st.done = st.next.is_none();
+            // Without a total limit the next page is certainly wanted: request it now, so the
+            // service works on it while this page is parsed and consumed. With `top`, the
+            // next request's size depends on this page's count, so it waits.
+            if let (Some(next), None) = (&st.next, st.remaining) {
+                let url = q.page_url(st.filter.as_deref(), Some(next), q.page_size);
+                st.ahead = Some(Prefetch::spawn(fetch_raw(q.table.clone(), url, q.shape())));
+            }
+            match q.parse(raw) {
                 Ok(mut page) => {
                     if let Some(r) = st.remaining.as_mut() {
                         page.items.truncate(*r);
                         *r -= page.items.len();
                     }
-                    st.next = page.continuation.clone();
-                    st.done = st.next.is_none();
                     Some((Ok(page), (st, None)))
                 }
                 Err(e) => {
                     st.done = true;
+                    st.ahead = None;
                     Some((Err(e), (st, None)))
                 }
             }
         })
     }
 
-    /// Every matching entity, page after page.
+    /// Every matching entity, page after page (see [`Query::pages`]).
     ///
-    /// Requests: one per page. Memory: one page at a time.
+    /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
+    /// most two pages.
     pub fn stream(self) -> impl Stream<Item = Result<Stored<T>>> + Send + 'static {
         self.pages()
             .map_ok(|page| futures::stream::iter(page.items.into_iter().map(Ok)))
