@@ -67,7 +67,18 @@ pub(crate) struct Report {
     pub(crate) checks: Vec<Check>,
 }
 
+/// The median of the ratios of runs made side by side (run i of `a` with run i of `b`): the
+/// emulator's speed drifts during a benchmark, and each pair shares the same moment. Falls
+/// back to the ratio of medians for figures of different lengths (other processes).
 fn ratio(a: &Figure, b: &Figure) -> f64 {
+    if a.runs.len() == b.runs.len() && !a.runs.is_empty() && b.runs.iter().all(|v| *v > 0.0) {
+        let pairs: Vec<f64> = a.runs.iter().zip(&b.runs).map(|(x, y)| x / y).collect();
+        return Figure::of(pairs, "").median;
+    }
+    ratio_of_medians(a, b)
+}
+
+fn ratio_of_medians(a: &Figure, b: &Figure) -> f64 {
     if b.median == 0.0 {
         0.0
     } else {
@@ -164,7 +175,8 @@ impl Report {
         let s = &self.sizes;
         let mut out = format!(
             "# tablekit benchmark\n\nMachine: {} CPUs ({}), {:.0} GiB, Linux {}; storage: {} {}.\n\
-             Each figure is the median of {} runs after a warm-up, with the spread (min–max).\n\
+             Each figure is the median of {} runs after a warm-up, with the spread (min–max); ratios are \
+             medians of the ratios of runs made side by side.\n\
              Partitions: {}.\n\n",
             m.cpus,
             m.cpu_model,

@@ -14,7 +14,7 @@ use crate::data::{Record, keys, raw_record, record};
 use crate::measure::{Figure, process_cpu, timed};
 use crate::raw;
 
-pub(crate) const RUNS: usize = 3;
+pub(crate) const RUNS: usize = 5;
 
 pub(crate) type Result<T> = std::result::Result<T, String>;
 
