@@ -115,6 +115,26 @@ async fn the_next_page_is_read_ahead_and_a_dropped_stream_costs_at_most_one_more
         2,
         "dropping the stream stops reading ahead"
     );
+
+    // Without read-ahead, a page is requested only when the caller asks for it.
+    metrics.reset();
+    let mut pages = Box::pin(
+        table
+            .query::<Row>()
+            .filter(Filter::partition("p"))
+            .page_size(100)
+            .read_ahead(false)
+            .pages(),
+    );
+    assert_eq!(pages.next().await.unwrap().unwrap().items.len(), 100);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
+    let rest: usize = pages
+        .map(|page| page.unwrap().items.len())
+        .fold(0, |sum, n| async move { sum + n })
+        .await;
+    assert_eq!(rest, 200);
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 3);
     table.delete_table().await.unwrap();
 }
 

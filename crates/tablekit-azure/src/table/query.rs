@@ -170,6 +170,7 @@ pub struct Query<T> {
     select: Option<Vec<String>>,
     top: Option<usize>,
     page_size: Option<usize>,
+    read_ahead: bool,
     start: Option<ContinuationToken>,
     scan: Option<ScanAction>,
     _t: PhantomData<fn() -> T>,
@@ -183,6 +184,7 @@ impl<T> Clone for Query<T> {
             select: self.select.clone(),
             top: self.top,
             page_size: self.page_size,
+            read_ahead: self.read_ahead,
             start: self.start.clone(),
             scan: self.scan,
             _t: PhantomData,
@@ -198,6 +200,7 @@ impl<T> fmt::Debug for Query<T> {
             .field("select", &self.select)
             .field("top", &self.top)
             .field("page_size", &self.page_size)
+            .field("read_ahead", &self.read_ahead)
             .finish_non_exhaustive()
     }
 }
@@ -212,6 +215,7 @@ impl Table {
             select: None,
             top: None,
             page_size: None,
+            read_ahead: true,
             start: None,
             scan: None,
             _t: PhantomData,
@@ -260,6 +264,16 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     #[must_use]
     pub fn page_size(mut self, n: usize) -> Self {
         self.page_size = Some(n);
+        self
+    }
+
+    /// Whether [`Query::pages`] and [`Query::stream`] request the next page as soon as a page
+    /// arrives (default: yes; never with [`Query::top`]). Turn it off to hold at most one
+    /// page and send no request before the caller needs it — for example when many queries
+    /// are consumed side by side and memory matters more than latency.
+    #[must_use]
+    pub fn read_ahead(mut self, on: bool) -> Self {
+        self.read_ahead = on;
         self
     }
 
@@ -408,9 +422,10 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     ///
     /// Without `top`, the next page is requested as soon as a page arrives, so the service
     /// works on it while this one is parsed and consumed; dropping the stream cancels it.
+    /// [`Query::read_ahead`] turns this off.
     ///
     /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
-    /// most two pages.
+    /// most two pages (one without read-ahead).
     pub fn pages(self) -> impl Stream<Item = Result<Page<T>>> + Send + 'static {
         struct State<T> {
             query: Query<T>,
@@ -466,7 +481,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             // Without a total limit the next page is certainly wanted: request it now, so the
             // service works on it while this page is parsed and consumed. With `top`, the
             // next request's size depends on this page's count, so it waits.
-            if let (Some(next), None) = (&st.next, st.remaining) {
+            if let (Some(next), None, true) = (&st.next, st.remaining, q.read_ahead) {
                 let url = q.page_url(st.filter.as_deref(), Some(next), q.page_size);
                 st.ahead = Some(Prefetch::spawn(fetch_raw(q.table.clone(), url, q.shape())));
             }

@@ -256,7 +256,9 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
         let queries: Result<Vec<_>> = self
             .partitions()
             .iter()
-            .map(|pk| filter(pk).map(|f| self.tail.query(f)))
+            // The merge asks each bucket for its next page only when it needs it, which keeps
+            // memory at one page per bucket; reading ahead in every bucket would double that.
+            .map(|pk| filter(pk).map(|f| self.tail.query(f).read_ahead(false)))
             .collect();
         match queries {
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
