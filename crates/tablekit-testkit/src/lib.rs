@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
 mod azurite;
+#[cfg(feature = "azure")]
+pub mod fixtures;
 mod install;
 mod names;
 mod proxy;

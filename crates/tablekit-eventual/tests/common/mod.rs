@@ -1,34 +1,18 @@
 //! Shared test setup: accounts (plain and behind fault proxies), the design guide's archive
 //! job, and fixtures for tables and job queues.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unused_imports, unreachable_pub)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{Account, BulkOptions, RetryPolicy, Settings, Table};
+use tablekit_azure::{Account, BulkOptions, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::{Entity, Keys, Result};
 use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, WorkerOptions};
-use tablekit_testkit::{TestStorage, unique_queue_name, unique_table_name};
-
-/// Fast transient retries: tests inject faults, and the 2/4/10/30 s default would only slow
-/// them down.
-pub fn fast_retries() -> Settings {
-    Settings {
-        retry: RetryPolicy::exponential(3, Duration::from_millis(10), Duration::from_millis(100)),
-        ..Settings::default()
-    }
-}
-
-/// A new account handle on the shared test storage, with its own metrics.
-pub fn account() -> Account {
-    let storage = TestStorage::shared().expect("test storage");
-    Account::from_connection_string(storage.connection_string())
-        .expect("connection string")
-        .with_settings(fast_retries())
-        .expect("settings")
-}
+use tablekit_testkit::fixtures::table_on;
+pub use tablekit_testkit::fixtures::{Proxied, account, fast_retries};
+use tablekit_testkit::unique_queue_name;
 
 /// An employee as the design guide stores it (PK = department, RK = employee id).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,15 +88,10 @@ impl Handler<ArchiveEmployee> for Archiver {
 
 /// Current and Archive tables (created, unique names) on `account`.
 pub async fn archive_tables(account: &Account) -> Archiver {
-    let current = account
-        .table(&unique_table_name("Current"))
-        .expect("table name");
-    let archive = account
-        .table(&unique_table_name("Archive"))
-        .expect("table name");
-    current.create().await.expect("create Current");
-    archive.create().await.expect("create Archive");
-    Archiver { current, archive }
+    Archiver {
+        current: table_on(account, "Current").await,
+        archive: table_on(account, "Archive").await,
+    }
 }
 
 /// Writes employees `ids` into Current.
@@ -181,59 +160,9 @@ pub async fn cleanup<J: Job>(queue: &JobQueue<J>, tables: &Archiver) {
     tables.archive.delete_table().await.expect("delete Archive");
 }
 
-/// An account whose table and queue traffic passes through fault proxies in front of the
-/// test emulator.
-pub struct Proxied {
-    pub account: Account,
-    pub table: tablekit_testkit::FaultProxy,
-    pub queue: tablekit_testkit::FaultProxy,
-}
-
-fn emulator_endpoints() -> tablekit_testkit::Endpoints {
-    use std::sync::OnceLock;
-    static OWN: OnceLock<tablekit_testkit::Azurite> = OnceLock::new();
-    let storage = TestStorage::shared().expect("test storage");
-    match storage.emulator() {
-        Some(azurite) => azurite.endpoints().clone(),
-        None => OWN
-            .get_or_init(|| tablekit_testkit::Azurite::start().expect("azurite"))
-            .endpoints()
-            .clone(),
-    }
-}
-
-fn socket(endpoint: &str) -> std::net::SocketAddr {
-    let authority = endpoint
-        .split("://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .expect("endpoint authority");
-    authority.parse().expect("loopback endpoint")
-}
-
-/// See [`Proxied`].
+/// An account whose table, queue and blob traffic passes through fault proxies.
 pub fn proxied() -> Proxied {
-    let e = emulator_endpoints();
-    let start =
-        |endpoint: &str| tablekit_testkit::FaultProxy::start(socket(endpoint)).expect("proxy");
-    let (table, queue) = (start(&e.table), start(&e.queue));
-    let cs = format!(
-        "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={};QueueEndpoint={};BlobEndpoint={}",
-        tablekit_testkit::ACCOUNT,
-        tablekit_testkit::ACCOUNT_KEY,
-        table.endpoint_for(&e.table),
-        queue.endpoint_for(&e.queue),
-        e.blob,
-    );
-    let account = Account::from_connection_string(&cs)
-        .expect("connection string")
-        .with_settings(fast_retries())
-        .expect("settings");
-    Proxied {
-        account,
-        table,
-        queue,
-    }
+    tablekit_testkit::fixtures::proxied(fast_retries())
 }
 
 /// Asserts the requests of each kind: `expected` exactly, none of any other kind except those

@@ -5,47 +5,31 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{Account, ConflictRetry, MetricsSnapshot, RetryPolicy, Settings, Table};
+use tablekit_azure::{Account, ConflictRetry, MetricsSnapshot, Settings, Table};
 use tablekit_index::{CopySpec, IndexSpec};
-use tablekit_testkit::{TestStorage, unique_table_name};
+use tablekit_testkit::fixtures::{account_with, fast_retries, table_on};
 
 /// A new account handle on the shared test storage with its own metrics, fast transient
 /// retries and enough conflict retries for contended tests.
 pub fn account() -> Account {
-    let storage = TestStorage::shared().expect("test storage");
-    Account::from_connection_string(storage.connection_string())
-        .expect("connection string")
-        .with_settings(Settings {
-            retry: RetryPolicy::exponential(
-                4,
-                Duration::from_millis(20),
-                Duration::from_millis(200),
-            ),
-            conflict_retry: ConflictRetry {
-                max_attempts: 100,
-                initial_backoff: Duration::from_millis(2),
-                max_backoff: Duration::from_millis(50),
-            },
-            ..Settings::default()
-        })
-        .expect("settings")
+    account_with(Settings {
+        conflict_retry: ConflictRetry {
+            max_attempts: 100,
+            initial_backoff: Duration::from_millis(2),
+            max_backoff: Duration::from_millis(50),
+        },
+        ..fast_retries()
+    })
 }
 
 /// A created table with a unique name, on a fresh account.
 pub async fn table(prefix: &str) -> Table {
-    let table = account()
-        .table(&unique_table_name(prefix))
-        .expect("table name");
-    table.create().await.expect("create table");
-    table
+    table_on(&account(), prefix).await
 }
 
-/// Runs `f` and returns what it returned and the requests it sent.
+/// Runs `f` and returns what it returned and the requests the table's account sent.
 pub async fn measured<F: std::future::Future>(table: &Table, f: F) -> (F::Output, MetricsSnapshot) {
-    let metrics = table.account().metrics().clone();
-    let before = metrics.snapshot();
-    let out = f.await;
-    (out, metrics.snapshot().since(&before))
+    tablekit_testkit::fixtures::measured(table.account(), f).await
 }
 
 /// The guide's sample employee.

@@ -1,0 +1,203 @@
+//! Fixtures for tests of code built on `tablekit-azure` (feature `azure`): accounts on the test
+//! storage, created tables and containers with unique names, accounts whose traffic passes
+//! through fault proxies, and request-count assertions.
+//!
+//! Every function here panics with a message naming what failed: fixtures run inside tests,
+//! where a panic is the failure report.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tablekit_azure::{
+    Account, Container, MetricsSnapshot, RequestKind, RetryPolicy, Settings, Table,
+};
+
+use crate::{
+    ACCOUNT, ACCOUNT_KEY, Azurite, Endpoints, FaultProxy, TestStorage, unique_container_name,
+    unique_table_name,
+};
+
+/// Settings with a fast transient-retry schedule: 4 retries from 10 ms up to 100 ms.
+///
+/// Tests inject faults and meet the emulator's occasional connection reset; the default
+/// 2/4/10/30 s schedule would only slow them down.
+pub fn fast_retries() -> Settings {
+    Settings {
+        retry: RetryPolicy::exponential(4, Duration::from_millis(10), Duration::from_millis(100)),
+        ..Settings::default()
+    }
+}
+
+/// A new account handle on [`TestStorage::shared`] with [`fast_retries`]. Each call has its
+/// own metrics and its own connection pool, so request counts never mix between tests.
+///
+/// # Panics
+/// If the test storage cannot be started or its connection string is refused.
+pub fn account() -> Account {
+    account_with(fast_retries())
+}
+
+/// Like [`account`], with `settings`.
+///
+/// # Panics
+/// If the test storage cannot be started, or its connection string or `settings` are refused.
+pub fn account_with(settings: Settings) -> Account {
+    let storage = TestStorage::shared().expect("test storage");
+    Account::from_connection_string(storage.connection_string())
+        .expect("connection string of the test storage")
+        .with_settings(settings)
+        .expect("settings")
+}
+
+/// A created table with a unique name starting with `prefix`, on a new [`account`].
+///
+/// # Panics
+/// If the name is invalid or the table cannot be created.
+pub async fn table(prefix: &str) -> Table {
+    table_on(&account(), prefix).await
+}
+
+/// A created table with a unique name starting with `prefix`, on `account`.
+///
+/// # Panics
+/// If the name is invalid or the table cannot be created.
+pub async fn table_on(account: &Account, prefix: &str) -> Table {
+    let table = account
+        .table(&unique_table_name(prefix))
+        .expect("table name");
+    table.create().await.expect("create table");
+    table
+}
+
+/// The same table through a new [`account`] handle, whose metrics start at zero.
+///
+/// # Panics
+/// See [`account`].
+pub fn reopen(table: &Table) -> Table {
+    account().table(table.name()).expect("table name")
+}
+
+/// A created blob container with a unique name starting with `prefix`, on a new [`account`].
+///
+/// # Panics
+/// If the name is invalid or the container cannot be created.
+pub async fn container(prefix: &str) -> Container {
+    container_on(&account(), prefix).await
+}
+
+/// A created blob container with a unique name starting with `prefix`, on `account`.
+///
+/// # Panics
+/// If the name is invalid or the container cannot be created.
+pub async fn container_on(account: &Account, prefix: &str) -> Container {
+    let container = account
+        .container(&unique_container_name(prefix))
+        .expect("container name");
+    container.create().await.expect("create container");
+    container
+}
+
+/// The endpoints of an emulator on loopback: the shared test emulator, or, when the test
+/// storage is a real account or a remote emulator, one started for this process. Fault
+/// proxies need a loopback upstream.
+///
+/// # Panics
+/// If no emulator can be started.
+pub fn emulator() -> Endpoints {
+    static OWN: OnceLock<Azurite> = OnceLock::new();
+    match TestStorage::shared().expect("test storage").emulator() {
+        Some(azurite) => azurite.endpoints().clone(),
+        None => OWN
+            .get_or_init(|| Azurite::start().expect("azurite"))
+            .endpoints()
+            .clone(),
+    }
+}
+
+/// A connection string for the emulator's account at `endpoints`.
+pub fn connection_string(endpoints: &Endpoints) -> String {
+    format!(
+        "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};TableEndpoint={};QueueEndpoint={};BlobEndpoint={}",
+        endpoints.table, endpoints.queue, endpoints.blob
+    )
+}
+
+/// An account whose table, queue and blob traffic passes through a [`FaultProxy`] each, in
+/// front of [`emulator`]. Faults are added through the proxies; the proxies stop when this is
+/// dropped.
+pub struct Proxied {
+    /// The account; every request it sends goes through one of the proxies.
+    pub account: Account,
+    /// The proxy in front of the table service.
+    pub table: FaultProxy,
+    /// The proxy in front of the queue service.
+    pub queue: FaultProxy,
+    /// The proxy in front of the blob service.
+    pub blob: FaultProxy,
+}
+
+/// See [`Proxied`]; `settings` apply to the account.
+///
+/// # Panics
+/// If no emulator or proxy can be started, or `settings` are refused.
+pub fn proxied(settings: Settings) -> Proxied {
+    let upstream = emulator();
+    let start = |endpoint: &str| FaultProxy::start(socket(endpoint)).expect("fault proxy");
+    let (table, queue, blob) = (
+        start(&upstream.table),
+        start(&upstream.queue),
+        start(&upstream.blob),
+    );
+    let through = Endpoints {
+        table: table.endpoint_for(&upstream.table),
+        queue: queue.endpoint_for(&upstream.queue),
+        blob: blob.endpoint_for(&upstream.blob),
+    };
+    let account = Account::from_connection_string(&connection_string(&through))
+        .expect("connection string")
+        .with_settings(settings)
+        .expect("settings");
+    Proxied {
+        account,
+        table,
+        queue,
+        blob,
+    }
+}
+
+fn socket(endpoint: &str) -> SocketAddr {
+    endpoint
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|authority| authority.parse().ok())
+        .unwrap_or_else(|| panic!("{endpoint}: not a loopback endpoint"))
+}
+
+/// Runs `f` and returns its output with the requests `account` sent meanwhile.
+pub async fn measured<F: Future>(account: &Account, f: F) -> (F::Output, MetricsSnapshot) {
+    let before = account.metrics().snapshot();
+    let out = f.await;
+    (out, account.metrics().snapshot().since(&before))
+}
+
+/// Asserts that `snapshot` counts `expected` requests (of `kind`, or of every kind).
+///
+/// Every attempt is a request, so a transient failure that was retried adds one, and a
+/// retried write whose first response was lost is verified with one read. Only the extra
+/// requests the retry counter explains are allowed: none without retries, at most two per
+/// retry.
+///
+/// # Panics
+/// If the count is outside that range.
+#[track_caller]
+pub fn assert_requests(snapshot: &MetricsSnapshot, kind: Option<RequestKind>, expected: u64) {
+    let sent = kind.map_or(snapshot.requests(), |k| snapshot.requests_of(k));
+    assert!(
+        expected <= sent && sent <= expected + 2 * snapshot.retries,
+        "{kind:?}: {sent} requests, expected {expected} (+{} retries): {snapshot:?}",
+        snapshot.retries
+    );
+}
