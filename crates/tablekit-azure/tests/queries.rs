@@ -95,13 +95,17 @@ async fn the_next_page_is_read_ahead_and_a_dropped_stream_costs_at_most_one_more
     fill(&table, &["p"], 300).await;
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let mut pages = Box::pin(
-        table
-            .query::<Row>()
-            .filter(Filter::partition("p"))
-            .page_size(100)
-            .pages(),
-    );
+    let pages_of = |ahead: bool| {
+        Box::pin(
+            table
+                .query::<Row>()
+                .filter(Filter::partition("p"))
+                .page_size(100)
+                .read_ahead(ahead)
+                .pages(),
+        )
+    };
+    let mut pages = pages_of(true);
     use futures::StreamExt as _;
     let first = pages.next().await.unwrap().unwrap();
     assert_eq!(first.items.len(), 100);
@@ -118,14 +122,7 @@ async fn the_next_page_is_read_ahead_and_a_dropped_stream_costs_at_most_one_more
 
     // Without read-ahead, a page is requested only when the caller asks for it.
     metrics.reset();
-    let mut pages = Box::pin(
-        table
-            .query::<Row>()
-            .filter(Filter::partition("p"))
-            .page_size(100)
-            .read_ahead(false)
-            .pages(),
-    );
+    let mut pages = pages_of(false);
     assert_eq!(pages.next().await.unwrap().unwrap().items.len(), 100);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
