@@ -4,6 +4,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Blob, Container, PutBlob, Table};
+use tablekit_core::batch::{BatchPlan, OperationKind};
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 
 /// What a handler may do: reads, and writes that are safe to repeat.
@@ -23,6 +24,7 @@ use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 /// | [`delete_if_exists`](Steps::delete_if_exists) | absent is success | 1 |
 /// | [`delete_if_match`](Steps::delete_if_match) | absent is success; changed is an error | 1 |
 /// | [`replace_if_match`](Steps::replace_if_match), [`merge_if_match`](Steps::merge_if_match) | fails with 412: re-read | 1 |
+/// | [`submit`](Steps::submit): one transaction of upserts and ETag-conditioned writes | upserts: same state; conditioned: fails with 412, re-read | 1 |
 /// | [`put_blob`](Steps::put_blob) | overwrites | 1 |
 /// | [`delete_blob_if_exists`](Steps::delete_blob_if_exists) | absent is success | 1 |
 ///
@@ -199,6 +201,58 @@ impl Steps {
     ) -> Result<ETag> {
         self.trace("merge_if_match", table.name());
         table.merge(entity, IfMatch::ETag(etag.clone())).await
+    }
+
+    /// Runs an atomic plan — one entity group transaction in one partition — whose every
+    /// operation is an upsert or is conditioned on a specific ETag.
+    ///
+    /// This is how a handler changes several rows of one partition together (a list row and
+    /// the row that counts it, say) so that no reader and no competing handler ever sees one
+    /// without the other. A repeat after success either writes the same state (upserts only)
+    /// or fails with 412 on the ETag the first run changed, after which the handler re-reads,
+    /// as with [`Steps::replace_if_match`]. Inserts and `IfMatch::Any` conditions are refused:
+    /// a repeat of those fails with 409 or 404 although nothing is wrong.
+    ///
+    /// **Requests: 1.** **Consistency:** all-or-nothing; optimistic (ETag) for the
+    /// conditioned operations.
+    ///
+    /// **Errors:** before any request, [`Error::InvalidValue`] for a best-effort plan or an
+    /// insert or `IfMatch::Any` operation; then as [`Table::submit`]:
+    /// [`Error::BatchFailed`] with the refused operation's index and cause (its
+    /// [`kind`](Error::kind) is [`ErrorKind::PreconditionFailed`](tablekit_core::ErrorKind)
+    /// when an ETag no longer matches), and nothing of the transaction is written.
+    pub async fn submit(&self, table: &Table, plan: &BatchPlan) -> Result<()> {
+        if !plan.is_atomic() {
+            return Err(Error::invalid_value(
+                "",
+                "a step's transaction must be an atomic plan (BatchPlan::atomic)",
+            ));
+        }
+        for index in 0..plan.len() {
+            let Some(op) = plan.operation(index) else {
+                continue;
+            };
+            let repeatable = match op.kind() {
+                OperationKind::UpsertReplace | OperationKind::UpsertMerge => true,
+                OperationKind::Insert => false,
+                OperationKind::Replace | OperationKind::Merge | OperationKind::Delete => {
+                    matches!(op.if_match(), Some(IfMatch::ETag(_)))
+                }
+            };
+            if !repeatable {
+                return Err(Error::invalid_value(
+                    "",
+                    format!(
+                        "operation {index} ({:?} of {}) is not safe to repeat: use an upsert or \
+                         an ETag condition",
+                        op.kind(),
+                        op.keys()
+                    ),
+                ));
+            }
+        }
+        self.trace("submit", table.name());
+        table.submit(plan).await.map(|_| ())
     }
 
     /// Reads a blob; `None` if it does not exist.

@@ -5,7 +5,8 @@ mod common;
 
 use bytes::Bytes;
 use tablekit_azure::{PutBlob, RequestKind};
-use tablekit_core::{ETag, Entity, ErrorKind, Keys, Properties};
+use tablekit_core::batch::{BatchPlan, Operation};
+use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_eventual::{Handler, Steps};
 use tablekit_testkit::unique_container_name;
 
@@ -221,4 +222,76 @@ async fn blob_steps_overwrite_and_delete_idempotently() {
     );
     assert_eq!(metrics.snapshot().requests(), 0);
     container.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would_break() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    let table = &tables.current;
+    let metrics = account.metrics().clone();
+    let steps = Steps::detached();
+    let (a, b) = (keys(1), keys(5));
+    assert_eq!(a.pk(), b.pk(), "one partition");
+    let tag = steps
+        .upsert_replace(table, &Entity::new(a.clone(), employee(1)))
+        .await
+        .unwrap();
+
+    // Refused before any request: what a repeat after success would fail on for no reason.
+    metrics.reset();
+    let new_b = Entity::new(b.clone(), employee(5));
+    let refused = [
+        BatchPlan::atomic([Operation::insert(&new_b).unwrap()]).unwrap(),
+        BatchPlan::atomic([Operation::delete(a.clone(), IfMatch::Any)]).unwrap(),
+        BatchPlan::atomic([
+            Operation::replace(&Entity::new(a.clone(), employee(1)), IfMatch::Any).unwrap(),
+        ])
+        .unwrap(),
+        BatchPlan::best_effort([Operation::upsert_replace(&new_b).unwrap()]).unwrap(),
+    ];
+    for plan in &refused {
+        let e = steps.submit(table, plan).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    }
+    assert_eq!(metrics.snapshot().requests(), 0);
+
+    // An upsert and a write conditioned on the ETag read: one request, both written.
+    let mut older = employee(1);
+    older.age += 1;
+    let plan = BatchPlan::atomic([
+        Operation::upsert_replace(&new_b).unwrap(),
+        Operation::replace(&Entity::new(a.clone(), &older), IfMatch::ETag(tag.clone())).unwrap(),
+    ])
+    .unwrap();
+    steps.submit(table, &plan).await.unwrap();
+    common::assert_requests(&metrics.snapshot(), &[(RequestKind::Transaction, 1)], &[]);
+    let stored = steps.get::<Employee>(table, &a).await.unwrap().unwrap();
+    assert_eq!(stored.value, older);
+    assert!(steps.get::<Employee>(table, &b).await.unwrap().is_some());
+
+    // The repeat fails on the ETag the first run changed, and writes nothing.
+    steps.delete_if_exists(table, &b).await.unwrap();
+    let e = steps.submit(table, &plan).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PreconditionFailed, "{e}");
+    assert!(
+        steps.get::<Employee>(table, &b).await.unwrap().is_none(),
+        "all or nothing"
+    );
+
+    // Upserts alone repeat to the same state.
+    let upserts = BatchPlan::atomic([Operation::upsert_replace(&new_b).unwrap()]).unwrap();
+    steps.submit(table, &upserts).await.unwrap();
+    steps.submit(table, &upserts).await.unwrap();
+    assert_eq!(
+        steps
+            .get::<Employee>(table, &b)
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        employee(5)
+    );
+    tables.current.delete_table().await.unwrap();
+    tables.archive.delete_table().await.unwrap();
 }

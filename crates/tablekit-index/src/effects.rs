@@ -5,6 +5,7 @@
 use std::future::Future;
 
 use tablekit_azure::{Blob, Container, PutBlob, Table};
+use tablekit_core::batch::BatchPlan;
 use tablekit_core::edm::Properties;
 use tablekit_core::{ETag, Entity, Keys, Result, Stored};
 use tablekit_eventual::Steps;
@@ -45,6 +46,9 @@ pub(crate) trait Effects: Sync {
         entity: &Entity<Properties>,
         etag: &ETag,
     ) -> impl Future<Output = Result<ETag>> + Send;
+
+    /// One atomic transaction of upserts and ETag-conditioned writes.
+    fn submit(&self, table: &Table, plan: &BatchPlan) -> impl Future<Output = Result<()>> + Send;
 
     fn get_blob(
         &self,
@@ -95,6 +99,11 @@ impl Effects for Direct {
         table.replace(entity, etag.into()).await
     }
 
+    async fn submit(&self, table: &Table, plan: &BatchPlan) -> Result<()> {
+        // The same rules as inside a worker: a repair may run alongside jobs.
+        Steps::detached().submit(table, plan).await
+    }
+
     async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
         container.get(name).await
     }
@@ -139,6 +148,10 @@ impl Effects for Steps {
         etag: &ETag,
     ) -> Result<ETag> {
         Steps::replace_if_match(self, table, entity, etag).await
+    }
+
+    async fn submit(&self, table: &Table, plan: &BatchPlan) -> Result<()> {
+        Steps::submit(self, table, plan).await
     }
 
     async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {

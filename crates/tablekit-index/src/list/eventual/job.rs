@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
+use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Entity, Error, ErrorKind, Keys, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
@@ -101,11 +102,14 @@ impl<T> Context<T> {
         Lists::from_rows(&self.spec, value, base.as_ref(), &overflow)
     }
 
-    /// Applies row writes one by one (no transactions across steps): an overflow row is
-    /// written before the base row that counts it, so an interrupted overflow leaves only a
-    /// row no reader looks at. Emptied rows are kept empty rather than deleted: a conditional
-    /// delete is not among a job's steps. Returns `false` when the base row had to be created
-    /// first (read again and retry).
+    /// Applies row writes. A single write is one conditional step. An overflow — the new
+    /// overflow row and the base row that counts it — is one transaction conditioned on the
+    /// base row's ETag: while that ETag holds, no other job has counted the new row, so
+    /// overwriting whatever an older, interrupted overflow left there is safe; when it does
+    /// not hold, nothing is written and the job re-reads. (Written one by one, a job working
+    /// from a stale read could overwrite a row another job had counted and changed since.)
+    /// Emptied rows are kept empty rather than deleted. Returns `false` when the base row
+    /// had to be created first (read again and retry).
     async fn apply_rows<E: Effects>(
         &self,
         fx: &E,
@@ -115,6 +119,22 @@ impl<T> Context<T> {
     ) -> Result<bool> {
         let pk = self.list_partition(value)?;
         let base_rk = self.spec.row_key(value, 0)?;
+        if writes.len() > 1 {
+            let ops: Result<Vec<Operation>> = writes
+                .iter()
+                .map(|write| match write {
+                    RowWrite::Insert(row) => Operation::upsert_replace(&Entity::new(
+                        Keys::new(&pk, &row.rk)?,
+                        row.properties(&self.spec)?,
+                    )),
+                    RowWrite::Replace(..) | RowWrite::Delete(..) => {
+                        write.operation(&self.spec, &pk)
+                    }
+                })
+                .collect();
+            fx.submit(table, &BatchPlan::atomic(ops?)?).await?;
+            return Ok(true);
+        }
         for write in writes {
             match write {
                 RowWrite::Insert(row) if row.rk == base_rk => {
@@ -311,5 +331,97 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> f
             ));
         }
         self.context.converge(steps, &job).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effects::Direct;
+    use tablekit_azure::RequestKind;
+    use tablekit_testkit::fixtures::{assert_requests, measured, table};
+
+    type E = (String, String, String);
+
+    fn pair(id: &str) -> Pair {
+        ("P".to_owned(), format!("{id:0>6}"))
+    }
+
+    /// Lists of at most two items: `[["P","00000a"],["P","00000b"]]` is 62 bytes, a third
+    /// item 92.
+    async fn context(prefix: &str) -> (Context<E>, Table) {
+        let table = table(prefix).await;
+        let spec = ListSpec::builder(
+            "lastname",
+            |e: &E| e.0.clone(),
+            |e: &E| e.1.clone(),
+            |e: &E| e.2.clone(),
+        )
+        .prefix("lastname_")
+        .max_list_bytes(64)
+        .build()
+        .unwrap();
+        let context = Context {
+            name: format!("{}/lastname", table.name()),
+            spec: Arc::new(spec),
+            entities: table.clone(),
+            store: Store::Rows(table.clone()),
+        };
+        (context, table)
+    }
+
+    fn items(lists: &Lists<Pair>) -> Vec<Pair> {
+        let mut all: Vec<Pair> = lists
+            .overflow
+            .iter()
+            .chain(std::iter::once(&lists.base))
+            .flat_map(|r| r.items.clone())
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[tokio::test]
+    async fn an_overflow_from_a_stale_read_writes_nothing() {
+        let (cx, table) = context("listrace").await;
+        for id in ["a", "b"] {
+            cx.ensure(&Direct, "Jones", &pair(id), true).await.unwrap();
+        }
+        // Job A reads the full base row and plans an overflow for `c`...
+        let stale = cx.read_rows(&Direct, &table, "Jones").await.unwrap();
+        let writes = stale.add(&cx.spec, "Jones", &pair("c")).unwrap();
+        assert_eq!(writes.len(), 2, "a new overflow row and the base row");
+        // ...while job B overflows first (one transaction) and job C then removes `a` from
+        // the overflow row B counted.
+        let (r, spent) = measured(
+            table.account(),
+            cx.ensure(&Direct, "Jones", &pair("d"), true),
+        )
+        .await;
+        r.unwrap();
+        assert_requests(&spent, Some(RequestKind::Transaction), 1);
+        assert_requests(&spent, None, 2);
+        cx.ensure(&Direct, "Jones", &pair("a"), false)
+            .await
+            .unwrap();
+        let before = cx.read_rows(&Direct, &table, "Jones").await.unwrap();
+        assert_eq!(items(&before), vec![pair("b"), pair("d")]);
+        assert_eq!(before.overflow.len(), 1);
+
+        // A's writes, planned from its stale read, must not bring `a` back into the counted
+        // overflow row: the whole overflow fails on the base row's ETag.
+        let e = cx
+            .apply_rows(&Direct, &table, "Jones", writes)
+            .await
+            .unwrap_err();
+        assert!(is_lost_race(&e), "{e:?}");
+        let after = cx.read_rows(&Direct, &table, "Jones").await.unwrap();
+        assert_eq!(after, before, "nothing written");
+
+        // A's job, run again from a fresh read, lists `c` beside the others.
+        cx.ensure(&Direct, "Jones", &pair("c"), true).await.unwrap();
+        let done = cx.read_rows(&Direct, &table, "Jones").await.unwrap();
+        assert_eq!(items(&done), vec![pair("b"), pair("c"), pair("d")]);
+        table.delete_table().await.unwrap();
     }
 }
