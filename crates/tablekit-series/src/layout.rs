@@ -233,6 +233,14 @@ impl SeriesLayout {
         self.other_properties
     }
 
+    /// Whether [`crate::Series::add`] can keep its ledger of recent adds
+    /// ([`crate::ADDS_PROPERTY`]) on the entity: one user property more than the layout
+    /// declares, and no slot of that name.
+    pub fn keeps_add_ledger(&self) -> bool {
+        self.slots.len() + self.other_properties < MAX_USER_PROPERTIES
+            && self.position(crate::ADDS_PROPERTY).is_none()
+    }
+
     /// `name`'s index, or the error every operation gives for an unknown slot.
     pub(crate) fn require(&self, name: &str) -> Result<usize> {
         self.position(name).ok_or_else(|| Error::InvalidName {

@@ -7,6 +7,6 @@ pub mod split;
 mod wide;
 
 pub use layout::{SeriesLayout, SlotValue};
-pub use series::{Series, SeriesValues};
+pub use series::{ADDS_KEPT, ADDS_PROPERTY, Series, SeriesValues};
 pub use split::{Shard, WideSplit};
 pub use wide::{ShardRef, WideEntities, WideStored, WideVersion};

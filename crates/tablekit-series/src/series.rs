@@ -10,6 +10,40 @@ use tracing::Instrument as _;
 
 use crate::layout::{SeriesLayout, SlotValue};
 
+/// The property in which [`Series::add`] keeps the ids of the most recent adds to an entity
+/// (space-separated, newest last, at most [`ADDS_KEPT`]). An add whose outcome was unknown —
+/// its response lost, its connection broken — finds out from it whether it was applied,
+/// even when other writers have added since. [`Series::read`] leaves it out of
+/// [`SeriesValues::other`].
+pub const ADDS_PROPERTY: &str = "SeriesAdds";
+
+/// How many add ids [`ADDS_PROPERTY`] keeps: an add stays recognisable until this many later
+/// adds have landed on the same entity (about 550 characters).
+pub const ADDS_KEPT: usize = 32;
+
+/// A fresh add id: 64 random bits in hex.
+fn add_id() -> String {
+    format!("{:016x}", uuid::Uuid::new_v4().as_u64_pair().0)
+}
+
+fn in_ledger(props: &Properties, id: &str) -> bool {
+    props
+        .get_str(ADDS_PROPERTY)
+        .is_some_and(|ledger| ledger.split(' ').any(|x| x == id))
+}
+
+/// The ledger after adding `id`: the stored ids, then `id`, the oldest dropped beyond
+/// [`ADDS_KEPT`].
+fn ledger_with(props: Option<&Properties>, id: &str) -> String {
+    let mut ids: Vec<&str> = props
+        .and_then(|p| p.get_str(ADDS_PROPERTY))
+        .map(|ledger| ledger.split(' ').filter(|x| !x.is_empty()).collect())
+        .unwrap_or_default();
+    ids.push(id);
+    let skip = ids.len().saturating_sub(ADDS_KEPT);
+    ids[skip..].join(" ")
+}
+
 /// A data series per entity: every series (e.g. one employee's messages per hour) is one
 /// entity with one property per slot of its [`SeriesLayout`], so a whole chart is one point
 /// read and one slot is one merge.
@@ -21,7 +55,7 @@ use crate::layout::{SeriesLayout, SlotValue};
 /// | operation | requests | consistency |
 /// |---|---|---|
 /// | [`Series::set`], [`Series::set_many`] | 1 | last writer wins per slot |
-/// | [`Series::add`] | 2 (+2 per conflict) | no increment lost (see [`Series::add`] for failures) |
+/// | [`Series::add`] | 2 (+2 per conflict) | every increment counted once, also under failures |
 /// | [`Series::read`] | 1 | strong: every acknowledged write |
 /// | [`Series::delete`] | 1 | idempotent |
 pub struct Series<V: SlotValue = i64> {
@@ -174,12 +208,17 @@ impl<V: SlotValue> Series<V> {
     /// insert when the entity does not exist yet). **Consistency:** linearizable per entity.
     /// Only the one slot is written; the other slots and properties are untouched.
     ///
-    /// **Under failures:** a merge refused with 503 or 429 is retried as if never sent; a
-    /// merge whose response was lost is verified by reading the slot back, so a single
-    /// writer per series counts every add exactly once. With several writers on one series,
-    /// a lost response or a broken connection followed by another writer's add before the
-    /// retry makes this add ambiguous: it may be counted twice or not at all. Keep one writer
-    /// per series where exact counts matter under failures.
+    /// **Under failures:** every add is counted exactly once, also with several writers on
+    /// one series. A merge refused with 503 or 429 is retried as if never sent. A merge whose
+    /// outcome is unknown (response lost, connection broken) is settled by the entity's
+    /// ledger of recent adds ([`ADDS_PROPERTY`]), which every add extends in the same merge:
+    /// when the next read finds this add's id, the add was applied and is not repeated; when
+    /// it does not, it was not, and the add starts again from that read. The ledger keeps
+    /// the last [`ADDS_KEPT`] ids, so the one limit is more than that many other adds landing
+    /// between the unknown outcome and the read that follows it (milliseconds). A layout
+    /// that fills all 252 properties leaves no room for the ledger
+    /// ([`SeriesLayout::keeps_add_ledger`]); its adds are exactly once only with one writer
+    /// per series.
     ///
     /// # Errors
     /// Before any request: [`Error::InvalidName`] for a slot not in the layout. Then
@@ -191,8 +230,10 @@ impl<V: SlotValue> Series<V> {
         let span = tracing::debug_span!("tablekit.series.add", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), slot);
         async {
             let mut conflicts = self.table.account().conflict_loop();
+            let id = add_id();
+            let mut sent = None;
             loop {
-                match self.try_add(keys, slot, delta).await {
+                match self.try_add(keys, slot, delta, &id, &mut sent).await {
                     Ok(value) => return Ok(value),
                     Err(e) => conflicts.retry(e).await?,
                 }
@@ -202,8 +243,24 @@ impl<V: SlotValue> Series<V> {
         .await
     }
 
-    async fn try_add(&self, keys: &Keys, slot: &str, delta: V) -> Result<V> {
+    /// One attempt: read, then a write conditioned on what was read. `sent` is the value the
+    /// latest earlier attempt wrote; if the read finds `id` in the ledger, that write was
+    /// applied and is the result.
+    async fn try_add(
+        &self,
+        keys: &Keys,
+        slot: &str,
+        delta: V,
+        id: &str,
+        sent: &mut Option<V>,
+    ) -> Result<V> {
         let current = self.table.get::<Properties>(keys).await?;
+        let ledger = self.layout.keeps_add_ledger();
+        if let (true, Some(value), Some(read)) = (ledger, *sent, &current) {
+            if in_ledger(&read.value, id) {
+                return Ok(value);
+            }
+        }
         let stored = match &current {
             Some(entity) => read_slot::<V>(&entity.value, slot)?,
             None => None,
@@ -212,7 +269,15 @@ impl<V: SlotValue> Series<V> {
             .unwrap_or(V::ZERO)
             .checked_add(delta)
             .ok_or_else(|| Error::invalid_value(slot, format!("{stored:?} + {delta} overflows")))?;
-        let entity = Entity::new(keys.clone(), Properties::new().with(slot, value.to_edm()));
+        let mut props = Properties::new().with(slot, value.to_edm());
+        if ledger {
+            props.insert(
+                ADDS_PROPERTY,
+                ledger_with(current.as_ref().map(|c| &c.value), id),
+            );
+        }
+        let entity = Entity::new(keys.clone(), props);
+        *sent = Some(value);
         match current {
             Some(read) => self.table.merge(&entity, read.if_match()).await?,
             None => self.table.insert(&entity).await?,
@@ -238,6 +303,9 @@ impl<V: SlotValue> Series<V> {
         for slot in self.layout.slots() {
             values.push(read_slot::<V>(&stored.value, slot)?);
             other.remove(slot);
+        }
+        if self.layout.keeps_add_ledger() {
+            other.remove(ADDS_PROPERTY);
         }
         Ok(Some(stored.map(|_| SeriesValues {
             layout: self.layout.clone(),
@@ -281,5 +349,29 @@ fn read_slot<V: SlotValue>(props: &Properties, slot: &str) -> Result<Option<V>> 
                 ),
             )
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ledger_keeps_the_newest_ids_in_order() {
+        assert_eq!(ledger_with(None, "a"), "a");
+        let mut props = Properties::new();
+        let mut ids = Vec::new();
+        for n in 0..(ADDS_KEPT + 5) {
+            let id = format!("{n:016x}");
+            props.insert(ADDS_PROPERTY, ledger_with(Some(&props), &id));
+            assert!(in_ledger(&props, &id));
+            ids.push(id);
+        }
+        let ledger = props.get_str(ADDS_PROPERTY).unwrap();
+        assert_eq!(ledger, ids[5..].join(" "), "the 5 oldest dropped");
+        assert!(!in_ledger(&props, &ids[4]));
+        assert!(!in_ledger(&props, ""), "an empty id never matches");
+        assert_ne!(add_id(), add_id());
+        assert_eq!(add_id().len(), 16);
     }
 }

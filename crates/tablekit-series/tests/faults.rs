@@ -1,5 +1,6 @@
 //! `Series::add` when requests fail: an add whose merge response was lost is counted once,
-//! and an add whose merge was refused (503) while another writer added is not lost.
+//! an add whose merge was refused (503) while another writer added is not lost, and several
+//! writers under lost responses count every add exactly once.
 
 mod common;
 
@@ -63,5 +64,58 @@ async fn an_add_refused_with_503_while_another_writer_added_is_not_lost() {
     assert_eq!(adding.await.unwrap().unwrap(), 7);
     let read = theirs.read(&keys()).await.unwrap().unwrap().value;
     assert_eq!(read.get("H09"), Some(7), "both increments counted");
+    direct.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
+    let contended = Settings {
+        conflict_retry: tablekit_azure::ConflictRetry {
+            max_attempts: 10_000,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(40),
+        },
+        ..common::settings()
+    };
+    let (account, proxy) = common::proxied(contended);
+    let direct = common::table("seriesmany").await;
+    let table = common::reopen(&direct, &account);
+    let series = Series::<i64>::new(table.clone(), SeriesLayout::hours());
+    let (writers, adds) = (4i64, 50i64);
+    // Lost responses are the ambiguous case; resets and 503s mix refusals in.
+    proxy.set_random(
+        0.15,
+        vec![Fault::DropResponse, Fault::Reset, Fault::Status(503)],
+        0x5e_41,
+    );
+    let tasks: Vec<_> = (0..writers)
+        .map(|_| {
+            let series = series.clone();
+            tokio::spawn(async move {
+                for _ in 0..adds {
+                    series.add(&keys(), "H13", 1).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    proxy.clear();
+    let faults = proxy.stats().faults_injected;
+    assert!(faults.drop_response > 0, "{faults:?}");
+    let read = Series::<i64>::new(direct.clone(), SeriesLayout::hours())
+        .read(&keys())
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
+    assert_eq!(
+        read.get("H13"),
+        Some(writers * adds),
+        "every add counted once ({} responses lost)",
+        faults.drop_response
+    );
+    assert!(read.other().is_empty(), "the ledger is not a user property");
     direct.delete_table().await.unwrap();
 }

@@ -1,13 +1,13 @@
 //! Data series against Azurite: claim 43 (a one-slot merge leaves the others unchanged),
 //! claim 48 (the read ETag detects a lost update, the wildcard loses it), concurrent adds,
-//! and the request count of every operation.
+//! the ledger of recent adds, and the request count of every operation.
 
 mod common;
 
 use tablekit_azure::RequestKind;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys};
-use tablekit_series::{Series, SeriesLayout};
+use tablekit_series::{ADDS_KEPT, ADDS_PROPERTY, Series, SeriesLayout};
 
 fn keys() -> Keys {
     Keys::new("000223", "ImPerHour").unwrap()
@@ -283,5 +283,40 @@ async fn stored_values_of_another_type_are_typed_errors_and_doubles_work() {
     let read = cpu.read(&host).await.unwrap().unwrap();
     assert_eq!(read.value.get("M07"), Some(0.75));
     assert_eq!(read.value.values().len(), 60);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn adds_keep_a_ledger_of_their_ids_unless_the_layout_fills_the_entity() {
+    let table = common::table("seriesledger").await;
+    let series = Series::<i64>::new(table.clone(), SeriesLayout::hours());
+    assert!(series.layout().keeps_add_ledger());
+    for n in 1..=40 {
+        assert_eq!(series.add(&keys(), "H01", 1).await.unwrap(), n);
+        let raw = table.get::<Properties>(&keys()).await.unwrap().unwrap();
+        let ledger: Vec<&str> = raw
+            .value
+            .get_str(ADDS_PROPERTY)
+            .unwrap()
+            .split(' ')
+            .collect();
+        assert_eq!(ledger.len(), (n as usize).min(ADDS_KEPT), "add {n}");
+        let distinct: std::collections::BTreeSet<_> = ledger.iter().collect();
+        assert_eq!(distinct.len(), ledger.len(), "one id per add");
+    }
+    // `set` leaves the ledger alone; `read` does not show it.
+    series.set(&keys(), "H02", 7).await.unwrap();
+    let read = series.read(&keys()).await.unwrap().unwrap().value;
+    assert_eq!((read.get("H01"), read.get("H02")), (Some(40), Some(7)));
+    assert!(read.other().is_empty());
+
+    // 252 slots leave no room for it: adds still count, without the ledger.
+    let full = Series::<i64>::new(table.clone(), SeriesLayout::numbered::<252>("D").unwrap());
+    assert!(!full.layout().keeps_add_ledger());
+    let other = Keys::new("000223", "ImPerDay").unwrap();
+    full.add(&other, "D100", 2).await.unwrap();
+    assert_eq!(full.add(&other, "D100", 3).await.unwrap(), 5);
+    let raw = table.get::<Properties>(&other).await.unwrap().unwrap();
+    assert!(raw.value.get(ADDS_PROPERTY).is_none());
     table.delete_table().await.unwrap();
 }
