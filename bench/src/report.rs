@@ -128,8 +128,10 @@ impl Report {
             Check {
                 criterion: "connections opened ≤ in-flight concurrency + 1".into(),
                 measured: format!(
-                    "{} for {} sequential requests",
-                    self.connections.tablekit, self.connections.requests
+                    "{} for {} sequential requests (median; runs: {:?})",
+                    self.connections.tablekit,
+                    self.connections.requests,
+                    self.connections.tablekit_runs
                 ),
                 pass: self.connections.tablekit <= 2,
             },
@@ -238,8 +240,15 @@ impl Report {
             self.memory.large.entities, mib(self.memory.large.growth()), self.memory.small.entities, mib(self.memory.small.growth())
         ));
         out.push_str(&format!(
-            "\n6. Connections opened for {} sequential requests: tablekit {}; raw SDK with a pooled client {}; raw SDK default transport {}.\n",
-            self.connections.requests, self.connections.tablekit, self.connections.raw_sdk_pooled, self.connections.raw_sdk_default
+            "\n6. Connections opened for {} sequential requests (median of {} runs, min–max): tablekit {} ({}); raw SDK with a pooled client {} ({}); raw SDK default transport {} ({}).\n",
+            self.connections.requests,
+            self.connections.tablekit_runs.len(),
+            self.connections.tablekit,
+            count_spread(&self.connections.tablekit_runs),
+            self.connections.raw_sdk_pooled,
+            count_spread(&self.connections.raw_sdk_pooled_runs),
+            self.connections.raw_sdk_default,
+            count_spread(&self.connections.raw_sdk_default_runs)
         ));
         if !self.patterns.is_empty() {
             out.push_str("\n7. Pattern operations: requests measured (Metrics) vs documented\n\n| Operation | measured | documented |\n|---|---|---|\n");
@@ -284,4 +293,11 @@ fn check(criterion: String, value: f64, at_least: f64) -> Check {
         measured: format!("{}×", fmt(value)),
         pass: value >= at_least,
     }
+}
+
+/// `min–max` of a list of counts.
+fn count_spread(runs: &[u64]) -> String {
+    let min = runs.iter().min().copied().unwrap_or(0);
+    let max = runs.iter().max().copied().unwrap_or(0);
+    format!("{min}–{max}")
 }
