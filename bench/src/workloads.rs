@@ -382,10 +382,9 @@ pub(crate) async fn connections(
     let key = Keys::new("scan", "00000000").map_err(err)?;
     let (mut tablekit, mut raw_sdk_pooled, mut raw_sdk_default) = (vec![], vec![], vec![]);
     for _ in 0..RUNS {
-        // A client of its own per run, so no connection opened earlier is reused.
-        let through = tablekit_azure::Account::from_connection_string(&cs)
-            .and_then(|a| a.with_http_client(reqwest::Client::new()))
-            .map_err(err)?;
+        // A new account per run has a new HTTP client (tablekit's own, as users get it), so
+        // no connection opened earlier is reused.
+        let through = tablekit_azure::Account::from_connection_string(&cs).map_err(err)?;
         let tk_table = through.table(table.name()).map_err(err)?;
         proxy.reset_stats();
         for _ in 0..requests {
