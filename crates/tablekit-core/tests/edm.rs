@@ -529,3 +529,15 @@ fn an_unbounded_bag_skips_only_the_entity_limits() {
     let bad_name = Properties::new().with("a-b", 1);
     assert!(edm::to_properties_unbounded(&bad_name).is_err());
 }
+
+#[test]
+fn map_keys_must_be_strings() {
+    let by_number: std::collections::BTreeMap<u32, i32> = [(1, 2)].into();
+    let err = to_entity_json(&keys(), &by_number).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidValue { reason, .. } if reason.contains("map keys")),
+        "{err}"
+    );
+    let by_name: std::collections::BTreeMap<String, i32> = [("Count".to_owned(), 2)].into();
+    assert!(to_entity_json(&keys(), &by_name).is_ok());
+}

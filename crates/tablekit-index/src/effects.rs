@@ -7,7 +7,7 @@ use std::future::Future;
 use tablekit_azure::{Blob, Container, PutBlob, Table};
 use tablekit_core::batch::BatchPlan;
 use tablekit_core::edm::Properties;
-use tablekit_core::{ETag, Entity, Keys, Result, Stored};
+use tablekit_core::{ETag, Entity, Error, Keys, Result, Stored};
 use tablekit_eventual::Steps;
 
 /// Idempotent or conditional operations, one request each.
@@ -63,6 +63,21 @@ pub(crate) trait Effects: Sync {
         data: Vec<u8>,
         options: PutBlob,
     ) -> impl Future<Output = Result<ETag>> + Send;
+}
+
+/// Refuses a job that names another index than the handler's: two indexes sharing a queue
+/// would otherwise apply each other's jobs.
+///
+/// # Errors
+/// [`Error::InvalidValue`] naming both indexes.
+pub(crate) fn check_index(job: &str, handler: &str) -> Result<()> {
+    if job == handler {
+        return Ok(());
+    }
+    Err(Error::invalid_value(
+        "index",
+        format!("a job of index {job:?} reached the handler of {handler:?}"),
+    ))
 }
 
 /// Straight to the service, outside any worker.
@@ -166,5 +181,17 @@ impl Effects for Steps {
         options: PutBlob,
     ) -> Result<ETag> {
         Steps::put_blob(self, container, name, data.into(), options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_of_another_index_is_refused() {
+        assert!(check_index("Employees/email", "Employees/email").is_ok());
+        let e = check_index("Employees/email", "Employees/lastname").unwrap_err();
+        assert!(e.to_string().contains("Employees/lastname"), "{e}");
     }
 }

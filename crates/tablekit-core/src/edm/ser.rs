@@ -553,6 +553,16 @@ impl ser::SerializeMap for MapEntries<'_, '_> {
     }
 }
 
+/// Serializer methods that refuse a scalar with the same error:
+/// `refuse_scalars! { Ok type, error; serialize_bool: bool, ... }`.
+macro_rules! refuse_scalars {
+    ($ok:ty, $error:expr; $($method:ident: $ty:ty),* $(,)?) => {
+        $(fn $method(self, _: $ty) -> Result<$ok> {
+            Err($error)
+        })*
+    };
+}
+
 /// Accepts only string-like map keys (property names).
 struct KeySerializer;
 
@@ -591,41 +601,11 @@ impl ser::Serializer for KeySerializer {
     fn collect_str<T: std::fmt::Display + ?Sized>(self, v: &T) -> Result<String> {
         Ok(v.to_string())
     }
-    fn serialize_bool(self, _: bool) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_i8(self, _: i8) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_i16(self, _: i16) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_i32(self, _: i32) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_i64(self, _: i64) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_u8(self, _: u8) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_u16(self, _: u16) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_u32(self, _: u32) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_u64(self, _: u64) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_f32(self, _: f32) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_f64(self, _: f64) -> Result<String> {
-        Err(bad_key())
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<String> {
-        Err(bad_key())
+    refuse_scalars! {
+        String, bad_key();
+        serialize_bool: bool, serialize_i8: i8, serialize_i16: i16, serialize_i32: i32,
+        serialize_i64: i64, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_f32: f32, serialize_f64: f64, serialize_bytes: &[u8],
     }
     fn serialize_none(self) -> Result<String> {
         Err(bad_key())
@@ -935,17 +915,12 @@ macro_rules! refuse_all_but {
             type SerializeStruct = Impossible<(), Error>;
             type SerializeStructVariant = Impossible<(), Error>;
             $($keep)*
-            fn serialize_bool(self, _: bool) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_i8(self, _: i8) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_i16(self, _: i16) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_i32(self, _: i32) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_i64(self, _: i64) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_u16(self, _: u16) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_u32(self, _: u32) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_u64(self, _: u64) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_f32(self, _: f32) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_f64(self, _: f64) -> Result<()> { Err(Error::invalid_value("", $what)) }
-            fn serialize_char(self, _: char) -> Result<()> { Err(Error::invalid_value("", $what)) }
+            refuse_scalars! {
+                (), Error::invalid_value("", $what);
+                serialize_bool: bool, serialize_i8: i8, serialize_i16: i16, serialize_i32: i32,
+                serialize_i64: i64, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64,
+                serialize_f32: f32, serialize_f64: f64, serialize_char: char,
+            }
             fn serialize_none(self) -> Result<()> { Err(Error::invalid_value("", $what)) }
             fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<()> { Err(Error::invalid_value("", $what)) }
             fn serialize_unit(self) -> Result<()> { Err(Error::invalid_value("", $what)) }

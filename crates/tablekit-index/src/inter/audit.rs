@@ -7,7 +7,7 @@ use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::filter::{Filter, PARTITION_KEY};
 use tablekit_core::keys::prefix_range;
-use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Result, Stored};
+use tablekit_core::{Entity, ErrorKind, IfMatch, Result, Stored};
 
 use super::InterPartitionIndex;
 use crate::backfill::{self, BackfillOptions, BackfillState, Checkpoint};
@@ -115,21 +115,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         options: BackfillOptions,
     ) -> Result<BackfillState> {
         let spec = &self.context.spec;
-        let only: Option<Vec<usize>> = match &options.indexes {
-            None => None,
-            Some(names) => Some(
-                names
-                    .iter()
-                    .map(|n| match spec.copy(n)? {
-                        (0, _) => Err(Error::invalid_value(
-                            n,
-                            "the primary copy is the source of a backfill, not a target",
-                        )),
-                        (i, _) => Ok(i),
-                    })
-                    .collect::<Result<_>>()?,
-            ),
-        };
+        let only = spec.backfill_targets(options.indexes.as_deref())?;
         let prefix = spec.primary().prefix();
         let filter = match &options.partition {
             Some(pk) => Filter::partition(format!("{prefix}{pk}")),

@@ -10,7 +10,7 @@ use tablekit_core::edm::from_properties;
 use tablekit_core::{ETag, Entity, Error, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
-use crate::effects::Effects;
+use crate::effects::{Effects, check_index};
 use crate::spec::{IndexSpec, Layout};
 
 /// How many times a job re-reads and re-writes when the primary copy keeps changing under it
@@ -155,15 +155,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     /// follows is not visible (first delivery only) or the primary keeps changing — the
     /// worker runs it again.
     async fn handle(&self, job: CopyJob, steps: &Steps) -> Result<()> {
-        if job.index != self.context.name {
-            return Err(Error::invalid_value(
-                "index",
-                format!(
-                    "a job of index {:?} reached the handler of {:?}",
-                    job.index, self.context.name
-                ),
-            ));
-        }
+        check_index(&job.index, &self.context.name)?;
         self.context.converge(steps, &job).await
     }
 }

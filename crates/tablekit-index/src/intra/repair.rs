@@ -184,21 +184,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         checkpoint: &C,
         options: BackfillOptions,
     ) -> Result<BackfillState> {
-        let only = match &options.indexes {
-            None => None,
-            Some(names) => Some(
-                names
-                    .iter()
-                    .map(|n| match self.spec.copy(n)? {
-                        (0, _) => Err(Error::invalid_value(
-                            n,
-                            "the primary copy is the source of a backfill, not a target",
-                        )),
-                        (i, _) => Ok(i),
-                    })
-                    .collect::<Result<Vec<usize>>>()?,
-            ),
-        };
+        let only = self.spec.backfill_targets(options.indexes.as_deref())?;
         let prefix = self.spec.primary().prefix();
         let mut filter = Filter::ge(ROW_KEY, prefix);
         if let Some(end) = prefix_range(prefix).end {

@@ -128,6 +128,29 @@ impl<T> IndexSpec<T> {
         1 + 2 * (self.copies.len() - 1)
     }
 
+    /// The positions of the copies a backfill writes: every secondary copy (`None`), or those
+    /// named in `names`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] for an unknown name or the primary copy, which is the source
+    /// of a backfill.
+    pub(crate) fn backfill_targets(&self, names: Option<&[String]>) -> Result<Option<Vec<usize>>> {
+        let Some(names) = names else {
+            return Ok(None);
+        };
+        names
+            .iter()
+            .map(|n| match self.copy(n)? {
+                (0, _) => Err(Error::invalid_value(
+                    n,
+                    "the primary copy is the source of a backfill, not a target",
+                )),
+                (i, _) => Ok(i),
+            })
+            .collect::<Result<Vec<usize>>>()
+            .map(Some)
+    }
+
     /// The position and declaration of the copy named `name`.
     ///
     /// # Errors
@@ -314,6 +337,20 @@ mod tests {
             )
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn a_backfill_targets_named_secondary_copies_only() {
+        let spec = spec();
+        assert_eq!(spec.backfill_targets(None).unwrap(), None);
+        assert_eq!(
+            spec.backfill_targets(Some(&["email".to_owned()])).unwrap(),
+            Some(vec![1])
+        );
+        for bad in ["empid", "phone"] {
+            let e = spec.backfill_targets(Some(&[bad.to_owned()])).unwrap_err();
+            assert!(matches!(e, Error::InvalidValue { .. }), "{bad}: {e}");
+        }
     }
 
     #[test]

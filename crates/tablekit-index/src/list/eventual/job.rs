@@ -11,7 +11,7 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Entity, Error, ErrorKind, Keys, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
-use crate::effects::Effects;
+use crate::effects::{Effects, check_index};
 use crate::list::rows::{Lists, RowWrite};
 use crate::list::spec::{ListSpec, SHARDS};
 
@@ -321,15 +321,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> f
     /// write the job follows is not visible (first delivery only) or things keep changing —
     /// the worker runs it again.
     async fn handle(&self, job: ListJob, steps: &Steps) -> Result<()> {
-        if job.index != self.context.name {
-            return Err(Error::invalid_value(
-                "index",
-                format!(
-                    "a job of index {:?} reached the handler of {:?}",
-                    job.index, self.context.name
-                ),
-            ));
-        }
+        check_index(&job.index, &self.context.name)?;
         self.context.converge(steps, &job).await
     }
 }
