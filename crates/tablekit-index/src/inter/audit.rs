@@ -42,7 +42,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// as issues until those jobs run.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] when a primary does not fit `T`.
+    /// Key errors; [`Error::InvalidValue`](tablekit_core::Error::InvalidValue) when a primary does not fit `T`.
     pub async fn verify(&self, partition: &str) -> Result<VerifyReport> {
         Ok(self.audit(partition).await?.report)
     }
