@@ -52,6 +52,23 @@ impl RetryPolicy {
         }
     }
 
+    /// Attempts a request gets at most: the first, one per scheduled delay, and the immediate
+    /// retry of a connection error when enabled.
+    pub fn max_attempts(&self) -> u32 {
+        let immediate = u32::from(self.immediate_first_retry_on_connection_error);
+        u32::try_from(self.schedule.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1 + immediate)
+    }
+
+    /// The longest the retry delays add up to, every delay at the top of its jitter.
+    pub fn max_total_delay(&self) -> Duration {
+        let jitter = 1.0 + self.jitter.max(0.0);
+        self.schedule.iter().fold(Duration::ZERO, |sum, d| {
+            sum.saturating_add(d.mul_f64(jitter))
+        })
+    }
+
     /// The delay before retry number `retry` (1-based) after `error`, or `None` when the error
     /// is not transient or the schedule is exhausted.
     pub fn delay(&self, retry: u32, error: &Error) -> Option<Duration> {
@@ -177,6 +194,16 @@ mod tests {
         }
         let invalid = Error::InvalidFilter { reason: "x".into() };
         assert_eq!(p.delay(1, &invalid), None);
+    }
+
+    #[test]
+    fn the_worst_case_schedule_counts_every_attempt_and_the_top_of_the_jitter() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.max_attempts(), 6, "first + 4 scheduled + 1 immediate");
+        let total = p.max_total_delay().as_secs_f64();
+        assert!((total - 46.0 * 1.2).abs() < 1e-6, "{total}");
+        assert_eq!(RetryPolicy::none().max_attempts(), 1);
+        assert_eq!(RetryPolicy::none().max_total_delay(), Duration::ZERO);
     }
 
     #[test]

@@ -67,6 +67,25 @@ pub struct Settings {
     pub request_timeout: Duration,
 }
 
+impl Settings {
+    /// The longest a single write may take to land after it is started, by these settings:
+    /// every attempt running into [`request_timeout`](Self::request_timeout), every retry
+    /// delay at the top of its jitter, and one more `request_timeout` for an attempt the
+    /// service received but applied after the client stopped waiting for it.
+    ///
+    /// After this long a write that has not landed never will. Code that must tell "not yet
+    /// written" from "not written" (queued jobs following a write, sweepers of orphaned
+    /// blobs) waits this long before it decides. It depends only on the settings, not on the
+    /// clocks of the machines involved; callers that compare times taken on different
+    /// machines add an allowance for clock skew.
+    pub fn write_settles_within(&self) -> Duration {
+        let attempts = self.retry.max_attempts().saturating_add(1);
+        self.request_timeout
+            .saturating_mul(attempts)
+            .saturating_add(self.retry.max_total_delay())
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -76,5 +95,24 @@ impl Default for Settings {
             concurrency: 8,
             request_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_settles_within_every_attempt_plus_one_late_apply_and_the_delays() {
+        let s = Settings::default();
+        // 6 attempts + 1 late apply, 30 s each, and 46 s of delays at +20 %.
+        let expected = 7.0 * 30.0 + 46.0 * 1.2;
+        assert!((s.write_settles_within().as_secs_f64() - expected).abs() < 1e-6);
+        let fast = Settings {
+            retry: RetryPolicy::none(),
+            request_timeout: Duration::from_secs(2),
+            ..Settings::default()
+        };
+        assert_eq!(fast.write_settles_within(), Duration::from_secs(4));
     }
 }
