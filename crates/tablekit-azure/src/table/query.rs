@@ -231,8 +231,13 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         self
     }
 
-    /// Projection (`$select`): only these properties are returned (plus PartitionKey,
-    /// RowKey, Timestamp and the ETag, which always are).
+    /// Projection (`$select`): only these properties are returned as the value; the keys,
+    /// Timestamp and ETag of each [`Stored`] are always filled in.
+    ///
+    /// Azure returns PartitionKey, RowKey, Timestamp and the ETag with any projection, but
+    /// Azurite returns only the ETag; so tablekit adds `PartitionKey,RowKey,Timestamp` to every
+    /// `$select` it sends, which keeps `Stored` complete on both and costs a few bytes per
+    /// entity.
     #[must_use]
     pub fn select<I, S>(mut self, properties: I) -> Self
     where
@@ -527,5 +532,36 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     pub async fn first(self) -> Result<Option<Stored<T>>> {
         let mut stream = Box::pin(self.top(1).stream());
         stream.next().await.transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Account;
+    use tablekit_core::Properties;
+
+    fn sent_select(query: &Query<Properties>) -> Option<String> {
+        query
+            .page_url(None, None, None)
+            .query_pairs()
+            .find(|(k, _)| k == "$select")
+            .map(|(_, v)| v.into_owned())
+    }
+
+    #[test]
+    fn a_projection_asks_for_the_system_properties_once_and_first() {
+        let table = Account::emulator().table("Projection").unwrap();
+        let query = table.query::<Properties>();
+        assert_eq!(sent_select(&query), None, "no projection, no $select");
+        assert_eq!(
+            sent_select(&query.clone().select(["Email"])).as_deref(),
+            Some("PartitionKey,RowKey,Timestamp,Email")
+        );
+        assert_eq!(
+            sent_select(&query.select(["RowKey", "Email", "Timestamp"])).as_deref(),
+            Some("PartitionKey,RowKey,Timestamp,Email"),
+            "system properties the caller names are not repeated"
+        );
     }
 }

@@ -75,19 +75,23 @@ impl ConflictLoop {
 impl Table {
     /// Reads an entity, lets `change` compute its new value from the current one (`None` if
     /// it does not exist), and writes it back only if nobody wrote in between; on a conflict
-    /// it starts again from the read. Concurrent increments are never lost.
+    /// it starts again from the read, so a writer racing another never overwrites the
+    /// other's update.
     ///
     /// Requests: 2 per attempt (a point read, then a conditional replace or an insert).
     /// Consistency: linearizable per entity. `change` may run several times; it must be a
     /// pure function of its input.
     ///
-    /// One limit: when a write's outcome is unknown (its response was lost, or the connection
-    /// broke mid-request) *and* another writer updates the entity before the retry, the
-    /// retry cannot tell whose write the stored value is. It accepts a value equal to its own
-    /// (one update lost if the other writer stored the same value) and otherwise starts
-    /// again from the read (one update applied twice if its own write had landed). With one
-    /// writer per entity, or when every failed attempt was refused outright (503, 429),
-    /// every update is applied exactly once.
+    /// **What holds:** with one writer per entity, or among several writers as long as every
+    /// failed attempt was refused outright (503, 429) or got a response, each update is
+    /// applied exactly once. **What does not:** when a write's outcome is unknown (its
+    /// response was lost, the connection broke mid-request, the client timed out) *and*
+    /// another writer updates the entity before the retry, the retry cannot tell whose write
+    /// the stored value is. It accepts a value equal to its own (one update lost if the other
+    /// writer stored the same value) and otherwise starts again from the read (one update
+    /// applied twice if its own write had landed). Counters that must be exact under lost
+    /// responses with several writers record a write id with each update, as
+    /// `tablekit_series::Series::add` does (see the book's Guarantees chapter).
     ///
     /// # Errors
     /// [`Error::PreconditionFailed`] or [`Error::AlreadyExists`] when conflicts outlast the
