@@ -186,24 +186,34 @@ impl LargeEntities {
     /// a new name → write the entity conditionally on that ETag (insert when absent) → delete
     /// the blob it referenced before.
     ///
-    /// After a conflict the attempt starts again from the read with a *fresh* blob: a blob
-    /// whose write was sent is never offered again, because that write may have been applied
-    /// and already replaced by another writer, who then deletes the blob. Such blobs are
-    /// deleted as soon as a read shows the entity does not reference them; if a read shows it
-    /// does, that write was applied and is the result.
+    /// A conflict is a write that finds the entity changed since the read (412), created
+    /// since (409), or deleted since (404 on the conditional replace). The attempt then
+    /// starts again from the read with a *fresh* blob: a blob whose write was sent is never
+    /// offered again, because that write may have been applied and already replaced by
+    /// another writer, who then deletes the blob. Such blobs are deleted as soon as a read
+    /// shows the entity does not reference them; if a read shows it does, that write was
+    /// applied and is the result.
     ///
     /// **Requests: 4** (point read, upload, conditional replace, delete of the old blob);
     /// 3 for a new entity; one fewer without a blob (inline payload) on either side.
-    /// +4 per conflict; +2 (delete, upload again) per upload that outlasted the commit
-    /// deadline. **Consistency:** readers see the old or the new value, never a reference to
-    /// a missing blob.
+    /// +4 per conflict (read, delete the unused blob, upload, write); +2 (delete, upload
+    /// again) per upload that outlasted the commit deadline.
+    ///
+    /// **Consistency:** last writer wins among the `put`s and [`LargeEntities::delete`]s of
+    /// one entity: each writes conditionally on what it read and starts again when that
+    /// changed, so what is stored is the outcome of the one whose write landed last — a put
+    /// that writes after a concurrent delete stores its value. Readers see the old or the new
+    /// value, never a reference to a missing blob. Not covered: an insert attempt the service
+    /// applies after the client stopped waiting for it can recreate an entity a later delete
+    /// removed ("What does not hold" in the crate documentation).
     ///
     /// # Errors
     /// Before any request: encoding errors of `value`, a property name the reference uses,
     /// and entity limits with the reference included. Then transport and service errors of
     /// any step; a failed write leaves the old value (and possibly an unreferenced blob for
-    /// the sweeper). [`Error::Transport`] when the upload outlasts the commit deadline 3
-    /// times in a row. A failure to delete the *old* blob is not an error: see
+    /// the sweeper). [`Error::PreconditionFailed`] when conflicts outlast the account's
+    /// conflict-retry limit; [`Error::Transport`] when the upload outlasts the commit deadline
+    /// 3 times in a row. A failure to delete the *old* blob is not an error: see
     /// [`LargeWritten::orphaned`].
     pub async fn put<M: Serialize>(
         &self,
@@ -248,7 +258,11 @@ impl LargeEntities {
                 }
                 let (entity, payload) = self.stage(keys, value, &data).await?;
                 let written = match current {
-                    Some(stored) => self.table.replace(&entity, stored.if_match()).await,
+                    Some(stored) => self
+                        .table
+                        .replace(&entity, stored.if_match())
+                        .await
+                        .map_err(deleted_is_a_conflict),
                     None => self.table.insert(&entity).await,
                 };
                 match written {
@@ -373,9 +387,11 @@ impl LargeEntities {
     /// Deletes the entity, then its blob. Returns whether the entity existed.
     ///
     /// **Requests: 3** (read, delete conditional on the read ETag, blob delete); 2 for an
-    /// inline payload; 1 when absent. **Consistency:** the entity goes first, so no reader
-    /// ever follows a reference to a deleted blob; if the blob delete fails, the sweeper
-    /// deletes it.
+    /// inline payload; 1 when absent; +2 per conflict (a write between the read and the
+    /// delete: read again, delete again). **Consistency:** last writer wins with concurrent
+    /// [`LargeEntities::put`]s: a delete that meets a newer write starts again from the read
+    /// and deletes that value and its blob. The entity goes first, so no reader ever follows
+    /// a reference to a deleted blob; if the blob delete fails, the sweeper deletes it.
     ///
     /// # Errors
     /// [`Error::PreconditionFailed`] when concurrent writes outlast the conflict-retry limit;
@@ -443,6 +459,17 @@ impl LargeEntities {
         self.table
             .merge(&Entity::new(keys.clone(), props), if_match)
             .await
+    }
+}
+
+/// A conditional replace that finds the entity gone met a concurrent delete: like a 412, the
+/// entity is no longer what was read, and the write starts again from the read (and
+/// inserts), so a put that writes after a delete wins. Attempts of that replace still in
+/// flight cannot land either: their ETag condition fails on an absent entity.
+fn deleted_is_a_conflict(error: Error) -> Error {
+    match error {
+        Error::NotFound { target } if target.keys.is_some() => Error::PreconditionFailed { target },
+        other => other,
     }
 }
 
