@@ -459,7 +459,30 @@ impl Container {
     /// # Errors
     /// [`Error::NotFound`] if the container does not exist.
     pub async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
+        self.list_with_service_time(prefix)
+            .await
+            .map(|(blobs, _)| blobs)
+    }
+
+    /// Like [`Container::list`], with the service's clock reading when it answered: the
+    /// `Date` of the first listing response (`None` if it carried none).
+    ///
+    /// Each blob's [`BlobInfo::last_modified`] was set by the same service, so subtracting it
+    /// from this time gives the blob's age without involving this machine's clock. Listing
+    /// pages that follow the first were answered later, so an age measured against the first
+    /// page's time is never more than the blob's age when its page was listed. Both headers
+    /// have a resolution of one second.
+    ///
+    /// Requests: one per 5,000 blobs (a listing page).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the container does not exist.
+    pub async fn list_with_service_time(
+        &self,
+        prefix: &str,
+    ) -> Result<(Vec<BlobInfo>, Option<DateTime<Utc>>)> {
         let mut out = Vec::new();
+        let mut service_time: Option<Option<DateTime<Utc>>> = None;
         let mut marker: Option<String> = None;
         let target = Target::resource(ResourceKind::Container, self.name.as_ref());
         loop {
@@ -480,7 +503,14 @@ impl Container {
                     self.request(Method::Get, url.clone(), Vec::new(), None)
                 })
                 .await;
-            let page: EnumerationResults = azure_core::xml::read_xml(&outcome.result?.body)
+            let response = outcome.result?;
+            service_time.get_or_insert_with(|| {
+                response
+                    .header("date")
+                    .and_then(|t| DateTime::parse_from_rfc2822(t).ok())
+                    .map(|t| t.with_timezone(&Utc))
+            });
+            let page: EnumerationResults = azure_core::xml::read_xml(&response.body)
                 .map_err(|e| Error::transport("malformed blob listing", e))?;
             out.extend(page.blobs.blob.into_iter().map(|b| {
                 BlobInfo {
@@ -501,7 +531,7 @@ impl Container {
             }));
             match page.next_marker.filter(|m| !m.is_empty()) {
                 Some(m) => marker = Some(m),
-                None => return Ok(out),
+                None => return Ok((out, service_time.flatten())),
             }
         }
     }

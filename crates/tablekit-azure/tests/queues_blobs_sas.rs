@@ -214,6 +214,37 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
     );
 }
 
+#[tokio::test]
+async fn a_listing_carries_the_service_time_no_earlier_than_the_blobs_it_lists() {
+    let account = common::account();
+    let container = account.container(&unique_container_name("dated")).unwrap();
+    container.create().await.unwrap();
+    for name in ["a/1", "a/2", "b/1"] {
+        container
+            .put(name, b"x".to_vec(), PutBlob::default())
+            .await
+            .unwrap();
+    }
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let (blobs, service_time) = container.list_with_service_time("a/").await.unwrap();
+    assert_eq!(metrics.snapshot().requests(), 1);
+    assert_eq!(
+        blobs.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
+        ["a/1", "a/2"]
+    );
+    let service_time = service_time.expect("the listing response has a Date");
+    for blob in &blobs {
+        let written = blob.last_modified.expect("Last-Modified");
+        assert!(
+            written <= service_time,
+            "{}: written {written}, listed {service_time}",
+            blob.name
+        );
+    }
+    container.delete().await.unwrap();
+}
+
 fn sas_account(base: &Account, token: &SasToken) -> Account {
     Account::from_sas(base.name(), base.endpoints().clone(), &token.to_query()).unwrap()
 }

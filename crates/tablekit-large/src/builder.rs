@@ -18,6 +18,7 @@ pub struct LargeEntitiesBuilder {
     prefix: Option<String>,
     inline_max: usize,
     commit_deadline: Duration,
+    clock_allowance: Duration,
     content_type: Option<String>,
 }
 
@@ -45,13 +46,24 @@ impl LargeEntitiesBuilder {
         self
     }
 
-    /// How long an uploaded blob may wait for the entity write that references it (default
-    /// 10 minutes, at least 1 second). When the process stalls longer between the upload and
-    /// the write, the blob is dropped and the attempt starts again, so a sweeper whose grace
-    /// period exceeds this deadline never deletes a blob that is about to be referenced.
+    /// How long after its upload started a blob may still be offered to an entity write
+    /// (default 10 minutes, at least 1 second). When the upload and whatever delays the
+    /// process between it and the entity write take longer, the blob is dropped and the
+    /// attempt starts again with a new one. Part of [`LargeEntities::min_sweep_grace`].
     #[must_use]
     pub fn with_commit_deadline(mut self, deadline: Duration) -> Self {
         self.commit_deadline = deadline;
+        self
+    }
+
+    /// The margin [`LargeEntities::min_sweep_grace`] adds for the service's clocks (default
+    /// 1 minute, at least 1 second). The sweeper measures a blob's age between two readings
+    /// of the service's clock — the blob's `Last-Modified` and the listing response's `Date`
+    /// — which have a resolution of one second and may come from different servers of the
+    /// service; this machine's clock is not involved.
+    #[must_use]
+    pub fn with_clock_allowance(mut self, allowance: Duration) -> Self {
+        self.clock_allowance = allowance;
         self
     }
 
@@ -67,7 +79,8 @@ impl LargeEntitiesBuilder {
     /// # Errors
     /// [`Error::InvalidName`] when the property name does not make valid property names or
     /// the prefix is not a valid start of a blob name; [`Error::InvalidValue`] for an inline
-    /// limit above 64 KiB; [`Error::InvalidConfig`] for a commit deadline under 1 second.
+    /// limit above 64 KiB; [`Error::InvalidConfig`] for a commit deadline or a clock allowance
+    /// under 1 second.
     pub fn build(self) -> Result<LargeEntities> {
         let names = Names::new(&self.property);
         for name in names.all() {
@@ -83,6 +96,13 @@ impl LargeEntitiesBuilder {
                 reason: "must be at least 1 second".into(),
             });
         }
+        if self.clock_allowance < Duration::from_secs(1) {
+            return Err(Error::InvalidConfig {
+                part: "clock_allowance".into(),
+                reason: "must be at least 1 second, the resolution of the service's timestamps"
+                    .into(),
+            });
+        }
         if self.inline_max > tablekit_core::limits::MAX_PROPERTY_BYTES {
             return Err(Error::invalid_value(
                 names.inline.as_str(),
@@ -96,6 +116,7 @@ impl LargeEntitiesBuilder {
             prefix,
             inline_max: self.inline_max,
             commit_deadline: self.commit_deadline,
+            clock_allowance: self.clock_allowance,
             content_type: self.content_type,
         })
     }
@@ -112,6 +133,7 @@ impl LargeEntities {
             prefix: None,
             inline_max: 0,
             commit_deadline: Duration::from_secs(600),
+            clock_allowance: Duration::from_secs(60),
             content_type: None,
         }
     }

@@ -14,7 +14,7 @@ use tracing::Instrument as _;
 
 use crate::reference::{BlobRef, Names, PK_METADATA, Payload, RK_METADATA, encode_key};
 
-/// How often [`LargeEntities::put`] starts again after missing its commit deadline.
+/// How often a write uploads its payload again after missing its commit deadline.
 const MAX_STALLS: usize = 3;
 
 /// Entities with a payload beyond the entity limits (a photo, a document, a serialized value
@@ -39,7 +39,7 @@ const MAX_STALLS: usize = 3;
 /// | [`LargeEntities::get_entity`] | 1 |
 /// | [`LargeEntities::merge`] | 1 |
 /// | [`LargeEntities::delete`] | 3 (read, conditional delete, blob delete) |
-/// | [`LargeEntities::sweep`] | 1 per 5,000 blobs + 1 per blob past the grace period + 1 per orphan |
+/// | [`LargeEntities::sweep`] | 1 per 5,000 blobs + 1 per entity with a blob past the grace period + 1 per orphan |
 #[derive(Clone)]
 pub struct LargeEntities {
     pub(crate) table: Table,
@@ -48,6 +48,7 @@ pub struct LargeEntities {
     pub(crate) prefix: String,
     pub(crate) inline_max: usize,
     pub(crate) commit_deadline: Duration,
+    pub(crate) clock_allowance: Duration,
     pub(crate) content_type: Option<String>,
 }
 
@@ -59,6 +60,8 @@ impl fmt::Debug for LargeEntities {
             .field("property", &self.names.inline)
             .field("prefix", &self.prefix)
             .field("inline_max", &self.inline_max)
+            .field("commit_deadline", &self.commit_deadline)
+            .field("clock_allowance", &self.clock_allowance)
             .finish()
     }
 }
@@ -89,6 +92,26 @@ impl LargeEntities {
     /// The prefix of every payload blob's name.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The shortest grace period [`LargeEntities::sweep`] accepts: the commit deadline, plus
+    /// the longest an entity write may take to land after it starts
+    /// ([`Settings::write_settles_within`](tablekit_azure::Settings::write_settles_within) of
+    /// the table's account), plus the clock allowance. No request is sent.
+    ///
+    /// Why it suffices: a writer offers a blob to an entity write only within the commit
+    /// deadline after the blob's upload started, and that write has landed or never will
+    /// within `write_settles_within` after it started. A blob's `Last-Modified` is set after
+    /// its upload started, so once the service's clock reads `Last-Modified` + this grace,
+    /// every write that could reference the blob has landed — and a read of the entity then
+    /// tells for good whether it does. The clock allowance covers the one-second resolution
+    /// of the service's timestamps and differences between its servers' clocks.
+    ///
+    /// With the default settings, about 15 min 25 s: 10 min + 4 min 25 s + 1 min.
+    pub fn min_sweep_grace(&self) -> Duration {
+        self.commit_deadline
+            .saturating_add(self.table.account().settings().write_settles_within())
+            .saturating_add(self.clock_allowance)
     }
 
     /// The entity's properties with `payload` in place, checked against every entity limit.
@@ -163,22 +186,34 @@ impl LargeEntities {
     /// a new name → write the entity conditionally on that ETag (insert when absent) → delete
     /// the blob it referenced before.
     ///
-    /// After a conflict the attempt starts again from the read with a *fresh* blob: a blob
-    /// whose write was sent is never offered again, because that write may have been applied
-    /// and already replaced by another writer, who then deletes the blob. Such blobs are
-    /// deleted as soon as a read shows the entity does not reference them; if a read shows it
-    /// does, that write was applied and is the result.
+    /// A conflict is a write that finds the entity changed since the read (412), created
+    /// since (409), or deleted since (404 on the conditional replace). The attempt then
+    /// starts again from the read with a *fresh* blob: a blob whose write was sent is never
+    /// offered again, because that write may have been applied and already replaced by
+    /// another writer, who then deletes the blob. Such blobs are deleted as soon as a read
+    /// shows the entity does not reference them; if a read shows it does, that write was
+    /// applied and is the result.
     ///
     /// **Requests: 4** (point read, upload, conditional replace, delete of the old blob);
     /// 3 for a new entity; one fewer without a blob (inline payload) on either side.
-    /// +4 per conflict. **Consistency:** readers see the old or the new value, never a
-    /// reference to a missing blob.
+    /// +4 per conflict (read, delete the unused blob, upload, write); +2 (delete, upload
+    /// again) per upload that outlasted the commit deadline.
+    ///
+    /// **Consistency:** last writer wins among the `put`s and [`LargeEntities::delete`]s of
+    /// one entity: each writes conditionally on what it read and starts again when that
+    /// changed, so what is stored is the outcome of the one whose write landed last — a put
+    /// that writes after a concurrent delete stores its value. Readers see the old or the new
+    /// value, never a reference to a missing blob. Not covered: an insert attempt the service
+    /// applies after the client stopped waiting for it can recreate an entity a later delete
+    /// removed ("What does not hold" in the crate documentation).
     ///
     /// # Errors
     /// Before any request: encoding errors of `value`, a property name the reference uses,
     /// and entity limits with the reference included. Then transport and service errors of
     /// any step; a failed write leaves the old value (and possibly an unreferenced blob for
-    /// the sweeper). A failure to delete the *old* blob is not an error: see
+    /// the sweeper). [`Error::PreconditionFailed`] when conflicts outlast the account's
+    /// conflict-retry limit; [`Error::Transport`] when the upload outlasts the commit deadline
+    /// 3 times in a row. A failure to delete the *old* blob is not an error: see
     /// [`LargeWritten::orphaned`].
     pub async fn put<M: Serialize>(
         &self,
@@ -194,17 +229,22 @@ impl LargeEntities {
             let mut conflicts = self.table.account().conflict_loop();
             // Blobs whose entity write was sent but not confirmed, with the blob it replaced.
             let mut sent: Vec<(Payload, Option<String>)> = Vec::new();
-            let mut stalls = 0;
             loop {
                 let current = self.table.get::<Properties>(keys).await?;
                 let current_blob = match &current {
                     Some(stored) => {
                         let mut props = stored.value.clone();
-                        self.names.take(keys, &mut props).ok().and_then(|p| blob_name(&p))
+                        self.names
+                            .take(keys, &mut props)
+                            .ok()
+                            .and_then(|p| blob_name(&p))
                     }
                     None => None,
                 };
-                if let Some(i) = sent.iter().position(|(p, _)| blob_name(p).is_some() && blob_name(p) == current_blob) {
+                if let Some(i) = sent
+                    .iter()
+                    .position(|(p, _)| blob_name(p).is_some() && blob_name(p) == current_blob)
+                {
                     // An earlier attempt was applied after all (its response was lost).
                     let (payload, old) = sent.swap_remove(i);
                     for (other, _) in &sent {
@@ -216,25 +256,13 @@ impl LargeEntities {
                 for (unreferenced, _) in sent.drain(..) {
                     self.discard_payload(&unreferenced).await;
                 }
-                let (entity, payload) = self.prepare(keys, value, &data)?;
-                let uploaded_at = self.upload_if_blob(keys, &payload, &data).await?;
-                if uploaded_at.is_some_and(|at| at.elapsed() > self.commit_deadline) {
-                    // Too slow: a sweeper may already count this blob as abandoned.
-                    self.discard_payload(&payload).await;
-                    stalls += 1;
-                    if stalls >= MAX_STALLS {
-                        return Err(Error::Transport {
-                            message: format!(
-                                "the entity write could not follow the upload within the commit deadline ({:?}) {MAX_STALLS} times",
-                                self.commit_deadline
-                            ),
-                            source: None,
-                        });
-                    }
-                    continue;
-                }
+                let (entity, payload) = self.stage(keys, value, &data).await?;
                 let written = match current {
-                    Some(stored) => self.table.replace(&entity, stored.if_match()).await,
+                    Some(stored) => self
+                        .table
+                        .replace(&entity, stored.if_match())
+                        .await
+                        .map_err(deleted_is_a_conflict),
                     None => self.table.insert(&entity).await,
                 };
                 match written {
@@ -278,26 +306,47 @@ impl LargeEntities {
         }
     }
 
-    /// Uploads a blob payload; returns when the upload completed (`None` for inline).
-    async fn upload_if_blob(
+    /// Uploads the payload under a new name (nothing for an inline payload) and returns the
+    /// entity that references it, for a write that must start at once.
+    ///
+    /// The commit deadline runs from the moment the upload *starts*, which is before the
+    /// service stamps the blob's `Last-Modified`: the sweeper's grace period, measured from
+    /// that stamp, then covers the deadline and the write that follows. When the deadline
+    /// has passed by the time the write could start (a slow upload, a stalled process), the
+    /// blob is deleted and a new one uploaded, [`MAX_STALLS`] times at most.
+    async fn stage<M: Serialize>(
         &self,
         keys: &Keys,
-        payload: &Payload,
+        value: &M,
         data: &Bytes,
-    ) -> Result<Option<Instant>> {
-        match payload {
-            Payload::Blob(reference) => {
-                self.upload(keys, reference, data).await?;
-                Ok(Some(Instant::now()))
+    ) -> Result<(Entity<Properties>, Payload)> {
+        for _ in 0..MAX_STALLS {
+            let (entity, payload) = self.prepare(keys, value, data)?;
+            let Payload::Blob(reference) = &payload else {
+                return Ok((entity, payload));
+            };
+            let started = Instant::now();
+            self.upload(keys, reference, data).await?;
+            if started.elapsed() <= self.commit_deadline {
+                return Ok((entity, payload));
             }
-            Payload::Inline(_) => Ok(None),
+            // Too late: a sweeper may already count this blob as abandoned.
+            self.discard(&reference.name).await;
         }
+        Err(Error::Transport {
+            message: format!(
+                "the entity write could not start within the commit deadline ({:?}) of the upload {MAX_STALLS} times",
+                self.commit_deadline
+            ),
+            source: None,
+        })
     }
 
     /// Creates the entity with its payload; fails if the entity exists.
     ///
-    /// **Requests: 2** (upload, insert); 1 for an inline payload. **Consistency:** the entity
-    /// appears with a complete payload or not at all.
+    /// **Requests: 2** (upload, insert); 1 for an inline payload; +2 per upload that
+    /// outlasted the commit deadline. **Consistency:** the entity appears with a complete
+    /// payload or not at all.
     ///
     /// # Errors
     /// As [`LargeEntities::put`]; [`Error::AlreadyExists`] if the entity exists (the uploaded
@@ -309,10 +358,11 @@ impl LargeEntities {
         payload: impl Into<Bytes>,
     ) -> Result<LargeWritten> {
         let data: Bytes = payload.into();
-        let (entity, payload) = self.prepare(keys, value, &data)?;
+        // Validates everything before the first request.
+        self.prepare(keys, value, &data)?;
         let span = tracing::debug_span!("tablekit.large.insert", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
         async {
-            self.upload_if_blob(keys, &payload, &data).await?;
+            let (entity, payload) = self.stage(keys, value, &data).await?;
             match self.table.insert(&entity).await {
                 Ok(etag) => Ok(LargeWritten {
                     etag,
@@ -337,9 +387,11 @@ impl LargeEntities {
     /// Deletes the entity, then its blob. Returns whether the entity existed.
     ///
     /// **Requests: 3** (read, delete conditional on the read ETag, blob delete); 2 for an
-    /// inline payload; 1 when absent. **Consistency:** the entity goes first, so no reader
-    /// ever follows a reference to a deleted blob; if the blob delete fails, the sweeper
-    /// deletes it.
+    /// inline payload; 1 when absent; +2 per conflict (a write between the read and the
+    /// delete: read again, delete again). **Consistency:** last writer wins with concurrent
+    /// [`LargeEntities::put`]s: a delete that meets a newer write starts again from the read
+    /// and deletes that value and its blob. The entity goes first, so no reader ever follows
+    /// a reference to a deleted blob; if the blob delete fails, the sweeper deletes it.
     ///
     /// # Errors
     /// [`Error::PreconditionFailed`] when concurrent writes outlast the conflict-retry limit;
@@ -407,6 +459,17 @@ impl LargeEntities {
         self.table
             .merge(&Entity::new(keys.clone(), props), if_match)
             .await
+    }
+}
+
+/// A conditional replace that finds the entity gone met a concurrent delete: like a 412, the
+/// entity is no longer what was read, and the write starts again from the read (and
+/// inserts), so a put that writes after a delete wins. Attempts of that replace still in
+/// flight cannot land either: their ETag condition fails on an absent entity.
+fn deleted_is_a_conflict(error: Error) -> Error {
+    match error {
+        Error::NotFound { target } if target.keys.is_some() => Error::PreconditionFailed { target },
+        other => other,
     }
 }
 

@@ -3,41 +3,42 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tablekit_core::edm::Properties;
-use tablekit_core::{Keys, Result};
+use tablekit_core::{Error, Keys, Result};
 use tracing::Instrument as _;
 
 use crate::reference::{PK_METADATA, Payload, RK_METADATA, decode_key};
 use crate::store::LargeEntities;
 
 /// Options of [`LargeEntities::sweep`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepOptions {
-    /// Blobs younger than this are left alone: they may belong to a write in progress. Must
-    /// exceed the store's commit deadline plus any clock difference between this machine
-    /// and the service. Default 1 hour.
-    pub grace: Duration,
+    /// Blobs younger than this, by the service's clock, are left alone: a write may still
+    /// come to reference them. `None` (the default) is the store's
+    /// [`LargeEntities::min_sweep_grace`]; a shorter period is refused unless
+    /// `allow_unsafe_grace` is set.
+    pub grace: Option<Duration>,
     /// Report what would be deleted without deleting it.
     pub dry_run: bool,
-}
-
-impl Default for SweepOptions {
-    fn default() -> Self {
-        Self {
-            grace: Duration::from_secs(3600),
-            dry_run: false,
-        }
-    }
+    /// Accept a `grace` shorter than [`LargeEntities::min_sweep_grace`]. **Unsafe while
+    /// writers of the store run**: the sweep can delete a blob whose entity write is still in
+    /// flight, and the entity then references a missing blob. Only for maintenance windows
+    /// in which no `put` or `insert` of the store has started for at least
+    /// [`Settings::write_settles_within`](tablekit_azure::Settings::write_settles_within) plus
+    /// the commit deadline, and for tests.
+    pub allow_unsafe_grace: bool,
 }
 
 impl SweepOptions {
-    /// Sweep blobs of any age. Only safe when no write to the store is in progress (tests,
-    /// maintenance windows).
+    /// Sweeps blobs of any age, without the grace-period check. **Unsafe while writers of
+    /// the store run** (see [`SweepOptions::allow_unsafe_grace`]): for maintenance windows
+    /// with every writer stopped, and tests.
     pub fn immediate() -> Self {
         Self {
-            grace: Duration::ZERO,
+            grace: Some(Duration::ZERO),
             dry_run: false,
+            allow_unsafe_grace: true,
         }
     }
 }
@@ -60,6 +61,11 @@ pub struct SweepReport {
     pub deleted: Vec<String>,
     /// Entities read to decide.
     pub entities_read: usize,
+    /// The grace period applied.
+    pub grace: Duration,
+    /// The service's clock when it listed the blobs (the listing response's `Date`): ages
+    /// are this minus each blob's `Last-Modified`.
+    pub service_time: Option<DateTime<Utc>>,
 }
 
 impl LargeEntities {
@@ -69,32 +75,52 @@ impl LargeEntities {
     ///
     /// Each blob names, in its metadata, the entity it was uploaded for; the sweeper reads
     /// that entity (once per entity, however many of its blobs are listed) and deletes the
-    /// blob unless the entity references it. A blob that is unreferenced and past the grace
-    /// period can never become referenced: writers only commit references to blobs they
-    /// uploaded within their commit deadline.
+    /// blob unless the entity references it. A blob's age is the service's clock at the
+    /// listing (the response's `Date`) minus the blob's `Last-Modified`, both stamped by the
+    /// service, so a wrong clock on this machine cannot make a young blob look old. Past
+    /// [`LargeEntities::min_sweep_grace`], no write can still come to reference a blob, so
+    /// one the entity does not reference is garbage for good.
     ///
     /// **Requests:** 1 per 5,000 blobs listed + 1 point read per entity with a blob past the
-    /// grace period + 1 delete per orphan. **Consistency:** a blob is deleted only after a
-    /// read showed it unreferenced.
+    /// grace period + 1 delete per orphan; none when the options are refused.
+    /// **Consistency:** a blob is deleted only after a read, made once every write that could
+    /// reference it has landed, showed it unreferenced.
     ///
     /// # Errors
-    /// Transport and service errors of the listing and the reads; a failed delete of one
-    /// orphan is an error too (the next sweep retries it).
+    /// Before any request: [`Error::InvalidConfig`] when `options.grace` is shorter than
+    /// [`LargeEntities::min_sweep_grace`] and `options.allow_unsafe_grace` is not set. Then
+    /// transport and service errors of the listing and the reads, and [`Error::Transport`]
+    /// when the listing response carries no `Date` (ages cannot be measured); a failed delete
+    /// of one orphan is an error too (the next sweep retries it).
     pub async fn sweep(&self, options: &SweepOptions) -> Result<SweepReport> {
+        let min = self.min_sweep_grace();
+        let grace = options.grace.unwrap_or(min);
+        if grace < min && !options.allow_unsafe_grace {
+            return Err(Error::InvalidConfig {
+                part: "SweepOptions::grace".into(),
+                reason: format!(
+                    "{grace:?} is shorter than this store's minimum of {min:?} (commit deadline + the longest a write may take to land + clock allowance): a write in flight could still reference a blob that old. Use SweepOptions::immediate() only while no writer runs"
+                ),
+            });
+        }
         let span = tracing::debug_span!("tablekit.large.sweep", container = %self.container.name(), prefix = %self.prefix);
         async {
-            let blobs = self.container.list(&self.prefix).await?;
-            let now = Utc::now();
+            let (blobs, service_time) = self.container.list_with_service_time(&self.prefix).await?;
+            if service_time.is_none() && !grace.is_zero() {
+                return Err(Error::Transport {
+                    message: "the blob listing carried no Date: blob ages cannot be measured on the service's clock".into(),
+                    source: None,
+                });
+            }
             let mut report = SweepReport {
                 listed: blobs.len(),
+                grace,
+                service_time,
                 ..SweepReport::default()
             };
             let mut references: HashMap<Keys, Reference> = HashMap::new();
             for blob in blobs {
-                let old_enough = blob
-                    .last_modified
-                    .is_some_and(|at| (now - at).to_std().is_ok_and(|age| age >= options.grace));
-                if !old_enough {
+                if !past_grace(blob.last_modified, service_time, grace) {
                     report.young += 1;
                     continue;
                 }
@@ -158,4 +184,55 @@ fn owner(metadata: &std::collections::BTreeMap<String, String>) -> Option<Keys> 
     let pk = decode_key(metadata.get(PK_METADATA)?)?;
     let rk = decode_key(metadata.get(RK_METADATA)?)?;
     Keys::new(pk, rk).ok()
+}
+
+/// Whether a blob stamped `last_modified` is at least `grace` old at `listed_at`, both
+/// readings of the service's clock. A blob without a readable `Last-Modified`, or stamped
+/// after the listing, is young; with no grace period every other blob is old enough.
+fn past_grace(
+    last_modified: Option<DateTime<Utc>>,
+    listed_at: Option<DateTime<Utc>>,
+    grace: Duration,
+) -> bool {
+    let Some(written) = last_modified else {
+        return false;
+    };
+    grace.is_zero()
+        || listed_at.is_some_and(|now| (now - written).to_std().is_ok_and(|age| age >= grace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_measured_on_the_service_clock_whatever_this_machine_says() {
+        let grace = Duration::from_secs(60);
+        let this_machine = Utc::now();
+        for service_offset in [chrono::Duration::days(-1), chrono::Duration::days(1)] {
+            let listed_at = this_machine + service_offset;
+            let young = listed_at - chrono::Duration::seconds(10);
+            let old = listed_at - chrono::Duration::seconds(61);
+            assert!(
+                !past_grace(Some(young), Some(listed_at), grace),
+                "{service_offset}: young"
+            );
+            assert!(
+                past_grace(Some(old), Some(listed_at), grace),
+                "{service_offset}: old"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_or_later_stamps_are_young_and_no_grace_takes_every_stamped_blob() {
+        let listed_at = Utc::now();
+        let later = listed_at + chrono::Duration::seconds(5);
+        let grace = Duration::from_secs(1);
+        assert!(!past_grace(None, Some(listed_at), grace));
+        assert!(!past_grace(Some(later), Some(listed_at), grace));
+        assert!(!past_grace(Some(listed_at), None, grace));
+        assert!(past_grace(Some(later), None, Duration::ZERO));
+        assert!(!past_grace(None, None, Duration::ZERO));
+    }
 }

@@ -1,6 +1,7 @@
 //! A failure injected at each step of a large-entity write (through fault proxies in front
 //! of Azurite's table and blob endpoints) leaves the old or the new value readable — never a
-//! reference to a missing blob — and after a sweep no unreferenced blob remains.
+//! reference to a missing blob — and after a sweep no unreferenced blob remains. A put and a
+//! delete held apart by a delayed request end as last writer wins.
 
 mod common;
 
@@ -191,4 +192,138 @@ async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
     proxied.table.clear();
     check(&store, &keys, &payload(1, true), "insert response lost").await;
     common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_put_racing_a_delete_ends_with_its_own_value_and_one_blob() {
+    let proxied = common::proxied();
+    let store = common::store(&proxied.account, "largerace").await;
+    // The deleting process has its own account, straight to the emulator.
+    let direct = common::account();
+    let deleter = LargeEntities::builder(
+        direct.table(store.table().name()).unwrap(),
+        direct.container(store.container().name()).unwrap(),
+    )
+    .build()
+    .unwrap();
+    let keys = Keys::new("Sales", "000001").unwrap();
+    store
+        .put(&keys, &Properties::new(), payload(0, false))
+        .await
+        .unwrap();
+
+    // The put reads the entity, then its upload is held while the delete runs from start to
+    // end; the put's write comes after the delete.
+    proxied.blob.add_rule(rule(
+        "PUT",
+        Occurrences::Nth(1),
+        Fault::Delay(std::time::Duration::from_secs(3)),
+    ));
+    let metrics = proxied.account.metrics().clone();
+    metrics.reset();
+    let new = payload(0, true);
+    let put = tokio::spawn({
+        let (store, keys, new) = (store.clone(), keys.clone(), new.clone());
+        async move { store.put(&keys, &Properties::new(), new).await }
+    });
+    while proxied.blob.stats().faults_injected.delay == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let forwarded = proxied.blob.stats().requests_forwarded;
+    assert!(
+        deleter.delete(&keys).await.unwrap(),
+        "the delete found the entity"
+    );
+    assert_eq!(
+        proxied.blob.stats().requests_forwarded,
+        forwarded,
+        "the delete finished while the put's upload was still held"
+    );
+    let written = put.await.unwrap();
+    proxied.blob.clear();
+
+    // Last writer wins: the put, which wrote after the delete, is what is stored.
+    let written = written.expect("the put wins over the delete it raced");
+    let spent = metrics.snapshot();
+    assert_eq!(
+        spent.requests(),
+        7,
+        "read, upload, replace (404), read, delete the unused blob, upload, insert: {spent:?}"
+    );
+    check(&store, &keys, &new, "put racing a delete").await;
+    assert_eq!(
+        store
+            .get_entity::<Properties>(&keys)
+            .await
+            .unwrap()
+            .unwrap()
+            .1,
+        written.reference
+    );
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
+    let proxied = common::proxied();
+    let deleter = common::store(&proxied.account, "largerace2").await;
+    // The writing process has its own account, straight to the emulator.
+    let direct = common::account();
+    let writer = LargeEntities::builder(
+        direct.table(deleter.table().name()).unwrap(),
+        direct.container(deleter.container().name()).unwrap(),
+    )
+    .build()
+    .unwrap();
+    let keys = Keys::new("Sales", "000001").unwrap();
+    writer
+        .put(&keys, &Properties::new(), payload(0, false))
+        .await
+        .unwrap();
+
+    // The delete reads the entity, then its conditional delete is held while a put runs
+    // from start to end; the delete's write comes after the put.
+    proxied.table.add_rule(rule(
+        "DELETE",
+        Occurrences::Nth(1),
+        Fault::Delay(std::time::Duration::from_secs(3)),
+    ));
+    let metrics = proxied.account.metrics().clone();
+    metrics.reset();
+    let delete = tokio::spawn({
+        let (deleter, keys) = (deleter.clone(), keys.clone());
+        async move { deleter.delete(&keys).await }
+    });
+    while proxied.table.stats().faults_injected.delay == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let forwarded = proxied.table.stats().requests_forwarded;
+    writer
+        .put(&keys, &Properties::new(), payload(0, true))
+        .await
+        .unwrap();
+    assert_eq!(
+        proxied.table.stats().requests_forwarded,
+        forwarded,
+        "the put finished while the delete was still held"
+    );
+    assert!(
+        delete.await.unwrap().unwrap(),
+        "the delete found the entity"
+    );
+    proxied.table.clear();
+
+    // Last writer wins: the delete, which wrote after the put, is what is stored.
+    let spent = metrics.snapshot();
+    assert_eq!(
+        spent.requests(),
+        5,
+        "read, delete (412), read, delete, delete the put's blob: {spent:?}"
+    );
+    assert!(deleter.get::<Properties>(&keys).await.unwrap().is_none());
+    assert!(
+        common::blob_names(&deleter).await.is_empty(),
+        "the put deleted the blob it replaced, the delete the put's"
+    );
+    common::cleanup(&deleter).await;
 }

@@ -224,11 +224,16 @@ async fn bad_input_is_refused_before_any_request() {
             .is_err()
     );
     assert!(
-        LargeEntities::builder(table, container)
+        LargeEntities::builder(table.clone(), container.clone())
             .with_commit_deadline(std::time::Duration::ZERO)
             .build()
             .is_err()
     );
+    let err = LargeEntities::builder(table, container)
+        .with_clock_allowance(std::time::Duration::from_millis(999))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     common::cleanup(&store).await;
 }
 

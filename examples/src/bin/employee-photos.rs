@@ -114,7 +114,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ANCHOR: sweep
     // A writer that crashed between its upload and its entity write leaves a blob no entity
-    // references. The sweeper finds it (here without a grace period, as nothing else writes).
+    // references. The sweeper finds it. `immediate()` skips the grace period, which is safe
+    // here only because nothing else writes; a service sweeps with `SweepOptions::default()`,
+    // whose grace outlasts any write still in flight.
     let crashed = format!("{}crashed-upload", store.prefix());
     let owner = BTreeMap::from([
         (PK_METADATA.to_owned(), "Sales".to_owned()),
