@@ -170,11 +170,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         |e: &Employee| e.id.clone(),
         |e: &Employee| e.last_name.clone(),
     )
+    // The prefix keeps list rows (`Sales/lastname_Jones`) apart from employees' RowKeys.
+    .prefix("lastname_")
     .property("EmployeeIDs")
     .build()?;
-    let jones_list = SamePartitionList::new(table.clone(), by_last_name);
+    let jones_list = SamePartitionList::new(table.clone(), by_last_name)?;
     // Sales/000152 inserted and Sales/Jones updated in one transaction, conditioned on the
-    // ETag of Sales/Jones (inserted the first time); a lost race starts again from the read.
+    // ETag of Sales/lastname_Jones (inserted the first time); a lost race starts again from the read.
     for (id, first) in [(152, "Ken"), (223, "Jun")] {
         let e = employee(id, first, "Jones", &format!("{first}@contoso.com"));
         step(

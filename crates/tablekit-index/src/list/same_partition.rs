@@ -25,6 +25,13 @@ use crate::conflict::{as_conflict, is_race};
 /// the race gets 412 (or 409) for the whole transaction and starts again from the read, so
 /// concurrent writers never lose an id. Lookups are within one partition; for
 /// organisation-wide lookups use an [`EventualList`](crate::EventualList).
+///
+/// **Lists never take an entity's place.** The lists share the entities' partition, so their
+/// RowKeys carry the spec's [prefix](crate::ListSpecBuilder::prefix) (`Sales/lastname_Jones`),
+/// which is required; entity RowKeys that start with it are refused before any request. A
+/// row found under a list's key that this index could not have written (other properties, no
+/// list) is refused with [`Error::InvalidValue`] naming it, and nothing is written: the index
+/// never reads someone else's entity as an empty list and overwrites it.
 pub struct SamePartitionList<T> {
     table: Table,
     spec: Arc<ListSpec<T>>,
@@ -57,11 +64,27 @@ enum EntityWrite {
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<T> {
     /// An index over the entities and lists of `table`. No request is sent.
-    pub fn new(table: Table, spec: ListSpec<T>) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `spec` has no [prefix](crate::ListSpecBuilder::prefix):
+    /// without one, the list of a value equal to an entity's RowKey (a last name `000152`)
+    /// would live under that entity's keys.
+    pub fn new(table: Table, spec: ListSpec<T>) -> Result<Self> {
+        if spec.prefix().is_empty() {
+            return Err(Error::InvalidConfig {
+                part: "ListSpec::prefix".into(),
+                reason: format!(
+                    "list index `{}` keeps its rows among the entities, so it needs a RowKey \
+                     prefix (such as `{}_`) that no entity's RowKey starts with",
+                    spec.name(),
+                    spec.name()
+                ),
+            });
+        }
+        Ok(Self {
             table,
             spec: Arc::new(spec),
-        }
+        })
     }
 
     /// The table.
@@ -82,8 +105,44 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         Keys::new(partition, self.spec.row_key(value, 0)?)
     }
 
+    /// An entity's keys, refusing a RowKey among the list rows (one starting with the prefix):
+    /// the entity and a list could otherwise overwrite each other.
+    fn entity_keys(&self, entity: &T) -> Result<Keys> {
+        let keys = self.spec.entity_keys(entity)?;
+        self.outside_lists(&keys)?;
+        Ok(keys)
+    }
+
+    fn outside_lists(&self, keys: &Keys) -> Result<()> {
+        if keys.rk().starts_with(self.spec.prefix()) {
+            return Err(Error::invalid_value(
+                "",
+                format!(
+                    "{keys}: the RowKey starts with `{}`, the prefix of list index `{}`'s rows",
+                    self.spec.prefix(),
+                    self.spec.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `value`'s list rows, refusing rows of any other shape — including a row with no
+    /// properties at all, which this index never writes.
     async fn read(&self, partition: &str, value: &str) -> Result<Lists<String>> {
-        read_lists(&self.table, &self.spec, partition, value).await
+        let lists: Lists<String> = read_lists(&self.table, &self.spec, partition, value).await?;
+        if lists.base.blank {
+            return Err(Error::invalid_value(
+                self.spec.property(),
+                format!(
+                    "{} is not a row of list index `{}` (it has no properties); nothing was \
+                     written",
+                    Keys::new(partition, &lists.base.rk)?,
+                    self.spec.name()
+                ),
+            ));
+        }
+        Ok(lists)
     }
 
     /// One transaction: the entity write first, then the list writes.
@@ -148,7 +207,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// and [`Error::AlreadyExists`] when the entity exists; [`Error::PreconditionFailed`] when
     /// conflicts outlast the account's `conflict_retry` attempts.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity);
         let item = keys.rk().to_owned();
         let row = Entity::new(keys.clone(), entity);
@@ -178,7 +237,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// As [`insert`](Self::insert); [`Error::InvalidValue`] when the stored entity does not
     /// fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity);
         let item = keys.rk().to_owned();
         let row = Entity::new(keys.clone(), entity);
@@ -230,7 +289,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// with [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed
     /// since read; nothing is written then.
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = self.entity_keys(entity)?;
         if keys != current.keys {
             return Err(Error::invalid_value(
                 "",
@@ -258,6 +317,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries.
     pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
         let keys = Keys::new(partition, row_key)?;
+        self.outside_lists(&keys)?;
         self.retrying(false, || async {
             let Some(current) = self.table.get::<T>(&keys).await? else {
                 return Ok(false);
