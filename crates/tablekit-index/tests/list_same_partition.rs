@@ -62,7 +62,10 @@ async fn claim_35_the_writer_that_loses_the_etag_race_retries_from_the_read() {
         2,
         "read the (missing) list, one transaction"
     );
-    assert_eq!(ids_of(&row(&table, "lastname_Jones").await.unwrap()), ["000223"]);
+    assert_eq!(
+        ids_of(&row(&table, "lastname_Jones").await.unwrap()),
+        ["000223"]
+    );
 
     // Both writers read Sales/lastname_Jones and keep the same ETag.
     let seen = row(&table, "lastname_Jones").await.unwrap();
@@ -185,8 +188,14 @@ async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all
         (unchanged.value.last_name.as_str(), &unchanged.etag),
         ("Jones", &current.etag)
     );
-    assert_eq!(row(&table, "lastname_Jones").await.unwrap().etag, jones.etag);
-    assert_eq!(row(&table, "lastname_Smith").await.unwrap().etag, smith_now.etag);
+    assert_eq!(
+        row(&table, "lastname_Jones").await.unwrap().etag,
+        jones.etag
+    );
+    assert_eq!(
+        row(&table, "lastname_Smith").await.unwrap().etag,
+        smith_now.etag
+    );
 
     // `replace` with a stale employee ETag fails whole, too.
     let stale = Stored {
@@ -298,7 +307,10 @@ async fn lists_outgrowing_their_row_split_into_numbered_rows() {
     }
     let rows = table
         .query::<Properties>()
-        .filter(tablekit_core::filter::Filter::row_prefix("Sales", "lastname_Jones"))
+        .filter(tablekit_core::filter::Filter::row_prefix(
+            "Sales",
+            "lastname_Jones",
+        ))
         .collect()
         .await
         .unwrap();
@@ -336,15 +348,25 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
     // Another writer's entity already sits where the list of `000152` would go.
     let taken = list.list_keys("Sales", "000152").unwrap();
     let other = employee("Sales", 152, "Jones", "other@x");
-    table.insert(&Entity::new(taken.clone(), &other)).await.unwrap();
+    table
+        .insert(&Entity::new(taken.clone(), &other))
+        .await
+        .unwrap();
     let before = table.get::<Properties>(&taken).await.unwrap().unwrap();
 
     let odd = employee("Sales", 223, "000152", "odd@x");
     let (r, spent) = measured(&table, list.insert(&odd)).await;
     let err = r.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err:?}");
-    assert!(err.to_string().contains(&taken.to_string()), "names the row: {err}");
-    assert_eq!(spent.requests_of(RequestKind::Transaction), 0, "nothing written");
+    assert!(
+        err.to_string().contains(&taken.to_string()),
+        "names the row: {err}"
+    );
+    assert_eq!(
+        spent.requests_of(RequestKind::Transaction),
+        0,
+        "nothing written"
+    );
     assert_eq!(spent.entities_written, 0);
     let after = table.get::<Properties>(&taken).await.unwrap().unwrap();
     assert_eq!(after.etag, before.etag, "the entity survives untouched");
@@ -364,7 +386,10 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
         list.ids("Sales", "000152").await.unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
-    assert_eq!(table.get::<Properties>(&taken).await.unwrap().unwrap().etag, before.etag);
+    assert_eq!(
+        table.get::<Properties>(&taken).await.unwrap().unwrap().etag,
+        before.etag
+    );
     table.delete_table().await.unwrap();
 }
 

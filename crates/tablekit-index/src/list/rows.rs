@@ -456,7 +456,10 @@ mod tests {
                 .with(SHARDS, 2),
         )
         .unwrap();
-        assert_eq!((listed.items(), listed.base.shards), (vec!["1".to_owned()], 2));
+        assert_eq!(
+            (listed.items(), listed.base.shards),
+            (vec!["1".to_owned()], 2)
+        );
         let blank = read(Properties::new()).unwrap();
         assert!(blank.base.blank && blank.items().is_empty());
     }
