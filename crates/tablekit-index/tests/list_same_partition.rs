@@ -441,3 +441,96 @@ async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
     assert_eq!(kept.value.last_name, "Jones");
     table.delete_table().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
+    let list = list("listmove").await;
+    let table = list.table().clone();
+    let mut jun = employee("Sales", 152, "Jones", "a@x");
+    list.insert(&jun).await.unwrap();
+    list.insert(&employee("Sales", 223, "Jones", "b@x"))
+        .await
+        .unwrap();
+    let sales_152 = Keys::new("Sales", "000152").unwrap();
+    let marketing_152 = Keys::new("Marketing", "000152").unwrap();
+    let current = table.get::<Employee>(&sales_152).await.unwrap().unwrap();
+    jun.department = "Marketing".into();
+
+    // `replace` keeps an entity in its partition: refused unsent, pointing at `relocate`.
+    let (r, spent) = measured(&table, list.replace(&current, &jun)).await;
+    let err = r.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("relocate"), "{err}");
+    assert_eq!(spent.requests(), 0);
+
+    // `relocate`: inserted and listed in Marketing, then deleted and unlisted in Sales.
+    let (r, spent) = measured(&table, list.relocate(&current, &jun)).await;
+    let etag = r.unwrap();
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 2);
+    assert_eq!(
+        spent.requests(),
+        4,
+        "a list read and a transaction per partition"
+    );
+    assert!(table.get::<Employee>(&sales_152).await.unwrap().is_none());
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
+    assert_eq!(list.ids("Marketing", "Jones").await.unwrap(), ["000152"]);
+    let moved = table
+        .get::<Employee>(&marketing_152)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((&moved.value, &moved.etag), (&jun, &etag));
+
+    // A stale `current`: the second step fails, the first is undone, nothing moves.
+    let mut renamed = jun.clone();
+    renamed.first_name = "Ana".into();
+    list.put(&renamed).await.unwrap();
+    let mut back = renamed.clone();
+    back.department = "Sales".into();
+    let (r, spent) = measured(&table, list.relocate(&moved, &back)).await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::PreconditionFailed),
+        "{err:?}"
+    );
+    assert_eq!(
+        spent.requests_of(RequestKind::Transaction),
+        3,
+        "insert, refused delete, undo"
+    );
+    assert!(table.get::<Employee>(&sales_152).await.unwrap().is_none());
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
+    assert_eq!(list.ids("Marketing", "Jones").await.unwrap(), ["000152"]);
+    let kept = table
+        .get::<Employee>(&marketing_152)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.value, renamed);
+
+    // The new partition already holds the id: refused at the first step, nothing written.
+    let lee = employee("Sales", 152, "Lee", "c@x");
+    list.insert(&lee).await.unwrap();
+    let lee_current = table.get::<Employee>(&sales_152).await.unwrap().unwrap();
+    let mut lee_moved = lee.clone();
+    lee_moved.department = "Marketing".into();
+    let (r, spent) = measured(&table, list.relocate(&lee_current, &lee_moved)).await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::AlreadyExists),
+        "{err:?}"
+    );
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+    assert_eq!(list.ids("Sales", "Lee").await.unwrap(), ["000152"]);
+    assert!(list.ids("Marketing", "Lee").await.unwrap().is_empty());
+    assert_eq!(
+        table
+            .get::<Employee>(&marketing_152)
+            .await
+            .unwrap()
+            .unwrap(),
+        kept
+    );
+    table.delete_table().await.unwrap();
+}

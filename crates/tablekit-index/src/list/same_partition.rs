@@ -170,9 +170,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
             .flatten())
     }
 
-    /// Runs `attempt` until it does not lose a race; `insert_guard` says whether a 409 on the
-    /// entity itself means "exists" (an error) rather than a race.
-    async fn retrying<F, Fut, R>(&self, insert_guard: bool, mut attempt: F) -> Result<R>
+    /// Runs `attempt` until it does not lose a race on a list row. `entity_final` says whether
+    /// a failure of the entity's own operation (index 0) is an answer rather than a race: a
+    /// 409 on an insert means "exists", a 412 on a write under the caller's ETag "changed".
+    async fn retrying<F, Fut, R>(&self, entity_final: bool, mut attempt: F) -> Result<R>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R>>,
@@ -181,11 +182,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         loop {
             match attempt().await {
                 Ok(r) => return Ok(r),
-                Err(Error::BatchFailed { index: 0, source })
-                    if insert_guard && source.kind() == tablekit_core::ErrorKind::AlreadyExists =>
-                {
-                    return Err(Error::BatchFailed { index: 0, source });
-                }
+                Err(e @ Error::BatchFailed { index: 0, .. }) if entity_final => return Err(e),
                 Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
                     conflicts.retry(as_conflict(e)).await?
                 }
@@ -232,6 +229,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// two list reads in parallel, one transaction); +1 per list with overflow rows; the same
     /// again per conflict retry. **Consistency:** strong: the entity and both lists change
     /// together or not at all.
+    ///
+    /// `put` finds the stored entity by the keys `entity` has now. When the partition value
+    /// changed (a new department), that is a new entity in the new partition and the old one
+    /// stays, listed: move an entity with [`relocate`](Self::relocate).
     ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::InvalidValue`] when the stored entity does not
@@ -285,7 +286,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// transaction), +1 per list with overflow rows. **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] before any request when the keys differ; [`Error::BatchFailed`]
+    /// [`Error::InvalidValue`] before any request when the keys differ (a move to another
+    /// partition is [`relocate`](Self::relocate)); [`Error::BatchFailed`]
     /// with [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed
     /// since read; nothing is written then.
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
@@ -294,7 +296,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
             return Err(Error::invalid_value(
                 "",
                 format!(
-                    "replace keeps an entity where it is: {keys} is not {}",
+                    "replace keeps an entity where it is: {keys} is not {}; move it with \
+                     relocate",
                     current.keys
                 ),
             ));
@@ -305,6 +308,82 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
             .change(current, &row, &value, &keys.rk().to_owned())
             .await?;
         Ok(etag.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Moves an entity the caller has read (`current`) to the partition `entity` belongs to
+    /// (an employee changing department), with its place in the lists: as
+    /// [`insert`](Self::insert) in the new partition, then one transaction in the old one
+    /// deleting the entity under `current`'s ETag and removing it from its list. A partition
+    /// change cannot be one transaction, so it is two; when the second fails (the entity
+    /// changed since `current` was read, or a service error), the first is undone — the new
+    /// entity deleted under the ETag it was written with, and unlisted — so the entity is left
+    /// in exactly one partition and one list. When `entity` stays in `current`'s partition
+    /// this is [`replace`](Self::replace). Returns the new entity's ETag.
+    ///
+    /// [`put`](Self::put) cannot make this move: it finds the stored entity by the keys
+    /// `entity` has now, so it never sees the old partition; it would add the entity there
+    /// and leave the old one listed.
+    ///
+    /// **Requests:** 4 (per partition a list read and one transaction; +1 per list with
+    /// overflow rows; +2 per lost list race); when the delete fails, 2 more to undo the
+    /// insert. **Consistency:** each partition changes in one transaction; between the two,
+    /// a reader finds the entity in both partitions. If the process stops between them, it
+    /// stays in both: delete one of them.
+    ///
+    /// # Errors
+    /// Before any request: as [`insert`](Self::insert), and [`Error::InvalidValue`] when
+    /// `current`'s keys are not those its value calls for. [`Error::BatchFailed`] with index 0
+    /// and [`Error::AlreadyExists`] when the new partition already holds the entity: nothing
+    /// is written. [`Error::BatchFailed`] with index 0 and [`Error::PreconditionFailed`] (or
+    /// [`Error::NotFound`]) when the entity changed (or went) since `current` was read: the
+    /// insert is undone; read again and retry. [`Error::Indeterminate`] when the undo failed
+    /// too: the entity is then in both partitions.
+    pub async fn relocate(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
+        let keys = self.entity_keys(entity)?;
+        let old_keys = self.entity_keys(&current.value)?;
+        if old_keys != current.keys {
+            return Err(Error::invalid_value(
+                "",
+                format!("{} holds an entity whose keys are {old_keys}", current.keys),
+            ));
+        }
+        if keys.pk() == current.keys.pk() {
+            return self.replace(current, entity).await;
+        }
+        let etag = self.insert(entity).await?;
+        let old_value = self.spec.value_of(&current.value);
+        let Err(failed) = self
+            .remove_exact(&current.keys, &current.etag, &old_value)
+            .await
+        else {
+            return Ok(etag);
+        };
+        let value = self.spec.value_of(entity);
+        match self.remove_exact(&keys, &etag, &value).await {
+            Ok(()) => Err(failed),
+            Err(undo) => Err(Error::Indeterminate {
+                target: tablekit_core::Target::entity(self.table.name(), keys),
+                reason: format!(
+                    "moved from {} but the old entity could not be deleted ({failed}) nor the \
+                     new one undone ({undo}): the entity is in both partitions",
+                    current.keys
+                ),
+            }),
+        }
+    }
+
+    /// Deletes the entity at `keys` if it still has `etag`, and removes it from `value`'s
+    /// list, in one transaction. Lost list races are retried from the list read; a failure
+    /// of the entity's own delete is returned.
+    async fn remove_exact(&self, keys: &Keys, etag: &ETag, value: &str) -> Result<()> {
+        self.retrying(true, || async {
+            let lists = self.read(keys.pk(), value).await?;
+            let writes = lists.remove(&keys.rk().to_owned());
+            self.commit(None, keys, EntityWrite::Delete(etag.clone()), writes)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Deletes an entity and removes its RowKey from its list in one transaction, both
