@@ -462,7 +462,7 @@ async fn denormalize(account: &Account, table: &Table) -> Result<(), Box<dyn std
     // The department row carries its manager's name and email, written in the same
     // transaction as the manager (same partition), so one point read shows both.
     let manager_details =
-        DenormalizedCopy::new(table.clone(), |m: &Employee, d: &mut Department| {
+        DenormalizedCopy::new(table.clone(), |_, m: &Employee, d: &mut Department| {
             d.manager_name = format!("{} {}", m.first_name, m.last_name);
             d.manager_email = m.email.clone();
         });
