@@ -1,4 +1,5 @@
-//! Moving an entity to another partition: two transactions, the second undone-for if it fails.
+//! Moving an entity to another partition: two transactions, the first undone if the second
+//! fails.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -11,13 +11,15 @@ use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 
+mod relocate;
+
 use super::rows::{Lists, RowWrite, read_lists};
 use super::spec::ListSpec;
 use crate::conflict::{as_conflict, is_race};
 
-/// An index of entities by a non-unique value whose lists (`Sales/Jones` → `EmployeeIDs`)
-/// live in the same partition as the entities and change in the same entity group
-/// transaction: the guide's index entities, option 2.
+/// An index of entities by a non-unique value whose lists (`Sales/lastname_Jones` →
+/// `EmployeeIDs`) live in the same partition as the entities and change in the same entity
+/// group transaction: the guide's index entities, option 2.
 ///
 /// **Consistency:** strong. Each write reads the list row(s) it changes, then one
 /// transaction writes the entity and the lists, each list row conditioned on the ETag read
@@ -200,9 +202,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// rows), plus 2 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key, value and size errors before any request; [`Error::BatchFailed`] with index 0
-    /// and [`Error::AlreadyExists`] when the entity exists; [`Error::PreconditionFailed`] when
-    /// conflicts outlast the account's `conflict_retry` attempts.
+    /// Before any request: key, value and size errors, and [`Error::InvalidValue`] when the
+    /// entity's RowKey starts with the list prefix. [`Error::InvalidValue`] naming the row
+    /// when a row under the list's key is not a list this index wrote (nothing is written);
+    /// [`Error::BatchFailed`] with index 0 and [`Error::AlreadyExists`] when the entity
+    /// exists; [`Error::PreconditionFailed`] when conflicts outlast the account's
+    /// `conflict_retry` attempts.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity);
@@ -287,9 +292,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     ///
     /// # Errors
     /// [`Error::InvalidValue`] before any request when the keys differ (a move to another
-    /// partition is [`relocate`](Self::relocate)); [`Error::BatchFailed`]
-    /// with [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed
-    /// since read; nothing is written then.
+    /// partition is [`relocate`](Self::relocate)) or lie among the list rows; as
+    /// [`insert`](Self::insert) for a row that is not a list; [`Error::BatchFailed`] with
+    /// [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed since
+    /// read; nothing is written then.
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
         if keys != current.keys {
@@ -310,82 +316,6 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         Ok(etag.unwrap_or_else(|| ETag::new("")))
     }
 
-    /// Moves an entity the caller has read (`current`) to the partition `entity` belongs to
-    /// (an employee changing department), with its place in the lists: as
-    /// [`insert`](Self::insert) in the new partition, then one transaction in the old one
-    /// deleting the entity under `current`'s ETag and removing it from its list. A partition
-    /// change cannot be one transaction, so it is two; when the second fails (the entity
-    /// changed since `current` was read, or a service error), the first is undone — the new
-    /// entity deleted under the ETag it was written with, and unlisted — so the entity is left
-    /// in exactly one partition and one list. When `entity` stays in `current`'s partition
-    /// this is [`replace`](Self::replace). Returns the new entity's ETag.
-    ///
-    /// [`put`](Self::put) cannot make this move: it finds the stored entity by the keys
-    /// `entity` has now, so it never sees the old partition; it would add the entity there
-    /// and leave the old one listed.
-    ///
-    /// **Requests:** 4 (per partition a list read and one transaction; +1 per list with
-    /// overflow rows; +2 per lost list race); when the delete fails, 2 more to undo the
-    /// insert. **Consistency:** each partition changes in one transaction; between the two,
-    /// a reader finds the entity in both partitions. If the process stops between them, it
-    /// stays in both: delete one of them.
-    ///
-    /// # Errors
-    /// Before any request: as [`insert`](Self::insert), and [`Error::InvalidValue`] when
-    /// `current`'s keys are not those its value calls for. [`Error::BatchFailed`] with index 0
-    /// and [`Error::AlreadyExists`] when the new partition already holds the entity: nothing
-    /// is written. [`Error::BatchFailed`] with index 0 and [`Error::PreconditionFailed`] (or
-    /// [`Error::NotFound`]) when the entity changed (or went) since `current` was read: the
-    /// insert is undone; read again and retry. [`Error::Indeterminate`] when the undo failed
-    /// too: the entity is then in both partitions.
-    pub async fn relocate(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
-        let keys = self.entity_keys(entity)?;
-        let old_keys = self.entity_keys(&current.value)?;
-        if old_keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
-                format!("{} holds an entity whose keys are {old_keys}", current.keys),
-            ));
-        }
-        if keys.pk() == current.keys.pk() {
-            return self.replace(current, entity).await;
-        }
-        let etag = self.insert(entity).await?;
-        let old_value = self.spec.value_of(&current.value);
-        let Err(failed) = self
-            .remove_exact(&current.keys, &current.etag, &old_value)
-            .await
-        else {
-            return Ok(etag);
-        };
-        let value = self.spec.value_of(entity);
-        match self.remove_exact(&keys, &etag, &value).await {
-            Ok(()) => Err(failed),
-            Err(undo) => Err(Error::Indeterminate {
-                target: tablekit_core::Target::entity(self.table.name(), keys),
-                reason: format!(
-                    "moved from {} but the old entity could not be deleted ({failed}) nor the \
-                     new one undone ({undo}): the entity is in both partitions",
-                    current.keys
-                ),
-            }),
-        }
-    }
-
-    /// Deletes the entity at `keys` if it still has `etag`, and removes it from `value`'s
-    /// list, in one transaction. Lost list races are retried from the list read; a failure
-    /// of the entity's own delete is returned.
-    async fn remove_exact(&self, keys: &Keys, etag: &ETag, value: &str) -> Result<()> {
-        self.retrying(true, || async {
-            let lists = self.read(keys.pk(), value).await?;
-            let writes = lists.remove(&keys.rk().to_owned());
-            self.commit(None, keys, EntityWrite::Delete(etag.clone()), writes)
-                .await?;
-            Ok(())
-        })
-        .await
-    }
-
     /// Deletes an entity and removes its RowKey from its list in one transaction, both
     /// conditioned on the ETags read. Returns whether it existed.
     ///
@@ -393,7 +323,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// exist; +1 with overflow rows), plus 3 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries.
+    /// Key errors, and [`Error::InvalidValue`] for a RowKey among the list rows, before any
+    /// request; as [`insert`](Self::insert) for a row that is not a list;
+    /// [`Error::PreconditionFailed`] when conflicts outlast the retries.
     pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
         let keys = Keys::new(partition, row_key)?;
         self.outside_lists(&keys)?;
@@ -418,7 +350,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] for a list this index did not write.
+    /// Key errors; [`Error::InvalidValue`] naming the row when the row under the list's key is
+    /// not a list this index wrote.
     pub async fn ids(&self, partition: &str, value: &str) -> Result<Vec<String>> {
         Ok(self.read(partition, value).await?.items())
     }
