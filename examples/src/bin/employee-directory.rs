@@ -152,6 +152,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     assert_eq!(a[0].value.email, "ana@contoso.com");
+    // A new department is a new partition, which no transaction spans: `relocate` inserts
+    // the copies in Marketing, then deletes them from Sales under the ETag read (undoing the
+    // insert if that fails). `put` would only have added the employee to Marketing.
+    let bo = index.get("Sales", "000150").await?.expect("stored");
+    let mut moved = bo.value.clone();
+    moved.department = "Marketing".into();
+    step(
+        &account,
+        "relocate 000150 to Marketing (2 transactions)",
+        index.relocate(&bo, &moved),
+    )
+    .await?;
+    assert!(index.get("Sales", "000150").await?.is_none());
+    assert!(index.get("Marketing", "000150").await?.is_some());
     // ANCHOR_END: intra
     assert!(index.verify("Sales").await?.is_consistent());
 
@@ -175,8 +189,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .property("EmployeeIDs")
     .build()?;
     let jones_list = SamePartitionList::new(table.clone(), by_last_name)?;
-    // Sales/000152 inserted and Sales/Jones updated in one transaction, conditioned on the
-    // ETag of Sales/lastname_Jones (inserted the first time); a lost race starts again from the read.
+    // Sales/000152 inserted and Sales/lastname_Jones updated in one transaction, conditioned
+    // on its ETag (inserted the first time); a lost race starts again from the read.
     for (id, first) in [(152, "Ken"), (223, "Jun")] {
         let e = employee(id, first, "Jones", &format!("{first}@contoso.com"));
         step(

@@ -99,7 +99,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         &self.spec
     }
 
-    /// The keys of `value`'s base index row in `partition` (`Sales/Jones`).
+    /// The keys of `value`'s base index row in `partition` (`Sales/lastname_Jones`).
     ///
     /// # Errors
     /// Key errors.
