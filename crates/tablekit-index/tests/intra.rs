@@ -536,3 +536,50 @@ async fn a_partition_change_moves_the_whole_family_or_leaves_it_where_it_was() {
     assert_eq!(row_keys(&table, "Marketing").await, marketing);
     table.delete_table().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_move_whose_delete_the_service_refuses_is_undone() {
+    use tablekit_testkit::fixtures::{fast_retries, proxied, table_on};
+    use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
+
+    let p = proxied(fast_retries());
+    let table = table_on(&p.account, "intramovefault").await;
+    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    index.insert(&jones).await.unwrap();
+    let current = index.get("Sales", "000223").await.unwrap().unwrap();
+    let mut moved = jones.clone();
+    moved.department = "Marketing".into();
+
+    // The second transaction from now on (the delete in Sales) is refused by the service.
+    p.table.add_rule(Rule {
+        matcher: Matcher::any().with_path_contains("$batch"),
+        occurrences: Occurrences::Nth(2),
+        fault: Fault::Status(400),
+    });
+    let err = index.relocate(&current, &moved).await.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err:?}");
+    assert_eq!(p.table.stats().faults_injected.total(), 1);
+    assert!(
+        row_keys(&table, "Marketing").await.is_empty(),
+        "the insert was undone"
+    );
+    assert_eq!(
+        row_keys(&table, "Sales").await,
+        ["email_jonesj@contoso.com", "empid_000223"]
+    );
+    assert_eq!(
+        index.get("Sales", "000223").await.unwrap().unwrap().etag,
+        current.etag
+    );
+
+    // With the service answering again, the same move goes through.
+    p.table.clear();
+    index.relocate(&current, &moved).await.unwrap();
+    assert!(row_keys(&table, "Sales").await.is_empty());
+    assert_eq!(
+        row_keys(&table, "Marketing").await,
+        ["email_jonesj@contoso.com", "empid_000223"]
+    );
+    table.delete_table().await.unwrap();
+}
