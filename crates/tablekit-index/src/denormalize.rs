@@ -19,9 +19,11 @@ use crate::conflict::{as_conflict, is_race};
 pub enum SourceWrite {
     /// Insert it; fails if it exists.
     Insert,
-    /// Insert or replace it (last writer wins for the source).
+    /// Insert it, or replace it if it exists (last writer wins for the source's data; the
+    /// copy still sees exactly the version it replaced).
     Upsert,
-    /// Replace it if the condition holds (pass the ETag you read).
+    /// Replace it if the condition holds (pass the ETag you read). With [`IfMatch::Any`] the
+    /// replace is conditioned on the ETag of the version the copy was given as `before`.
     Replace(IfMatch),
 }
 
@@ -34,7 +36,7 @@ pub struct DenormalizedWrite {
     pub target: ETag,
 }
 
-type CopyFn<S, D> = Arc<dyn Fn(&S, &mut D) + Send + Sync>;
+type CopyFn<S, D> = Arc<dyn Fn(Option<&S>, &S, &mut D) + Send + Sync>;
 
 /// Keeps a denormalized copy of a source entity's data (the manager's name and email) in a
 /// target entity (the department), so one point read of the target answers what would take
@@ -42,9 +44,14 @@ type CopyFn<S, D> = Arc<dyn Fn(&S, &mut D) + Send + Sync>;
 /// target conditioned on the ETag it was read with. The target is *merged*: properties `D`
 /// does not model (an `EntityType`, fields of newer versions) are kept.
 ///
-/// `copy` writes the source's data into the target; it may run more than once per call (once
-/// per attempt) and must depend only on its inputs. It also fits summary entities: a copy
-/// that increments an `EmployeeCount` keeps a count exact.
+/// `copy(before, after, target)` updates the target for a source going from `before` (`None`
+/// when this write creates it) to `after`. A copy of fields ignores `before`; a summary uses
+/// it (`if before.is_none() { d.employee_count += 1 }`, or `d.payroll += after.salary -
+/// before.salary`). Summaries stay exact under every [`SourceWrite`]: `before` is the version
+/// the write replaces, because the source write is an insert when `before` is `None` (it
+/// fails if another writer created the source first) and otherwise conditioned on
+/// `before`'s ETag; a write that loses either race starts again from the reads. `copy` may run
+/// more than once per call (once per attempt) and must depend only on its inputs.
 pub struct DenormalizedCopy<S, D> {
     table: Table,
     copy: CopyFn<S, D>,
@@ -98,8 +105,12 @@ where
     S: Serialize + DeserializeOwned + Send + Sync,
     D: Serialize + DeserializeOwned + Send + Sync,
 {
-    /// A denormalized copy in `table`, written by `copy`. No request is sent.
-    pub fn new(table: Table, copy: impl Fn(&S, &mut D) + Send + Sync + 'static) -> Self {
+    /// A denormalized copy in `table`, written by `copy(before, after, target)`. No request is
+    /// sent.
+    pub fn new(
+        table: Table,
+        copy: impl Fn(Option<&S>, &S, &mut D) + Send + Sync + 'static,
+    ) -> Self {
         Self {
             table,
             copy: Arc::new(copy),
@@ -113,18 +124,27 @@ where
     }
 
     /// Writes `source` and refreshes its copy in `target` in one transaction: reads the
-    /// target, applies `copy`, then commits the source write and the target merge under
-    /// the target's ETag. If the target changed in between, starts again from its read.
+    /// target (and, unless `how` is [`SourceWrite::Insert`], the source as it is now), applies
+    /// `copy(before, source, target)`, then commits the source write and the target merge
+    /// under the target's ETag. The source write is an insert when there is no `before`, and
+    /// is conditioned on `before`'s ETag otherwise (on the caller's for
+    /// [`SourceWrite::Replace`] with an ETag), so `before` is exactly the version replaced and
+    /// a summary never counts a source twice. If the target changed in between — or, for
+    /// [`SourceWrite::Upsert`] and `Replace(IfMatch::Any)`, the source — starts again from the
+    /// reads.
     ///
-    /// **Requests:** 2 (a point read, one transaction), plus 2 per conflict retry.
-    /// **Consistency:** strong: the source and its copy change together or not at all.
+    /// **Requests:** [`SourceWrite::Insert`] 2 (a point read, one transaction); `Upsert` and
+    /// `Replace` 3 (two point reads in parallel, one transaction); the same again per
+    /// conflict retry. **Consistency:** strong: the source and its copy change together or
+    /// not at all.
     ///
     /// # Errors
     /// Before any request: [`Error::CrossPartitionTransaction`] when source and target are in
     /// different partitions, encoding errors. [`Error::NotFound`] when the target does not
     /// exist; [`Error::BatchFailed`] with index 0 when the source write is refused (it
-    /// exists for [`SourceWrite::Insert`], its ETag changed for [`SourceWrite::Replace`]);
-    /// [`Error::PreconditionFailed`] when target conflicts outlast the retries.
+    /// exists for [`SourceWrite::Insert`]; its ETag changed, or it does not exist, for
+    /// [`SourceWrite::Replace`]); [`Error::PreconditionFailed`] when conflicts outlast the
+    /// retries.
     pub async fn write(
         &self,
         source: &Entity<S>,
@@ -132,44 +152,68 @@ where
         target: &Keys,
     ) -> Result<DenormalizedWrite> {
         same_partition(&source.keys, target)?;
-        let source_op = match how {
-            SourceWrite::Insert => Operation::insert(source)?,
-            SourceWrite::Upsert => Operation::upsert_replace(source)?,
-            SourceWrite::Replace(if_match) => Operation::replace(source, if_match)?,
+        Operation::insert(source)?;
+        // Whether a lost race on the source itself is ours to retry: only when its condition
+        // is the ETag we read, not one the caller gave.
+        let retry_source = matches!(
+            how,
+            SourceWrite::Upsert | SourceWrite::Replace(IfMatch::Any)
+        );
+        let missing = |keys: &Keys| Error::NotFound {
+            target: tablekit_core::Target::entity(self.table.name(), keys.clone()),
         };
         let mut conflicts = self.table.account().conflict_loop();
         loop {
             let attempt = async {
-                let mut current =
-                    self.table
-                        .get::<D>(target)
-                        .await?
-                        .ok_or_else(|| Error::NotFound {
-                            target: tablekit_core::Target::entity(
-                                self.table.name(),
-                                target.clone(),
-                            ),
-                        })?;
-                (self.copy)(&source.value, &mut current.value);
+                let (before, current) = match how {
+                    SourceWrite::Insert => (None, self.table.get::<D>(target).await?),
+                    _ => futures::try_join!(
+                        self.table.get::<S>(&source.keys),
+                        self.table.get::<D>(target)
+                    )?,
+                };
+                let mut current = current.ok_or_else(|| missing(target))?;
+                let source_op = match (&how, &before) {
+                    (SourceWrite::Insert | SourceWrite::Upsert, None) => Operation::insert(source)?,
+                    // Nothing to replace: answered below as the service would, unsent.
+                    (SourceWrite::Replace(IfMatch::Any), None) => return Ok(None),
+                    (SourceWrite::Replace(IfMatch::ETag(etag)), _) => {
+                        Operation::replace(source, IfMatch::ETag(etag.clone()))?
+                    }
+                    (_, Some(read)) => Operation::replace(source, read.if_match())?,
+                };
+                (self.copy)(
+                    before.as_ref().map(|b| &b.value),
+                    &source.value,
+                    &mut current.value,
+                );
                 let target_op = Operation::merge(
                     &Entity::new(target.clone(), &current.value),
                     current.if_match(),
                 )?;
-                self.table
-                    .submit(&BatchPlan::atomic([source_op.clone(), target_op])?)
-                    .await
+                let batch = BatchPlan::atomic([source_op, target_op])?;
+                self.table.submit(&batch).await.map(Some)
             };
             match attempt.await {
-                Ok(outcomes) => {
+                Ok(Some(outcomes)) => {
                     return Ok(DenormalizedWrite {
                         source: etag_at(&outcomes, 0),
                         target: etag_at(&outcomes, 1),
                     });
                 }
-                Err(Error::BatchFailed { index: 1, source }) if is_race(source.kind()) => {
-                    conflicts
-                        .retry(as_conflict(Error::BatchFailed { index: 1, source }))
-                        .await?
+                Ok(None) => {
+                    return Err(Error::BatchFailed {
+                        index: 0,
+                        source: Box::new(missing(&source.keys)),
+                    });
+                }
+                Err(e @ Error::BatchFailed { index: 1, .. }) if is_race(e.kind()) => {
+                    conflicts.retry(as_conflict(e)).await?
+                }
+                Err(e @ Error::BatchFailed { index: 0, .. })
+                    if retry_source && is_race(e.kind()) =>
+                {
+                    conflicts.retry(as_conflict(e)).await?
                 }
                 Err(e) => return Err(e),
             }
@@ -177,7 +221,8 @@ where
     }
 
     /// Copies the current `source` into `target` without changing the source (after the
-    /// target was pointed at another source, e.g. a new manager): reads both, then one
+    /// target was pointed at another source, e.g. a new manager), calling `copy` with the
+    /// source as both `before` and `after` (so a summary does not count it): reads both, then one
     /// transaction merges the target under its ETag and guards the source with an empty
     /// merge under its ETag, so a copy of a source that changed meanwhile is never written.
     /// Retried from the reads on a conflict.
@@ -199,7 +244,7 @@ where
                     futures::try_join!(self.table.get::<S>(source), self.table.get::<D>(target))?;
                 let s = s.ok_or_else(|| missing(source))?;
                 let mut d = d.ok_or_else(|| missing(target))?;
-                (self.copy)(&s.value, &mut d.value);
+                (self.copy)(Some(&s.value), &s.value, &mut d.value);
                 let guard = Operation::merge(
                     &Entity::new(source.clone(), Properties::new()),
                     s.if_match(),

@@ -433,3 +433,153 @@ async fn verify_finds_drift_and_repair_fixes_it() {
     assert!(index.verify("Sales").await.unwrap().is_consistent());
     table.delete_table().await.unwrap();
 }
+
+/// The rows of `partition`'s copies, by RowKey.
+async fn row_keys(table: &tablekit_azure::Table, partition: &str) -> Vec<String> {
+    table
+        .query::<Properties>()
+        .filter(Filter::partition(partition))
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.keys.rk().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_partition_change_moves_the_whole_family_or_leaves_it_where_it_was() {
+    let index = index("intramove").await;
+    let table = index.table().clone();
+    let mut jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    index.insert(&jones).await.unwrap();
+    index
+        .insert(&employee("Sales", 100, "Lee", "lee@contoso.com"))
+        .await
+        .unwrap();
+    let lee_only = ["email_lee@contoso.com", "empid_000100"];
+    let current = index.get("Sales", "000223").await.unwrap().unwrap();
+    jones.department = "Marketing".into();
+
+    // `replace` keeps an entity in its partition: refused unsent, pointing at `relocate`.
+    let (r, spent) = measured(&table, index.replace(&current, &jones)).await;
+    let err = r.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("relocate"), "{err}");
+    assert_eq!(spent.requests(), 0);
+
+    // `relocate`: the family inserted in Marketing, then deleted from Sales.
+    let (r, spent) = measured(&table, index.relocate(&current, &jones)).await;
+    let etag = r.unwrap();
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 2);
+    assert_eq!(spent.requests(), 2, "two transactions, no read");
+    assert_eq!(
+        row_keys(&table, "Sales").await,
+        lee_only,
+        "nothing left behind"
+    );
+    assert_eq!(
+        row_keys(&table, "Marketing").await,
+        ["email_jonesj@contoso.com", "empid_000223"]
+    );
+    let moved = index.get("Marketing", "000223").await.unwrap().unwrap();
+    assert_eq!(
+        (moved.value.department.as_str(), &moved.etag),
+        ("Marketing", &etag)
+    );
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    assert!(index.verify("Marketing").await.unwrap().is_consistent());
+
+    // A stale `current`: the second step fails, the first is undone, nothing moves.
+    let stale = moved.clone();
+    let mut renamed = moved.value.clone();
+    renamed.first_name = "Ana".into();
+    index.put(&renamed).await.unwrap();
+    jones = renamed.clone();
+    jones.department = "Sales".into();
+    let (r, spent) = measured(&table, index.relocate(&stale, &jones)).await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::PreconditionFailed),
+        "{err:?}"
+    );
+    assert_eq!(
+        spent.requests_of(RequestKind::Transaction),
+        3,
+        "insert, refused delete, undo"
+    );
+    assert_eq!(
+        row_keys(&table, "Sales").await,
+        lee_only,
+        "the insert was undone"
+    );
+    let kept = index.get("Marketing", "000223").await.unwrap().unwrap();
+    assert_eq!(kept.value, renamed);
+
+    // The new partition already holds the id: refused at the first step, nothing written.
+    index
+        .insert(&employee("Marketing", 100, "Lee", "lee2@contoso.com"))
+        .await
+        .unwrap();
+    let marketing = row_keys(&table, "Marketing").await;
+    let lee = index.get("Sales", "000100").await.unwrap().unwrap();
+    let mut moved_lee = lee.value.clone();
+    moved_lee.department = "Marketing".into();
+    let (r, spent) = measured(&table, index.relocate(&lee, &moved_lee)).await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::AlreadyExists),
+        "{err:?}"
+    );
+    assert_eq!(spent.requests(), 1);
+    assert_eq!(row_keys(&table, "Sales").await, lee_only);
+    assert_eq!(row_keys(&table, "Marketing").await, marketing);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_move_whose_delete_the_service_refuses_is_undone() {
+    use tablekit_testkit::fixtures::{fast_retries, proxied, table_on};
+    use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
+
+    let p = proxied(fast_retries());
+    let table = table_on(&p.account, "intramovefault").await;
+    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    index.insert(&jones).await.unwrap();
+    let current = index.get("Sales", "000223").await.unwrap().unwrap();
+    let mut moved = jones.clone();
+    moved.department = "Marketing".into();
+
+    // The second transaction from now on (the delete in Sales) is refused by the service.
+    p.table.add_rule(Rule {
+        matcher: Matcher::any().with_path_contains("$batch"),
+        occurrences: Occurrences::Nth(2),
+        fault: Fault::Status(400),
+    });
+    let err = index.relocate(&current, &moved).await.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err:?}");
+    assert_eq!(p.table.stats().faults_injected.total(), 1);
+    assert!(
+        row_keys(&table, "Marketing").await.is_empty(),
+        "the insert was undone"
+    );
+    assert_eq!(
+        row_keys(&table, "Sales").await,
+        ["email_jonesj@contoso.com", "empid_000223"]
+    );
+    assert_eq!(
+        index.get("Sales", "000223").await.unwrap().unwrap().etag,
+        current.etag
+    );
+
+    // With the service answering again, the same move goes through.
+    p.table.clear();
+    index.relocate(&current, &moved).await.unwrap();
+    assert!(row_keys(&table, "Sales").await.is_empty());
+    assert_eq!(
+        row_keys(&table, "Marketing").await,
+        ["email_jonesj@contoso.com", "empid_000223"]
+    );
+    table.delete_table().await.unwrap();
+}

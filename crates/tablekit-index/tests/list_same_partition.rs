@@ -19,6 +19,7 @@ fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
         |e: &Employee| e.id.clone(),
         |e: &Employee| e.last_name.clone(),
     )
+    .prefix("lastname_")
     .property("EmployeeIDs");
     if let Some(max) = max_list_bytes {
         builder = builder.max_list_bytes(max);
@@ -27,7 +28,7 @@ fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
 }
 
 async fn list(prefix: &str) -> SamePartitionList<Employee> {
-    SamePartitionList::new(table(prefix).await, spec(None))
+    SamePartitionList::new(table(prefix).await, spec(None)).unwrap()
 }
 
 async fn row(table: &Table, rk: &str) -> Option<Stored<Properties>> {
@@ -61,11 +62,14 @@ async fn claim_35_the_writer_that_loses_the_etag_race_retries_from_the_read() {
         2,
         "read the (missing) list, one transaction"
     );
-    assert_eq!(ids_of(&row(&table, "Jones").await.unwrap()), ["000223"]);
+    assert_eq!(
+        ids_of(&row(&table, "lastname_Jones").await.unwrap()),
+        ["000223"]
+    );
 
-    // Both writers read Sales/Jones and keep the same ETag.
-    let seen = row(&table, "Jones").await.unwrap();
-    let jones = Keys::new("Sales", "Jones").unwrap();
+    // Both writers read Sales/lastname_Jones and keep the same ETag.
+    let seen = row(&table, "lastname_Jones").await.unwrap();
+    let jones = Keys::new("Sales", "lastname_Jones").unwrap();
     let a = employee("Sales", 152, "Jones", "b@x");
     let b = employee("Sales", 301, "Jones", "c@x");
     let egt = |e: &Employee| {
@@ -98,7 +102,7 @@ async fn claim_35_the_writer_that_loses_the_etag_race_retries_from_the_read() {
     let (r, spent) = measured(&table, list.insert(&b)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 2);
-    let ids: BTreeSet<String> = ids_of(&row(&table, "Jones").await.unwrap())
+    let ids: BTreeSet<String> = ids_of(&row(&table, "lastname_Jones").await.unwrap())
         .into_iter()
         .collect();
     assert_eq!(ids, ["000152", "000223", "000301"].map(String::from).into());
@@ -153,12 +157,12 @@ async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all
         .await
         .unwrap()
         .unwrap();
-    let jones = row(&table, "Jones").await.unwrap();
-    let smith = row(&table, "Smith").await.unwrap();
+    let jones = row(&table, "lastname_Jones").await.unwrap();
+    let smith = row(&table, "lastname_Smith").await.unwrap();
     list.insert(&employee("Sales", 11, "Smith", "t@x"))
         .await
         .unwrap(); // Smith's ETag moves on
-    let smith_now = row(&table, "Smith").await.unwrap();
+    let smith_now = row(&table, "lastname_Smith").await.unwrap();
     jun.last_name = "Smith".into();
     let egt = BatchPlan::atomic([
         Operation::replace(&Entity::new(current.keys.clone(), &jun), current.if_match()).unwrap(),
@@ -184,8 +188,14 @@ async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all
         (unchanged.value.last_name.as_str(), &unchanged.etag),
         ("Jones", &current.etag)
     );
-    assert_eq!(row(&table, "Jones").await.unwrap().etag, jones.etag);
-    assert_eq!(row(&table, "Smith").await.unwrap().etag, smith_now.etag);
+    assert_eq!(
+        row(&table, "lastname_Jones").await.unwrap().etag,
+        jones.etag
+    );
+    assert_eq!(
+        row(&table, "lastname_Smith").await.unwrap().etag,
+        smith_now.etag
+    );
 
     // `replace` with a stale employee ETag fails whole, too.
     let stale = Stored {
@@ -271,7 +281,7 @@ async fn request_counts_of_every_operation() {
     assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
     assert!(list.delete("Sales", "000223").await.unwrap());
     assert!(
-        row(&table, "Jones").await.is_none(),
+        row(&table, "lastname_Jones").await.is_none(),
         "an emptied list row is deleted"
     );
     let (gone, spent) = measured(&table, list.delete("Sales", "000223")).await;
@@ -289,7 +299,7 @@ async fn request_counts_of_every_operation() {
 #[tokio::test]
 async fn lists_outgrowing_their_row_split_into_numbered_rows() {
     let table = table("listsplit").await;
-    let list = SamePartitionList::new(table.clone(), spec(Some(120)));
+    let list = SamePartitionList::new(table.clone(), spec(Some(120))).unwrap();
     for n in 0..30 {
         list.insert(&employee("Sales", n, "Jones", "x@x"))
             .await
@@ -297,13 +307,16 @@ async fn lists_outgrowing_their_row_split_into_numbered_rows() {
     }
     let rows = table
         .query::<Properties>()
-        .filter(tablekit_core::filter::Filter::row_prefix("Sales", "Jones"))
+        .filter(tablekit_core::filter::Filter::row_prefix(
+            "Sales",
+            "lastname_Jones",
+        ))
         .collect()
         .await
         .unwrap();
     let keys: Vec<&str> = rows.iter().map(|r| r.keys.rk()).collect();
     assert!(
-        keys.starts_with(&["Jones", "Jones_1", "Jones_2"]),
+        keys.starts_with(&["lastname_Jones", "lastname_Jones_1", "lastname_Jones_2"]),
         "{keys:?}"
     );
     for r in &rows {
@@ -325,5 +338,199 @@ async fn lists_outgrowing_their_row_split_into_numbered_rows() {
     assert!(list.delete("Sales", "000029").await.unwrap());
     let left = list.ids("Sales", "Jones").await.unwrap();
     assert_eq!(left, expected[1..29].to_vec());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
+    let list = list("listclash").await;
+    let table = list.table().clone();
+    // Another writer's entity already sits where the list of `000152` would go.
+    let taken = list.list_keys("Sales", "000152").unwrap();
+    let other = employee("Sales", 152, "Jones", "other@x");
+    table
+        .insert(&Entity::new(taken.clone(), &other))
+        .await
+        .unwrap();
+    let before = table.get::<Properties>(&taken).await.unwrap().unwrap();
+
+    let odd = employee("Sales", 223, "000152", "odd@x");
+    let (r, spent) = measured(&table, list.insert(&odd)).await;
+    let err = r.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err:?}");
+    assert!(
+        err.to_string().contains(&taken.to_string()),
+        "names the row: {err}"
+    );
+    assert_eq!(
+        spent.requests_of(RequestKind::Transaction),
+        0,
+        "nothing written"
+    );
+    assert_eq!(spent.entities_written, 0);
+    let after = table.get::<Properties>(&taken).await.unwrap().unwrap();
+    assert_eq!(after.etag, before.etag, "the entity survives untouched");
+    assert_eq!(after.value, before.value);
+    assert!(
+        table
+            .get::<Employee>(&Keys::new("Sales", "000223").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // `put` and `ids` read the same row and refuse it the same way.
+    let (r, spent) = measured(&table, list.put(&odd)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 0);
+    assert_eq!(
+        list.ids("Sales", "000152").await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        table.get::<Properties>(&taken).await.unwrap().unwrap().etag,
+        before.etag
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
+    let table = table("listprefix").await;
+    let bare = ListSpec::builder(
+        "lastname",
+        |e: &Employee| e.department.clone(),
+        |e: &Employee| e.id.clone(),
+        |e: &Employee| e.last_name.clone(),
+    )
+    .build()
+    .unwrap();
+    let err = SamePartitionList::new(table.clone(), bare).unwrap_err();
+    assert!(matches!(&err, Error::InvalidConfig { .. }), "{err:?}");
+
+    let list = SamePartitionList::new(table.clone(), spec(None)).unwrap();
+    // An entity whose RowKey starts with the prefix could meet a list: refused unsent.
+    let mut inside = employee("Sales", 1, "Jones", "x@x");
+    inside.id = "lastname_Smith".into();
+    let (r, spent) = measured(&table, async {
+        (
+            list.insert(&inside).await,
+            list.put(&inside).await,
+            list.delete("Sales", "lastname_Smith").await,
+        )
+    })
+    .await;
+    assert_eq!(r.0.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(r.1.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(r.2.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(spent.requests(), 0);
+
+    // With the prefix, a last name equal to another employee's id lists beside it.
+    list.insert(&employee("Sales", 152, "Jones", "a@x"))
+        .await
+        .unwrap();
+    list.insert(&employee("Sales", 223, "000152", "b@x"))
+        .await
+        .unwrap();
+    assert_eq!(list.ids("Sales", "000152").await.unwrap(), ["000223"]);
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000152"]);
+    let kept = table
+        .get::<Employee>(&Keys::new("Sales", "000152").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.value.last_name, "Jones");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
+    let list = list("listmove").await;
+    let table = list.table().clone();
+    let mut jun = employee("Sales", 152, "Jones", "a@x");
+    list.insert(&jun).await.unwrap();
+    list.insert(&employee("Sales", 223, "Jones", "b@x"))
+        .await
+        .unwrap();
+    let sales_152 = Keys::new("Sales", "000152").unwrap();
+    let marketing_152 = Keys::new("Marketing", "000152").unwrap();
+    let current = table.get::<Employee>(&sales_152).await.unwrap().unwrap();
+    jun.department = "Marketing".into();
+
+    // `replace` keeps an entity in its partition: refused unsent, pointing at `relocate`.
+    let (r, spent) = measured(&table, list.replace(&current, &jun)).await;
+    let err = r.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("relocate"), "{err}");
+    assert_eq!(spent.requests(), 0);
+
+    // `relocate`: inserted and listed in Marketing, then deleted and unlisted in Sales.
+    let (r, spent) = measured(&table, list.relocate(&current, &jun)).await;
+    let etag = r.unwrap();
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 2);
+    assert_eq!(
+        spent.requests(),
+        4,
+        "a list read and a transaction per partition"
+    );
+    assert!(table.get::<Employee>(&sales_152).await.unwrap().is_none());
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
+    assert_eq!(list.ids("Marketing", "Jones").await.unwrap(), ["000152"]);
+    let moved = table
+        .get::<Employee>(&marketing_152)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((&moved.value, &moved.etag), (&jun, &etag));
+
+    // A stale `current`: the second step fails, the first is undone, nothing moves.
+    let mut renamed = jun.clone();
+    renamed.first_name = "Ana".into();
+    list.put(&renamed).await.unwrap();
+    let mut back = renamed.clone();
+    back.department = "Sales".into();
+    let (r, spent) = measured(&table, list.relocate(&moved, &back)).await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::PreconditionFailed),
+        "{err:?}"
+    );
+    assert_eq!(
+        spent.requests_of(RequestKind::Transaction),
+        3,
+        "insert, refused delete, undo"
+    );
+    assert!(table.get::<Employee>(&sales_152).await.unwrap().is_none());
+    assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
+    assert_eq!(list.ids("Marketing", "Jones").await.unwrap(), ["000152"]);
+    let kept = table
+        .get::<Employee>(&marketing_152)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.value, renamed);
+
+    // The new partition already holds the id: refused at the first step, nothing written.
+    let lee = employee("Sales", 152, "Lee", "c@x");
+    list.insert(&lee).await.unwrap();
+    let lee_current = table.get::<Employee>(&sales_152).await.unwrap().unwrap();
+    let mut lee_moved = lee.clone();
+    lee_moved.department = "Marketing".into();
+    let (r, spent) = measured(&table, list.relocate(&lee_current, &lee_moved)).await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::AlreadyExists),
+        "{err:?}"
+    );
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+    assert_eq!(list.ids("Sales", "Lee").await.unwrap(), ["000152"]);
+    assert!(list.ids("Marketing", "Lee").await.unwrap().is_empty());
+    assert_eq!(
+        table
+            .get::<Employee>(&marketing_152)
+            .await
+            .unwrap()
+            .unwrap(),
+        kept
+    );
     table.delete_table().await.unwrap();
 }

@@ -5,11 +5,12 @@ mod common;
 
 use common::{Employee, employee, measured, table};
 use serde::{Deserialize, Serialize};
+use tablekit_azure::RequestKind;
 use tablekit_core::batch::BatchPlan;
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
 use tablekit_core::keys::CompoundKey;
-use tablekit_core::{ENTITY_TYPE, Entity, Error, ErrorKind, Keys, OrUnknown};
+use tablekit_core::{ENTITY_TYPE, Entity, Error, ErrorKind, IfMatch, Keys, OrUnknown};
 use tablekit_index::{CompoundRows, DenormalizedCopy, EntityKind, SourceWrite, TypedRows};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -28,7 +29,7 @@ struct Department {
 fn manager_copy(table: &tablekit_azure::Table) -> DenormalizedCopy<Employee, Department> {
     DenormalizedCopy::new(
         table.clone(),
-        |manager: &Employee, department: &mut Department| {
+        |_: Option<&Employee>, manager: &Employee, department: &mut Department| {
             department.manager_name = format!("{} {}", manager.first_name, manager.last_name);
             department.manager_email = manager.email.clone();
         },
@@ -177,9 +178,14 @@ async fn a_summary_count_stays_exact_under_concurrent_inserts() {
         .insert(&Entity::new(department.clone(), Department::default()))
         .await
         .unwrap();
-    let count = DenormalizedCopy::new(table.clone(), |_: &Employee, d: &mut Department| {
-        d.employee_count += 1
-    });
+    let count = DenormalizedCopy::new(
+        table.clone(),
+        |before: Option<&Employee>, _: &Employee, d: &mut Department| {
+            if before.is_none() {
+                d.employee_count += 1
+            }
+        },
+    );
     let writers: Vec<_> = (0..8u32)
         .map(|n| {
             let (count, department) = (count.clone(), department.clone());
@@ -203,6 +209,130 @@ async fn a_summary_count_stays_exact_under_concurrent_inserts() {
             .employee_count,
         8
     );
+    table.delete_table().await.unwrap();
+}
+
+async fn employee_count(table: &tablekit_azure::Table, department: &Keys) -> i64 {
+    table
+        .get::<Department>(department)
+        .await
+        .unwrap()
+        .unwrap()
+        .value
+        .employee_count
+}
+
+fn entity(e: &Employee) -> Entity<Employee> {
+    Entity::new(Keys::new("Sales", &e.id).unwrap(), e.clone())
+}
+
+#[tokio::test]
+async fn a_summary_count_moves_only_when_a_source_is_new() {
+    let table = table("denormexact").await;
+    let department = Keys::new("Sales", "Department").unwrap();
+    table
+        .insert(&Entity::new(department.clone(), Department::default()))
+        .await
+        .unwrap();
+    let count = DenormalizedCopy::new(
+        table.clone(),
+        |before: Option<&Employee>, _: &Employee, d: &mut Department| {
+            if before.is_none() {
+                d.employee_count += 1
+            }
+        },
+    );
+    let mut e = employee("Sales", 1, "Jones", "j@x");
+    let first = count
+        .write(&entity(&e), SourceWrite::Upsert, &department)
+        .await
+        .unwrap();
+    assert_eq!(employee_count(&table, &department).await, 1, "a new source");
+
+    // Rewriting the same employee, by upsert or by replace, leaves the count alone.
+    e.age = 35;
+    let (r, spent) = measured(
+        &table,
+        count.write(&entity(&e), SourceWrite::Upsert, &department),
+    )
+    .await;
+    r.unwrap();
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+    assert_eq!(
+        spent.requests(),
+        3,
+        "source and target read, one transaction"
+    );
+    assert_eq!(employee_count(&table, &department).await, 1, "upsert");
+    let stored = table
+        .get::<Employee>(&entity(&e).keys)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(stored.etag, first.source);
+    e.age = 36;
+    count
+        .write(
+            &entity(&e),
+            SourceWrite::Replace(stored.etag.clone().into()),
+            &department,
+        )
+        .await
+        .unwrap();
+    assert_eq!(employee_count(&table, &department).await, 1, "replace");
+    e.age = 37;
+    count
+        .write(&entity(&e), SourceWrite::Replace(IfMatch::Any), &department)
+        .await
+        .unwrap();
+    assert_eq!(
+        employee_count(&table, &department).await,
+        1,
+        "replace, any ETag"
+    );
+    // A second employee counts.
+    count
+        .write(
+            &entity(&employee("Sales", 2, "Lee", "l@x")),
+            SourceWrite::Upsert,
+            &department,
+        )
+        .await
+        .unwrap();
+    assert_eq!(employee_count(&table, &department).await, 2);
+    // Replacing a source that does not exist writes nothing.
+    let (r, spent) = measured(
+        &table,
+        count.write(
+            &entity(&employee("Sales", 3, "Cao", "c@x")),
+            SourceWrite::Replace(IfMatch::Any),
+            &department,
+        ),
+    )
+    .await;
+    let err = r.unwrap_err();
+    assert!(
+        matches!(&err, Error::BatchFailed { index: 0, source } if source.kind() == ErrorKind::NotFound),
+        "{err:?}"
+    );
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 0);
+    assert_eq!(employee_count(&table, &department).await, 2);
+    // Two writers upserting each of five new employees at once: each counted once.
+    let writers: Vec<_> = (0..10u32)
+        .map(|n| {
+            let (count, department) = (count.clone(), department.clone());
+            let e = employee("Sales", 10 + n % 5, "Jones", &format!("{n}@x"));
+            tokio::spawn(async move {
+                count
+                    .write(&entity(&e), SourceWrite::Upsert, &department)
+                    .await
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap().unwrap();
+    }
+    assert_eq!(employee_count(&table, &department).await, 7);
     table.delete_table().await.unwrap();
 }
 

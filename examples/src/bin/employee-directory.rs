@@ -152,6 +152,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     assert_eq!(a[0].value.email, "ana@contoso.com");
+    // A new department is a new partition, which no transaction spans: `relocate` inserts
+    // the copies in Marketing, then deletes them from Sales under the ETag read (undoing the
+    // insert if that fails). `put` would only have added the employee to Marketing.
+    let bo = index.get("Sales", "000150").await?.expect("stored");
+    let mut moved = bo.value.clone();
+    moved.department = "Marketing".into();
+    step(
+        &account,
+        "relocate 000150 to Marketing (2 transactions)",
+        index.relocate(&bo, &moved),
+    )
+    .await?;
+    assert!(index.get("Sales", "000150").await?.is_none());
+    assert!(index.get("Marketing", "000150").await?.is_some());
     // ANCHOR_END: intra
     assert!(index.verify("Sales").await?.is_consistent());
 
@@ -170,11 +184,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         |e: &Employee| e.id.clone(),
         |e: &Employee| e.last_name.clone(),
     )
+    // The prefix keeps list rows (`Sales/lastname_Jones`) apart from employees' RowKeys.
+    .prefix("lastname_")
     .property("EmployeeIDs")
     .build()?;
-    let jones_list = SamePartitionList::new(table.clone(), by_last_name);
-    // Sales/000152 inserted and Sales/Jones updated in one transaction, conditioned on the
-    // ETag of Sales/Jones (inserted the first time); a lost race starts again from the read.
+    let jones_list = SamePartitionList::new(table.clone(), by_last_name)?;
+    // Sales/000152 inserted and Sales/lastname_Jones updated in one transaction, conditioned
+    // on its ETag (inserted the first time); a lost race starts again from the read.
     for (id, first) in [(152, "Ken"), (223, "Jun")] {
         let e = employee(id, first, "Jones", &format!("{first}@contoso.com"));
         step(
@@ -460,7 +476,7 @@ async fn denormalize(account: &Account, table: &Table) -> Result<(), Box<dyn std
     // The department row carries its manager's name and email, written in the same
     // transaction as the manager (same partition), so one point read shows both.
     let manager_details =
-        DenormalizedCopy::new(table.clone(), |m: &Employee, d: &mut Department| {
+        DenormalizedCopy::new(table.clone(), |_, m: &Employee, d: &mut Department| {
             d.manager_name = format!("{} {}", m.first_name, m.last_name);
             d.manager_email = m.email.clone();
         });

@@ -268,7 +268,7 @@ const NAMES: [&str; 4] = ["Jones", "Smith", "Lee", "Cao"];
 async fn index_entities_in_the_same_partition_list_every_id_once() {
     let p = common::proxied(common::patient());
     let table = common::table(&p.account, "faultlist2").await;
-    let lists = SamePartitionList::new(table.clone(), by_last_name(""));
+    let lists = SamePartitionList::new(table.clone(), by_last_name("lastname_")).unwrap();
     let n = 30;
     arm(&p, 0x2_03);
     let ops = list_workload(

@@ -2,6 +2,7 @@
 //! entity group transactions (PATTERNS.md §5.1).
 
 mod plan;
+mod relocate;
 mod repair;
 
 use std::fmt;
@@ -155,6 +156,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// conflict retry, plus 1 if a stale copy was already missing. **Consistency:** strong;
     /// every copy reflects this write or none does.
     ///
+    /// `put` finds the stored entity by the keys `entity` has now. When the partition value
+    /// changed (a new department), that is a new entity in the new partition and the old
+    /// copies stay where they are: move an entity with [`relocate`](Self::relocate).
+    ///
     /// # Errors
     /// As [`insert`](Self::insert) for invalid input and for a secondary value another entity
     /// holds; [`Error::PreconditionFailed`] when conflicts outlast the account's
@@ -194,7 +199,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     ///
     /// # Errors
     /// [`Error::InvalidValue`] before any request when `entity`'s primary keys differ from
-    /// `current`'s (moving an entity is a delete and an insert); [`Error::BatchFailed`] with
+    /// `current`'s (a move to another partition is [`relocate`](Self::relocate)); [`Error::BatchFailed`] with
     /// index 0 and [`Error::PreconditionFailed`] when the entity changed since `current` was
     /// read (read again and retry); otherwise as [`put`](Self::put).
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
@@ -204,7 +209,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
             return Err(Error::invalid_value(
                 "",
                 format!(
-                    "replace keeps an entity where it is: {} is not {}",
+                    "replace keeps an entity where it is: {} is not {}; move it with relocate",
                     new.primary().keys,
                     current.keys
                 ),

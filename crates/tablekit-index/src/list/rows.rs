@@ -28,6 +28,9 @@ pub(crate) struct Row<I> {
     pub(crate) items: Vec<I>,
     /// Overflow rows created so far (base row only).
     pub(crate) shards: u32,
+    /// Stored without any property: the placeholder an eventual list's job creates before
+    /// its first entry, or an entity of someone else's that holds nothing.
+    pub(crate) blank: bool,
 }
 
 /// A write to one index row.
@@ -63,26 +66,52 @@ fn json_of<I: Item>(items: &[I]) -> Result<String> {
 }
 
 impl<I: Item> Row<I> {
+    /// Reads a stored row as a list row, refusing any row this index could not have written:
+    /// one with a property other than the list and its overflow count, with either of the
+    /// wrong type, or with a count but no list. Such a row is someone else's entity that
+    /// happens to sit under a list's key; taking it for an empty list would overwrite it.
     fn parse<T>(spec: &ListSpec<T>, stored: &Stored<Properties>) -> Result<Self> {
-        let items = match stored.value.get_str(spec.property()) {
-            None => Vec::new(),
-            Some(text) => serde_json::from_str(text).map_err(|e| {
-                Error::invalid_value(
-                    spec.property(),
-                    format!("not a list this index wrote ({}): {e}", stored.keys),
-                )
-            })?,
+        let foreign = |reason: String| {
+            Error::invalid_value(
+                spec.property(),
+                format!(
+                    "{} is not a row of list index `{}` ({reason}); nothing was written",
+                    stored.keys,
+                    spec.name()
+                ),
+            )
         };
-        let shards = stored
+        if let Some((name, _)) = stored
             .value
-            .get_i64(SHARDS)
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(0);
+            .iter()
+            .find(|(name, _)| *name != spec.property() && *name != SHARDS)
+        {
+            return Err(foreign(format!("it has the property `{name}`")));
+        }
+        let items = match stored.value.get(spec.property()) {
+            None if stored.value.is_empty() => Vec::new(),
+            None => return Err(foreign(format!("it has no `{}`", spec.property()))),
+            Some(value) => {
+                let text = value
+                    .as_str()
+                    .ok_or_else(|| foreign(format!("`{}` is not a string", spec.property())))?;
+                serde_json::from_str(text)
+                    .map_err(|e| foreign(format!("`{}` is not a list: {e}", spec.property())))?
+            }
+        };
+        let shards = match stored.value.get(SHARDS) {
+            None => 0,
+            Some(value) => value
+                .as_i64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| foreign(format!("`{SHARDS}` is not a count")))?,
+        };
         Ok(Self {
             rk: stored.keys.rk().to_owned(),
             etag: Some(stored.etag.clone()),
             items,
             shards,
+            blank: stored.value.is_empty(),
         })
     }
 
@@ -131,6 +160,7 @@ impl<I: Item> Lists<I> {
                 etag: None,
                 items: Vec::new(),
                 shards: 0,
+                blank: false,
             },
         };
         let mut rows = Vec::new();
@@ -205,12 +235,14 @@ impl<I: Item> Lists<I> {
             etag: None,
             items: self.base.items.clone(),
             shards: 0,
+            blank: false,
         };
         let fresh = Row {
             rk: self.base.rk.clone(),
             etag: None,
             items: vec![item.clone()],
             shards: shard,
+            blank: false,
         };
         Ok(vec![
             RowWrite::Insert(spilled),
@@ -390,5 +422,45 @@ mod tests {
         // An overflow row the base does not count (an interrupted overflow) is not read.
         let stray = stored("Jones_1", Properties::new().with("EmployeeIDs", "[\"9\"]"));
         assert!(state(&spec, &[rows[0].clone(), stray]).items() == ["1"]);
+    }
+
+    #[test]
+    fn rows_this_index_could_not_have_written_are_refused() {
+        let spec = spec(1000);
+        let read = |props: Properties| {
+            let base = stored("Jones", props);
+            Lists::<String>::from_rows(&spec, "Jones", Some(&base), &[])
+        };
+        let refused = |props: Properties| {
+            let err = read(props).unwrap_err();
+            assert!(err.to_string().contains("RowKey=\"Jones\""), "{err}");
+        };
+        refused(Properties::new().with("FirstName", "Jun"));
+        refused(
+            Properties::new()
+                .with("EmployeeIDs", "[]")
+                .with("FirstName", "Jun"),
+        );
+        refused(Properties::new().with("EmployeeIDs", 7));
+        refused(Properties::new().with("EmployeeIDs", "Jones"));
+        refused(Properties::new().with(SHARDS, 1));
+        refused(
+            Properties::new()
+                .with("EmployeeIDs", "[]")
+                .with(SHARDS, "one"),
+        );
+        // What the index writes, and the empty placeholder an eventual list's job creates.
+        let listed = read(
+            Properties::new()
+                .with("EmployeeIDs", "[\"1\"]")
+                .with(SHARDS, 2),
+        )
+        .unwrap();
+        assert_eq!(
+            (listed.items(), listed.base.shards),
+            (vec!["1".to_owned()], 2)
+        );
+        let blank = read(Properties::new()).unwrap();
+        assert!(blank.base.blank && blank.items().is_empty());
     }
 }

@@ -70,7 +70,8 @@ impl<T> fmt::Debug for ListSpecBuilder<T> {
 impl<T> ListSpec<T> {
     /// Starts a declaration named `name` (`lastname`): `partition` and `row_key` give an
     /// entity's keys (`Sales`, `000152`), `value` the value indexed (`Jones`). Index rows have
-    /// no prefix and the list property is `Ids` until changed.
+    /// no prefix and the list property is `Ids` until changed; a
+    /// [`SamePartitionList`](crate::SamePartitionList) requires a prefix.
     pub fn builder(
         name: impl Into<String>,
         partition: impl Fn(&T) -> String + Send + Sync + 'static,
@@ -150,7 +151,9 @@ impl<T> ListSpec<T> {
 
 impl<T> ListSpecBuilder<T> {
     /// Puts every index row's key after `prefix` (`lastname_Jones`), keeping index rows apart
-    /// from the entities they list in a shared partition.
+    /// from the entities they list in a shared partition. Required by
+    /// [`SamePartitionList`](crate::SamePartitionList), which then refuses entities whose
+    /// RowKey starts with it; choose one no entity's RowKey can start with.
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.spec.prefix = prefix.into();

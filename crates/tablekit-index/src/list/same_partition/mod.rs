@@ -11,13 +11,15 @@ use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 
+mod relocate;
+
 use super::rows::{Lists, RowWrite, read_lists};
 use super::spec::ListSpec;
 use crate::conflict::{as_conflict, is_race};
 
-/// An index of entities by a non-unique value whose lists (`Sales/Jones` → `EmployeeIDs`)
-/// live in the same partition as the entities and change in the same entity group
-/// transaction: the guide's index entities, option 2.
+/// An index of entities by a non-unique value whose lists (`Sales/lastname_Jones` →
+/// `EmployeeIDs`) live in the same partition as the entities and change in the same entity
+/// group transaction: the guide's index entities, option 2.
 ///
 /// **Consistency:** strong. Each write reads the list row(s) it changes, then one
 /// transaction writes the entity and the lists, each list row conditioned on the ETag read
@@ -25,6 +27,13 @@ use crate::conflict::{as_conflict, is_race};
 /// the race gets 412 (or 409) for the whole transaction and starts again from the read, so
 /// concurrent writers never lose an id. Lookups are within one partition; for
 /// organisation-wide lookups use an [`EventualList`](crate::EventualList).
+///
+/// **Lists never take an entity's place.** The lists share the entities' partition, so their
+/// RowKeys carry the spec's [prefix](crate::ListSpecBuilder::prefix) (`Sales/lastname_Jones`),
+/// which is required; entity RowKeys that start with it are refused before any request. A
+/// row found under a list's key that this index could not have written (other properties, no
+/// list) is refused with [`Error::InvalidValue`] naming it, and nothing is written: the index
+/// never reads someone else's entity as an empty list and overwrites it.
 pub struct SamePartitionList<T> {
     table: Table,
     spec: Arc<ListSpec<T>>,
@@ -57,11 +66,27 @@ enum EntityWrite {
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<T> {
     /// An index over the entities and lists of `table`. No request is sent.
-    pub fn new(table: Table, spec: ListSpec<T>) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `spec` has no [prefix](crate::ListSpecBuilder::prefix):
+    /// without one, the list of a value equal to an entity's RowKey (a last name `000152`)
+    /// would live under that entity's keys.
+    pub fn new(table: Table, spec: ListSpec<T>) -> Result<Self> {
+        if spec.prefix().is_empty() {
+            return Err(Error::InvalidConfig {
+                part: "ListSpec::prefix".into(),
+                reason: format!(
+                    "list index `{}` keeps its rows among the entities, so it needs a RowKey \
+                     prefix (such as `{}_`) that no entity's RowKey starts with",
+                    spec.name(),
+                    spec.name()
+                ),
+            });
+        }
+        Ok(Self {
             table,
             spec: Arc::new(spec),
-        }
+        })
     }
 
     /// The table.
@@ -74,7 +99,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         &self.spec
     }
 
-    /// The keys of `value`'s base index row in `partition` (`Sales/Jones`).
+    /// The keys of `value`'s base index row in `partition` (`Sales/lastname_Jones`).
     ///
     /// # Errors
     /// Key errors.
@@ -82,8 +107,44 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         Keys::new(partition, self.spec.row_key(value, 0)?)
     }
 
+    /// An entity's keys, refusing a RowKey among the list rows (one starting with the prefix):
+    /// the entity and a list could otherwise overwrite each other.
+    fn entity_keys(&self, entity: &T) -> Result<Keys> {
+        let keys = self.spec.entity_keys(entity)?;
+        self.outside_lists(&keys)?;
+        Ok(keys)
+    }
+
+    fn outside_lists(&self, keys: &Keys) -> Result<()> {
+        if keys.rk().starts_with(self.spec.prefix()) {
+            return Err(Error::invalid_value(
+                "",
+                format!(
+                    "{keys}: the RowKey starts with `{}`, the prefix of list index `{}`'s rows",
+                    self.spec.prefix(),
+                    self.spec.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `value`'s list rows, refusing rows of any other shape — including a row with no
+    /// properties at all, which this index never writes.
     async fn read(&self, partition: &str, value: &str) -> Result<Lists<String>> {
-        read_lists(&self.table, &self.spec, partition, value).await
+        let lists: Lists<String> = read_lists(&self.table, &self.spec, partition, value).await?;
+        if lists.base.blank {
+            return Err(Error::invalid_value(
+                self.spec.property(),
+                format!(
+                    "{} is not a row of list index `{}` (it has no properties); nothing was \
+                     written",
+                    Keys::new(partition, &lists.base.rk)?,
+                    self.spec.name()
+                ),
+            ));
+        }
+        Ok(lists)
     }
 
     /// One transaction: the entity write first, then the list writes.
@@ -111,9 +172,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
             .flatten())
     }
 
-    /// Runs `attempt` until it does not lose a race; `insert_guard` says whether a 409 on the
-    /// entity itself means "exists" (an error) rather than a race.
-    async fn retrying<F, Fut, R>(&self, insert_guard: bool, mut attempt: F) -> Result<R>
+    /// Runs `attempt` until it does not lose a race on a list row. `entity_final` says whether
+    /// a failure of the entity's own operation (index 0) is an answer rather than a race: a
+    /// 409 on an insert means "exists", a 412 on a write under the caller's ETag "changed".
+    async fn retrying<F, Fut, R>(&self, entity_final: bool, mut attempt: F) -> Result<R>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R>>,
@@ -122,11 +184,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         loop {
             match attempt().await {
                 Ok(r) => return Ok(r),
-                Err(Error::BatchFailed { index: 0, source })
-                    if insert_guard && source.kind() == tablekit_core::ErrorKind::AlreadyExists =>
-                {
-                    return Err(Error::BatchFailed { index: 0, source });
-                }
+                Err(e @ Error::BatchFailed { index: 0, .. }) if entity_final => return Err(e),
                 Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
                     conflicts.retry(as_conflict(e)).await?
                 }
@@ -144,11 +202,14 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// rows), plus 2 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key, value and size errors before any request; [`Error::BatchFailed`] with index 0
-    /// and [`Error::AlreadyExists`] when the entity exists; [`Error::PreconditionFailed`] when
-    /// conflicts outlast the account's `conflict_retry` attempts.
+    /// Before any request: key, value and size errors, and [`Error::InvalidValue`] when the
+    /// entity's RowKey starts with the list prefix. [`Error::InvalidValue`] naming the row
+    /// when a row under the list's key is not a list this index wrote (nothing is written);
+    /// [`Error::BatchFailed`] with index 0 and [`Error::AlreadyExists`] when the entity
+    /// exists; [`Error::PreconditionFailed`] when conflicts outlast the account's
+    /// `conflict_retry` attempts.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity);
         let item = keys.rk().to_owned();
         let row = Entity::new(keys.clone(), entity);
@@ -174,11 +235,15 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// again per conflict retry. **Consistency:** strong: the entity and both lists change
     /// together or not at all.
     ///
+    /// `put` finds the stored entity by the keys `entity` has now. When the partition value
+    /// changed (a new department), that is a new entity in the new partition and the old one
+    /// stays, listed: move an entity with [`relocate`](Self::relocate).
+    ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::InvalidValue`] when the stored entity does not
     /// fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity);
         let item = keys.rk().to_owned();
         let row = Entity::new(keys.clone(), entity);
@@ -226,16 +291,19 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// transaction), +1 per list with overflow rows. **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] before any request when the keys differ; [`Error::BatchFailed`]
-    /// with [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed
-    /// since read; nothing is written then.
+    /// [`Error::InvalidValue`] before any request when the keys differ (a move to another
+    /// partition is [`relocate`](Self::relocate)) or lie among the list rows; as
+    /// [`insert`](Self::insert) for a row that is not a list; [`Error::BatchFailed`] with
+    /// [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed since
+    /// read; nothing is written then.
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = self.entity_keys(entity)?;
         if keys != current.keys {
             return Err(Error::invalid_value(
                 "",
                 format!(
-                    "replace keeps an entity where it is: {keys} is not {}",
+                    "replace keeps an entity where it is: {keys} is not {}; move it with \
+                     relocate",
                     current.keys
                 ),
             ));
@@ -255,9 +323,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// exist; +1 with overflow rows), plus 3 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries.
+    /// Key errors, and [`Error::InvalidValue`] for a RowKey among the list rows, before any
+    /// request; as [`insert`](Self::insert) for a row that is not a list;
+    /// [`Error::PreconditionFailed`] when conflicts outlast the retries.
     pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
         let keys = Keys::new(partition, row_key)?;
+        self.outside_lists(&keys)?;
         self.retrying(false, || async {
             let Some(current) = self.table.get::<T>(&keys).await? else {
                 return Ok(false);
@@ -279,7 +350,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] for a list this index did not write.
+    /// Key errors; [`Error::InvalidValue`] naming the row when the row under the list's key is
+    /// not a list this index wrote.
     pub async fn ids(&self, partition: &str, value: &str) -> Result<Vec<String>> {
         Ok(self.read(partition, value).await?.items())
     }
