@@ -5,10 +5,14 @@
 //!   suite. `.ci/run` runs exactly this.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
 //! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
+//! - `cargo xtask gates` — the API gates alone: facade features, MSRV, public-API snapshots,
+//!   documentation rules.
+//! - `cargo xtask public-api [--bless]` — compare (or rewrite) the public-API snapshots.
 //! - `cargo xtask azurite` — run Azurite in the foreground on the standard ports until Ctrl-C.
 //! - `cargo xtask install-azurite` — install the pinned Azurite into `target/azurite`.
 
 mod book;
+mod gates;
 mod install;
 mod run;
 
@@ -25,6 +29,11 @@ commands:
                     Azurite; prints a table and writes target/bench/report.json
   docs              check the book's includes, build the book (pinned mdBook, installed into
                     target/mdbook if missing) into target/book, and the API docs
+  gates             the API gates alone: every facade feature builds, the MSRV builds,
+                    public-API snapshots match, documentation rules hold
+  public-api [--bless]
+                    compare the public API of each published crate with public-api/*.txt
+                    (--bless rewrites the snapshots)
   azurite           run Azurite in the foreground on ports 10000-10002 until Ctrl-C
   install-azurite   install the pinned Azurite into target/azurite";
 
@@ -36,6 +45,8 @@ fn main() -> ExitCode {
         Some("azurite") => run::azurite_foreground(),
         Some("bench") => run::bench(&args[1..]),
         Some("docs") => run::docs(),
+        Some("gates") => run::gates(),
+        Some("public-api") => gates::public_api_snapshots(args[1..].iter().any(|a| a == "--bless")),
         Some("install-azurite") => install::ensure().map(|_| ()),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

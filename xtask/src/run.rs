@@ -57,6 +57,14 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The API gates (see [`crate::gates`]), each reported by name.
+pub(crate) fn gates() -> Result<(), String> {
+    crate::gates::docs_rules()?;
+    crate::gates::features()?;
+    crate::gates::msrv()?;
+    crate::gates::public_api_snapshots(false)
+}
+
 /// Fails if a book page includes a missing file or anchor.
 fn check_book() -> Result<(), String> {
     match crate::book::check_includes(&workspace_root().join("docs/src")) {

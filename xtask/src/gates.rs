@@ -1,0 +1,409 @@
+//! The API gates `cargo xtask test` runs besides the tests: feature combinations of the facade,
+//! the minimum supported Rust version, public-API snapshots, and the rules about what the
+//! published documentation may say.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::install::workspace_root;
+
+/// The minimum supported Rust version (the workspace's `rust-version`).
+pub(crate) const MSRV: &str = "1.85";
+
+/// The nightly toolchain whose rustdoc JSON the public-API tool reads. Pinned: the JSON format
+/// changes between nightlies.
+pub(crate) const NIGHTLY: &str = "nightly-2026-05-19";
+
+/// The version of `cargo-public-api` installed into `target/tools`.
+const PUBLIC_API_VERSION: &str = "0.52.0";
+
+/// Crates whose public API is snapshotted in `public-api/<crate>.txt`.
+pub(crate) const PUBLISHED: &[&str] = &[
+    "tablekit",
+    "tablekit-core",
+    "tablekit-azure",
+    "tablekit-derive",
+    "tablekit-index",
+    "tablekit-eventual",
+    "tablekit-logtail",
+    "tablekit-retention",
+    "tablekit-series",
+    "tablekit-large",
+    "tablekit-encryption",
+    "tablekit-testkit",
+];
+
+/// Pattern crates: no SDK (`azure_*`) type may appear in their public API.
+const PATTERN_CRATES: &[&str] = &[
+    "tablekit-index",
+    "tablekit-eventual",
+    "tablekit-logtail",
+    "tablekit-retention",
+    "tablekit-series",
+    "tablekit-large",
+    "tablekit-encryption",
+];
+
+fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, String> {
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(workspace_root());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let output = cmd
+        .output()
+        .map_err(|e| format!("could not run {program}: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{program} {}` failed ({}):\n{}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// The facade builds with no feature and with each feature alone.
+pub(crate) fn features() -> Result<(), String> {
+    let manifest = std::fs::read_to_string(workspace_root().join("crates/tablekit/Cargo.toml"))
+        .map_err(|e| format!("crates/tablekit/Cargo.toml: {e}"))?;
+    let features = facade_features(&manifest);
+    eprintln!(
+        "xtask: the facade with no feature and each of {} alone",
+        features.len()
+    );
+    let cargo = cargo();
+    run(
+        &cargo,
+        &[
+            "check",
+            "--quiet",
+            "-p",
+            "tablekit",
+            "--no-default-features",
+        ],
+        &[],
+    )?;
+    for feature in &features {
+        run(
+            &cargo,
+            &[
+                "check",
+                "--quiet",
+                "-p",
+                "tablekit",
+                "--no-default-features",
+                "--features",
+                feature,
+            ],
+            &[],
+        )?;
+    }
+    Ok(())
+}
+
+/// The feature names of the facade's `[features]` table, except `default`.
+fn facade_features(manifest: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .skip_while(|l| l.trim() != "[features]")
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim().to_owned()))
+        .filter(|name| !name.is_empty() && name != "default" && !name.starts_with('#'))
+        .collect()
+}
+
+/// Whether `rustup` has `toolchain` installed; installs it (minimal profile) if not.
+fn ensure_toolchain(toolchain: &str, components: &[&str]) -> Result<(), String> {
+    let installed = run("rustup", &["toolchain", "list"], &[])?;
+    let has = installed.lines().any(|l| l.starts_with(toolchain));
+    if !has {
+        eprintln!("xtask: installing the {toolchain} toolchain (rustup, minimal profile)");
+        let mut args = vec!["toolchain", "install", toolchain, "--profile", "minimal"];
+        for c in components {
+            args.extend(["--component", c]);
+        }
+        run("rustup", &args, &[])?;
+    }
+    Ok(())
+}
+
+/// Every library and binary of the workspace builds with the MSRV toolchain.
+pub(crate) fn msrv() -> Result<(), String> {
+    ensure_toolchain(MSRV, &[])?;
+    eprintln!("xtask: cargo +{MSRV} check --workspace --lib --bins");
+    let target = workspace_root().join("target/msrv");
+    run(
+        "cargo",
+        &[
+            &format!("+{MSRV}"),
+            "check",
+            "--quiet",
+            "--workspace",
+            "--lib",
+            "--bins",
+        ],
+        &[("CARGO_TARGET_DIR", target.to_string_lossy().as_ref())],
+    )?;
+    Ok(())
+}
+
+/// `target/tools/bin/cargo-public-api`, installed (pinned, `--locked`) when missing.
+fn public_api_tool() -> Result<PathBuf, String> {
+    let root = workspace_root().join("target/tools");
+    let bin = root.join("bin/cargo-public-api");
+    let current = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(PUBLIC_API_VERSION));
+    if !current {
+        eprintln!("xtask: installing cargo-public-api {PUBLIC_API_VERSION} into target/tools");
+        let root = root.to_string_lossy().into_owned();
+        run(
+            &cargo(),
+            &[
+                "install",
+                "cargo-public-api",
+                "--version",
+                PUBLIC_API_VERSION,
+                "--locked",
+                "--root",
+                &root,
+            ],
+            &[],
+        )?;
+    }
+    Ok(bin)
+}
+
+fn snapshot_path(krate: &str) -> PathBuf {
+    workspace_root().join(format!("public-api/{krate}.txt"))
+}
+
+/// The current public API of `krate`, one item per line.
+fn public_api(tool: &Path, krate: &str) -> Result<String, String> {
+    let manifest = workspace_root().join(format!("crates/{krate}/Cargo.toml"));
+    let manifest = manifest.to_string_lossy().into_owned();
+    let tool = tool.to_string_lossy().into_owned();
+    // The rustdoc JSON of every crate is built with the pinned nightly, in its own target
+    // directory so the stable builds are not invalidated.
+    let target = workspace_root().join("target/public-api");
+    run(
+        &tool,
+        &[
+            "--manifest-path",
+            &manifest,
+            "--toolchain",
+            NIGHTLY,
+            "--target-dir",
+            target.to_string_lossy().as_ref(),
+            "-sss",
+        ],
+        &[],
+    )
+}
+
+/// Compares each published crate's public API with its committed snapshot (`bless`: rewrites
+/// the snapshots instead), and checks that no pattern crate exposes an SDK type.
+pub(crate) fn public_api_snapshots(bless: bool) -> Result<(), String> {
+    ensure_toolchain(NIGHTLY, &["rust-docs-json"]).or_else(|_| ensure_toolchain(NIGHTLY, &[]))?;
+    let tool = public_api_tool()?;
+    let mut problems = Vec::new();
+    for krate in PUBLISHED {
+        let current = public_api(&tool, krate)?;
+        let path = snapshot_path(krate);
+        if bless {
+            std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
+                .map_err(|e| e.to_string())?;
+            std::fs::write(&path, &current).map_err(|e| format!("{}: {e}", path.display()))?;
+        } else {
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            if committed != current {
+                problems.push(format!(
+                    "{krate}: the public API differs from public-api/{krate}.txt:\n{}",
+                    diff(&committed, &current)
+                ));
+            }
+        }
+        if PATTERN_CRATES.contains(krate) {
+            let leaks: Vec<&str> = current
+                .lines()
+                .filter(|l| {
+                    [
+                        "azure_core::",
+                        "azure_storage",
+                        "azure_data_tables::",
+                        "azure_identity::",
+                    ]
+                    .iter()
+                    .any(|sdk| l.contains(sdk))
+                })
+                .take(5)
+                .collect();
+            if !leaks.is_empty() {
+                problems.push(format!(
+                    "{krate}: SDK types in the public API:\n  {}",
+                    leaks.join("\n  ")
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        eprintln!(
+            "xtask: public API of {} crates {}",
+            PUBLISHED.len(),
+            if bless { "written" } else { "unchanged" }
+        );
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n(run `cargo xtask public-api --bless` if the change is intended)",
+            problems.join("\n")
+        ))
+    }
+}
+
+/// Lines only in `old` (`-`) and only in `new` (`+`): enough to see what changed in a sorted
+/// item list.
+fn diff(old: &str, new: &str) -> String {
+    let old_lines: std::collections::BTreeSet<&str> = old.lines().collect();
+    let new_lines: std::collections::BTreeSet<&str> = new.lines().collect();
+    let mut out: Vec<String> = old_lines
+        .difference(&new_lines)
+        .map(|l| format!("  - {l}"))
+        .chain(new_lines.difference(&old_lines).map(|l| format!("  + {l}")))
+        .collect();
+    let total = out.len();
+    out.truncate(40);
+    if total > 40 {
+        out.push(format!("  … and {} more", total - 40));
+    }
+    out.join("\n")
+}
+
+/// Every crate denies missing docs, and the published documentation (READMEs, the book,
+/// rustdoc comments) refers to no file outside the repository and to no numbered claim.
+pub(crate) fn docs_rules() -> Result<(), String> {
+    let root = workspace_root();
+    let mut problems = Vec::new();
+    for krate in crate_dirs(&root) {
+        let lib = krate.join("src/lib.rs");
+        let is_proc_macro_or_lib = lib.is_file();
+        if is_proc_macro_or_lib {
+            let text = std::fs::read_to_string(&lib).unwrap_or_default();
+            if !text.contains("#![deny(missing_docs)]") {
+                problems.push(format!("{}: no #![deny(missing_docs)]", lib.display()));
+            }
+        }
+    }
+    let mut files = vec![root.join("README.md")];
+    files.extend(walk(&root.join("docs/src"), "md"));
+    for krate in crate_dirs(&root) {
+        files.push(krate.join("README.md"));
+        files.extend(walk(&krate.join("src"), "rs"));
+    }
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let is_rust = file.extension().is_some_and(|e| e == "rs");
+        for (n, line) in text.lines().enumerate() {
+            let doc = !is_rust || {
+                let t = line.trim_start();
+                t.starts_with("///") || t.starts_with("//!")
+            };
+            if !doc {
+                continue;
+            }
+            if let Some(why) = forbidden_reference(line) {
+                problems.push(format!("{}:{}: {why}", file.display(), n + 1));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "documentation rules broken:\n  {}",
+            problems.join("\n  ")
+        ))
+    }
+}
+
+/// Why a documentation line may not be published as it is, if it may not.
+fn forbidden_reference(line: &str) -> Option<&'static str> {
+    if line.contains("PATTERNS.md") || line.contains("DESIGN.md") || line.contains("../shared") {
+        return Some("refers to a file outside the repository");
+    }
+    let lower = line.to_ascii_lowercase();
+    for word in ["claim ", "claims ", "claim_"] {
+        let mut rest = lower.as_str();
+        while let Some(at) = rest.find(word) {
+            let after = &rest[at + word.len()..];
+            if after.starts_with(|c: char| c.is_ascii_digit()) {
+                return Some("refers to a numbered claim");
+            }
+            rest = after;
+        }
+    }
+    None
+}
+
+fn crate_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+fn walk(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path, extension));
+        } else if path.extension().is_some_and(|e| e == extension) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_facade_features_are_read_from_its_manifest() {
+        let manifest = "[package]\nname = \"x\"\n\n[features]\ndefault = [\"a\"]\na = []\nb = [\"dep:y\"]\n\n[dependencies]\ny = \"1\"\n";
+        assert_eq!(facade_features(manifest), ["a", "b"]);
+    }
+
+    #[test]
+    fn outside_files_and_numbered_claims_are_refused_in_docs() {
+        assert!(forbidden_reference("see PATTERNS.md §4").is_some());
+        assert!(forbidden_reference("proves claim 34").is_some());
+        assert!(forbidden_reference("`claim_5_a_failed_transaction`").is_some());
+        assert!(forbidden_reference("Claims 15 and 27").is_some());
+        assert!(forbidden_reference("a claim that holds").is_none());
+        assert!(forbidden_reference("the design guide's checklist").is_none());
+    }
+
+    #[test]
+    fn the_diff_shows_removed_and_added_lines() {
+        let d = diff("a\nb\n", "b\nc\n");
+        assert!(d.contains("- a") && d.contains("+ c") && !d.contains("b"));
+    }
+}
