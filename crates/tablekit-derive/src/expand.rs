@@ -343,10 +343,15 @@ fn key_builder(lit: &LitStr, fields: &[FieldInfo<'_>], krate: &Path) -> Result<T
                     e.combine(Error::new(span, "skipped here"));
                     return Err(e);
                 }
-                let member = field.ident;
+                // The field re-spanned at the template, so that a field whose type cannot be
+                // formatted this way is reported where the template asks for it (and not
+                // across the lines between the attribute and the field).
+                let member = if field.ident.to_string().starts_with("r#") {
+                    Ident::new_raw(&field.name, lit.span())
+                } else {
+                    Ident::new(&field.name, lit.span())
+                };
                 let property = &field.ser_name;
-                // Spanned at the template, so a field whose type cannot be formatted this way
-                // is reported where the template asks for it.
                 steps.push(match format {
                     Format::Display => quote_spanned! {lit.span()=>
                         #private::push_display(&mut __key, &self.#member);
