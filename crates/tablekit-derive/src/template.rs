@@ -82,6 +82,8 @@ fn placeholder(inner: &str) -> Result<Segment, String> {
         Some((name, spec)) => (name.trim(), Some(spec.trim())),
         None => (inner.trim(), None),
     };
+    // A raw identifier names its field with or without `r#`: `{r#type}` or `{type}`.
+    let name = name.strip_prefix("r#").unwrap_or(name);
     if name.is_empty() {
         return Err(format!(
             "`{{{inner}}}` names no field: placeholders are `{{field}}`, `{{field:06}}`, \
@@ -165,6 +167,7 @@ mod tests {
             ]
         );
         assert_eq!(parse("").unwrap(), vec![]);
+        assert_eq!(parse("{r#type}").unwrap(), parse("{type}").unwrap());
     }
 
     #[test]

@@ -305,3 +305,26 @@ fn generic_structs_are_supported() {
         "Value gt 0.25"
     );
 }
+
+mod through_the_prelude {
+    //! `use tablekit::prelude::*` brings both the derive and the trait of the same name.
+    use tablekit::prelude::*;
+
+    #[derive(Debug, TableEntity)]
+    #[table(partition_key = "{r#type}", row_key = "{ref:03}")]
+    pub(crate) struct Raw {
+        r#type: String,
+        r#ref: u8,
+    }
+
+    #[test]
+    fn raw_identifiers_and_prelude_imports_work() {
+        let raw = Raw {
+            r#type: "t".into(),
+            r#ref: 7,
+        };
+        assert_eq!(raw.keys().unwrap(), Keys::new("t", "007").unwrap());
+        assert_eq!(Raw::TYPE.name(), "Type");
+        assert_eq!(Raw::REF.eq(7).render().unwrap(), "Ref eq 7");
+    }
+}
