@@ -1,9 +1,11 @@
 //! The `#[table(...)]` attributes, and the parts of `#[serde(...)]` the derive must understand.
 
-use proc_macro2::{Span, TokenTree};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::parse::ParseStream;
-use syn::{Attribute, Error, LitStr, Path, Result, Token, Type};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Error, LitStr, Path, Result, Token, Type, WherePredicate};
 
 use crate::naming::Casing;
 
@@ -16,6 +18,11 @@ pub(crate) struct Container {
     pub(crate) krate: Path,
     /// Whether a `#[serde(rename = "...")]` names the struct already.
     pub(crate) serde_renamed: bool,
+    /// `#[serde(bound = "...")]` or `bound(serialize = "...")`: replaces the inferred bounds of
+    /// the `Serialize` impl, in serde's impl and in the forwarding one alike.
+    pub(crate) ser_bound: Option<TokenStream>,
+    /// The same for `Deserialize`.
+    pub(crate) de_bound: Option<TokenStream>,
 }
 
 /// Container-level serde attributes that would change the struct's shape (so property names
@@ -66,6 +73,8 @@ pub(crate) fn container(attrs: &[Attribute]) -> Result<Container> {
         })?;
     }
     let mut serde_renamed = false;
+    let mut ser_bound = None;
+    let mut de_bound = None;
     for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
         attr.parse_nested_meta(|meta| {
             if let Some((name, reason)) = REFUSED_CONTAINER_SERDE
@@ -79,6 +88,23 @@ pub(crate) fn container(attrs: &[Attribute]) -> Result<Container> {
             if meta.path.is_ident("rename") {
                 serde_renamed = true;
             }
+            if meta.path.is_ident("bound") {
+                if meta.input.peek(Token![=]) {
+                    let bound = predicates(&meta.value()?.parse()?)?;
+                    ser_bound = Some(bound.clone());
+                    de_bound = Some(bound);
+                    return Ok(());
+                }
+                return meta.parse_nested_meta(|inner| {
+                    let bound = predicates(&inner.value()?.parse()?)?;
+                    if inner.path.is_ident("serialize") {
+                        ser_bound = Some(bound);
+                    } else if inner.path.is_ident("deserialize") {
+                        de_bound = Some(bound);
+                    }
+                    Ok(())
+                });
+            }
             skip_value(meta.input)
         })?;
     }
@@ -88,7 +114,20 @@ pub(crate) fn container(attrs: &[Attribute]) -> Result<Container> {
         casing: casing.unwrap_or(Casing::Pascal),
         krate: krate.unwrap_or_else(|| syn::parse_quote!(::tablekit::core)),
         serde_renamed,
+        ser_bound,
+        de_bound,
     })
+}
+
+/// The where-predicates of a serde `bound` string, as tokens ending in a comma.
+fn predicates(lit: &LitStr) -> Result<TokenStream> {
+    let parsed = lit.parse_with(Punctuated::<WherePredicate, Token![,]>::parse_terminated)?;
+    let mut tokens = TokenStream::new();
+    for predicate in parsed {
+        predicate.to_tokens(&mut tokens);
+        <Token![,]>::default().to_tokens(&mut tokens);
+    }
+    Ok(tokens)
 }
 
 /// What the derive needs to know of a field's attributes.

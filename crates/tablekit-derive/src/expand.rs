@@ -159,10 +159,16 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
     let type_params: Vec<&Ident> = generics.type_params().map(|p| &p.ident).collect();
     let params = generics.params.iter().map(param_without_default);
 
-    let ser_preds = type_params.iter().map(|p| quote!(#p: #serde::Serialize));
-    let de_preds = type_params
-        .iter()
-        .map(|p| quote!(#p: #serde::Deserialize<'de>));
+    // serde infers these bounds too, unless the struct gives its own with `bound`; the
+    // forwarding impls must ask for the same, or serde's inherent functions are not callable.
+    let ser_preds = match &container.ser_bound {
+        Some(bound) => bound.clone(),
+        None => quote!(#(#type_params: #serde::Serialize,)*),
+    };
+    let de_preds = match &container.de_bound {
+        Some(bound) => bound.clone(),
+        None => quote!(#(#type_params: #serde::Deserialize<'de>,)*),
+    };
     let entity_preds = entity_predicates(&type_params, &fields, &container, &private);
     let existing_ser = existing.clone();
     let existing_de = existing.clone();
@@ -187,7 +193,7 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
             impl #impl_generics #serde::Serialize for #ident #ty_generics
             where
                 #(#existing_ser,)*
-                #(#ser_preds,)*
+                #ser_preds
             {
                 fn serialize<__S>(
                     &self,
@@ -204,7 +210,7 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
             impl<'de, #(#params),*> #serde::Deserialize<'de> for #ident #ty_generics
             where
                 #(#existing_de,)*
-                #(#de_preds,)*
+                #de_preds
             {
                 fn deserialize<__D>(__deserializer: __D) -> ::core::result::Result<Self, __D::Error>
                 where
@@ -276,8 +282,8 @@ fn param_without_default(param: &GenericParam) -> TokenStream {
     }
 }
 
-/// The bounds a generic struct's `TableEntity` impl needs: serde for every type parameter, and
-/// what each key placeholder formats. Non-generic structs need none (the bounds either hold
+/// The bounds a generic struct's `TableEntity` impl needs: serde for the struct, and what each
+/// key placeholder formats. Non-generic structs need none (the bounds either hold
 /// or the key code reports the missing trait where the template names the field).
 fn entity_predicates(
     type_params: &[&Ident],
@@ -289,10 +295,8 @@ fn entity_predicates(
         return Vec::new();
     }
     let serde = quote!(#private::serde);
-    let mut preds: Vec<TokenStream> = type_params
-        .iter()
-        .map(|p| quote!(#p: #serde::Serialize + #serde::de::DeserializeOwned))
-        .collect();
+    // Whatever serde needs of the parameters (its inferred bounds, or the struct's `bound`).
+    let mut preds = vec![quote!(Self: #serde::Serialize + #serde::de::DeserializeOwned)];
     let templates = [&container.partition_key, &container.row_key];
     for lit in templates.into_iter().flatten() {
         for segment in template::parse(&lit.value()).unwrap_or_default() {

@@ -290,8 +290,32 @@ struct Sample<T> {
     value: T,
 }
 
+#[derive(Debug, PartialEq, TableEntity)]
+#[table(partition_key = "{series}", row_key = "{index:04}")]
+// `default` on a generic field makes serde require `T: Default`: the struct states its bounds.
+#[serde(bound(deserialize = "T: serde::Deserialize<'de> + Default"))]
+struct Fixed<T: Copy = i32, const N: usize = 2>
+where
+    T: std::fmt::Debug,
+{
+    series: String,
+    index: usize,
+    #[serde(default)]
+    first: Option<T>,
+}
+
 #[test]
 fn generic_structs_are_supported() {
+    let fixed: Fixed = Fixed {
+        series: "s".into(),
+        index: 12,
+        first: Some(3),
+    };
+    assert_eq!(fixed.keys().unwrap(), Keys::new("s", "0012").unwrap());
+    let back: Fixed<i32, 2> = from_properties(&to_properties(&fixed).unwrap()).unwrap();
+    assert_eq!(back, fixed);
+    assert_eq!(Fixed::<i32, 2>::FIRST.eq(3).render().unwrap(), "First eq 3");
+
     let sample = Sample {
         series: "cpu".into(),
         index: 7,
