@@ -1,5 +1,7 @@
 //! Entity types that know their own keys ([`TableEntity`]), the ways to name an entity's
 //! address ([`IntoKeys`]) and the values write operations accept ([`AsEntity`]).
+//!
+//! Everything here is computed in the caller's process: no method sends a request.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -23,8 +25,9 @@ use crate::keys::Keys;
 /// entity's 1 MiB. To keep a key field out of the properties, implement the trait by hand and
 /// skip the field in serde; the value read back then lacks it.
 ///
-/// # Implementing it by hand
-/// Any serde type whose properties follow the [`crate::edm`] rules can be a `TableEntity`:
+/// # Examples
+/// Implemented by hand — any serde type whose properties follow the [`crate::edm`] rules can
+/// be a `TableEntity`:
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
@@ -50,7 +53,7 @@ use crate::keys::Keys;
 /// # Ok::<(), tablekit_core::Error>(())
 /// ```
 pub trait TableEntity: Serialize + DeserializeOwned {
-    /// This value's PartitionKey and RowKey.
+    /// This value's PartitionKey and RowKey, computed and validated on every call (no request).
     ///
     /// # Errors
     /// [`crate::Error::InvalidKey`] or [`crate::Error::LimitExceeded`] when a field's text

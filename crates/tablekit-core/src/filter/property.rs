@@ -142,6 +142,8 @@ pub enum Untyped {}
 ///
 /// `u64`, `usize` and 128-bit integers have no implementation: the serializer stores them as
 /// `Edm.Int64` only up to `i64::MAX`, and a filter literal above it has no faithful rendering.
+///
+/// # Examples
 /// Implement it for your own types (a unit enum stored as a string, say):
 ///
 /// ```
