@@ -8,6 +8,12 @@ pub mod filter;
 pub mod keys;
 pub mod limits;
 pub mod resource;
+mod table_entity;
+
+/// Support for the code `#[derive(TableEntity)]` generates; not a public API.
+#[doc(hidden)]
+#[path = "derive_support.rs"]
+pub mod __private;
 
 pub use batch::{BatchPlan, Operation, OperationKind};
 pub use edm::{EdmType, EdmValue, Properties};
@@ -15,3 +21,4 @@ pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{Error, ErrorKind, KeyKind, Limit, NameKind, ResourceKind, Result, Target};
 pub use filter::QueryShape;
 pub use keys::{Keys, PartitionKey, RowKey};
+pub use table_entity::{AsEntity, IntoKeys, TableEntity};

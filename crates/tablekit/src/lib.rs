@@ -2,6 +2,11 @@
 
 pub use tablekit_core as core;
 
+/// `#[derive(TableEntity)]`: keys from fields, PascalCase property names, property constants.
+/// The trait of the same name is [`core::TableEntity`].
+#[cfg(feature = "derive")]
+pub use tablekit_derive::TableEntity;
+
 #[cfg(feature = "azure")]
 #[doc(inline)]
 pub use tablekit_azure as azure;
@@ -38,13 +43,17 @@ pub use tablekit_testkit as testkit;
 pub mod prelude {
     pub use tablekit_core::batch::{BatchPlan, Operation};
     pub use tablekit_core::filter::Filter;
+    pub use tablekit_core::filter::Property;
     pub use tablekit_core::keys::{
         CompoundKey, KeyRange, inverted_ticks, pad_number, prefix_range,
     };
     pub use tablekit_core::{
-        ETag, EdmValue, Entity, Error, ErrorKind, IfMatch, Keys, OrUnknown, PartitionKey,
-        Properties, QueryShape, Result, RowKey, Stored,
+        AsEntity, ETag, EdmValue, Entity, Error, ErrorKind, IfMatch, IntoKeys, Keys, OrUnknown,
+        PartitionKey, Properties, QueryShape, Result, RowKey, Stored, TableEntity,
     };
+    /// The derive; `TableEntity` names both it and the trait.
+    #[cfg(feature = "derive")]
+    pub use tablekit_derive::TableEntity;
 
     #[cfg(feature = "azure")]
     pub use tablekit_azure::{
