@@ -262,3 +262,83 @@ async fn line_separators_in_a_transaction_round_trip() {
     );
     table.delete_table().await.unwrap();
 }
+
+/// Ten inserts of one partition whose `$batch` requests get `faults` in turn (one per attempt,
+/// the last one for every attempt after), through a proxy; reads pass untouched.
+async fn bulk_under(
+    settings: tablekit_azure::Settings,
+    faults: &[tablekit_testkit::Fault],
+    options: BulkOptions,
+) -> (
+    tablekit_azure::Table,
+    tablekit_azure::BulkReport,
+    tablekit_azure::MetricsSnapshot,
+    common::Proxied,
+) {
+    use tablekit_testkit::{Matcher, Occurrences, Rule};
+    let p = common::proxied(settings);
+    let table = p
+        .account
+        .table(&tablekit_testkit::unique_table_name("readback"))
+        .unwrap();
+    table.create().await.unwrap();
+    let batches = Matcher::any()
+        .with_method("POST")
+        .with_path_contains("$batch");
+    for (i, fault) in faults.iter().enumerate() {
+        let occurrences = if i + 1 == faults.len() {
+            Occurrences::All
+        } else {
+            Occurrences::Nth(1)
+        };
+        p.table.add_rule(Rule {
+            matcher: batches.clone(),
+            occurrences,
+            fault: *fault,
+        });
+    }
+    let ops: Vec<Operation> = (0..10).map(|i| insert("p", &format!("{i:03}"))).collect();
+    let metrics = p.account.metrics().clone();
+    metrics.reset();
+    let report = table.bulk_write(ops, options).await.unwrap();
+    let snapshot = metrics.snapshot();
+    p.table.clear();
+    (table, report, snapshot, p)
+}
+
+#[tokio::test]
+async fn a_transaction_whose_every_response_was_lost_is_read_back_with_one_query() {
+    use tablekit_testkit::Fault;
+    // The first attempt is applied and its response lost; every retry breaks before reaching
+    // the service, so the last error says nothing about the first attempt.
+    let (table, report, s, _p) = bulk_under(
+        common::fast_retries(),
+        &[Fault::DropResponse, Fault::Reset],
+        BulkOptions::default(),
+    )
+    .await;
+    assert!(
+        report.is_complete(),
+        "the read-back finds the transaction applied: {:?}",
+        report.outcomes
+    );
+    assert_eq!(
+        s.requests_of(RequestKind::Query),
+        1,
+        "one range read for the transaction: {s:?}"
+    );
+    let stored = table
+        .query::<Properties>()
+        .filter(Filter::partition("p"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 10);
+    for (outcome, row) in report.outcomes.iter().zip(&stored) {
+        match outcome {
+            tablekit_azure::OperationOutcome::Written(Some(etag)) => assert_eq!(etag, &row.etag),
+            other => panic!("{other:?}"),
+        }
+    }
+    table.delete_table().await.unwrap();
+}
