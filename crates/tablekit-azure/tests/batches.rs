@@ -349,7 +349,7 @@ async fn a_transaction_not_there_after_a_broken_connection_is_unknown_then_faile
     use tablekit_testkit::Fault;
     // Every attempt breaks before the service sees it; the client cannot know that.
     let settings = tablekit_azure::Settings {
-        request_timeout: std::time::Duration::from_millis(500),
+        request_timeout: std::time::Duration::from_secs(2),
         ..common::fast_retries()
     };
     let (table, report, s, _p) =
