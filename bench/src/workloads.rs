@@ -129,7 +129,7 @@ pub(crate) async fn bulk(account: &Account, endpoint: &str, s: Sizes) -> Result<
                 if !report.is_complete() {
                     return Err(format!(
                         "tablekit bulk load incomplete: {:?}",
-                        report.failures().next()
+                        report.outcomes.iter().find(|o| !o.is_written())
                     ));
                 }
                 if !warmup {

@@ -96,7 +96,11 @@ async fn five_hundred_random_entities_round_trip_exactly() {
         .map(|(k, p)| Operation::insert(&Entity::new(k.clone(), p.clone())).unwrap())
         .collect();
     let report = table.bulk_write(ops, Default::default()).await.unwrap();
-    assert!(report.is_complete(), "{:?}", report.failures().next());
+    assert!(
+        report.is_complete(),
+        "{:?}",
+        report.outcomes.iter().find(|o| !o.is_written())
+    );
     for (keys, props) in &entities {
         let stored = table
             .get::<Properties>(keys)

@@ -262,3 +262,185 @@ async fn line_separators_in_a_transaction_round_trip() {
     );
     table.delete_table().await.unwrap();
 }
+
+/// Ten inserts of one partition whose `$batch` requests get `faults` in turn (one per attempt,
+/// the last one for every attempt after), through a proxy; reads pass untouched.
+async fn bulk_under(
+    settings: tablekit_azure::Settings,
+    faults: &[tablekit_testkit::Fault],
+    options: BulkOptions,
+) -> (
+    tablekit_azure::Table,
+    tablekit_azure::BulkReport,
+    tablekit_azure::MetricsSnapshot,
+    common::Proxied,
+) {
+    use tablekit_testkit::{Matcher, Occurrences, Rule};
+    let p = common::proxied(settings);
+    let table = p
+        .account
+        .table(&tablekit_testkit::unique_table_name("readback"))
+        .unwrap();
+    table.create().await.unwrap();
+    let batches = Matcher::any()
+        .with_method("POST")
+        .with_path_contains("$batch");
+    for (i, fault) in faults.iter().enumerate() {
+        let occurrences = if i + 1 == faults.len() {
+            Occurrences::All
+        } else {
+            Occurrences::Nth(1)
+        };
+        p.table.add_rule(Rule {
+            matcher: batches.clone(),
+            occurrences,
+            fault: *fault,
+        });
+    }
+    let ops: Vec<Operation> = (0..10).map(|i| insert("p", &format!("{i:03}"))).collect();
+    let metrics = p.account.metrics().clone();
+    metrics.reset();
+    let report = table.bulk_write(ops, options).await.unwrap();
+    let snapshot = metrics.snapshot();
+    p.table.clear();
+    (table, report, snapshot, p)
+}
+
+#[tokio::test]
+async fn a_transaction_whose_every_response_was_lost_is_read_back_with_one_query() {
+    use tablekit_testkit::Fault;
+    // The first attempt is applied and its response lost; every retry breaks before reaching
+    // the service, so the last error says nothing about the first attempt.
+    let (table, report, s, _p) = bulk_under(
+        common::fast_retries(),
+        &[Fault::DropResponse, Fault::Reset],
+        BulkOptions::default(),
+    )
+    .await;
+    assert!(
+        report.is_complete(),
+        "the read-back finds the transaction applied: {:?}",
+        report.outcomes
+    );
+    assert_eq!(
+        s.requests_of(RequestKind::Query),
+        1,
+        "one range read for the transaction: {s:?}"
+    );
+    assert_eq!(report.read_backs, 1);
+    let stored = table
+        .query::<Properties>()
+        .filter(Filter::partition("p"))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 10);
+    for (outcome, row) in report.outcomes.iter().zip(&stored) {
+        match outcome {
+            tablekit_azure::OperationOutcome::Written(Some(etag)) => assert_eq!(etag, &row.etag),
+            other => panic!("{other:?}"),
+        }
+    }
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_transaction_not_there_after_a_broken_connection_is_unknown_then_failed_once_settled() {
+    use tablekit_testkit::Fault;
+    // Every attempt breaks before the service sees it; the client cannot know that.
+    let settings = tablekit_azure::Settings {
+        request_timeout: std::time::Duration::from_secs(2),
+        ..common::fast_retries()
+    };
+    let (table, report, s, _p) =
+        bulk_under(settings.clone(), &[Fault::Reset], BulkOptions::default()).await;
+    assert_eq!(report.unknown(), 10, "{:?}", report.outcomes);
+    assert_eq!((report.written(), report.failed()), (0, 0));
+    assert!(report.outcomes.iter().all(|o| o.error().is_some()));
+    assert_eq!(
+        (s.requests_of(RequestKind::Query), report.read_backs),
+        (1, 1),
+        "one range read: {s:?}"
+    );
+    table.delete_table().await.unwrap();
+
+    // Waiting until no attempt can land turns "not there" into "not written".
+    let (table, report, s, _p) = bulk_under(
+        settings,
+        &[Fault::Reset],
+        BulkOptions::default().with_wait_to_settle(true),
+    )
+    .await;
+    assert_eq!(report.failed(), 10, "{:?}", report.outcomes);
+    assert_eq!(
+        (s.requests_of(RequestKind::Query), report.read_backs),
+        (2, 2),
+        "a read before and after the wait: {s:?}"
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_transaction_refused_with_503_on_every_attempt_is_failed_without_a_read() {
+    use tablekit_testkit::Fault;
+    let (table, report, s, _p) = bulk_under(
+        common::fast_retries(),
+        &[Fault::Status(503)],
+        BulkOptions::default(),
+    )
+    .await;
+    assert_eq!(report.failed(), 10, "{:?}", report.outcomes);
+    assert_eq!(
+        (s.requests_of(RequestKind::Query), report.read_backs),
+        (0, 0),
+        "a refusal needs no read: {s:?}"
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn reinserting_identical_entities_counts_them_written_with_one_read() {
+    let table = common::table("identical").await;
+    let ops = || -> Vec<Operation> { (0..10).map(|i| insert("p", &format!("{i:03}"))).collect() };
+    let first = table
+        .bulk_write(ops()[..6].to_vec(), Default::default())
+        .await
+        .unwrap();
+    assert!(first.is_complete());
+    // A different entity under one of the keys: that insert is refused for real.
+    table
+        .insert(&Entity::try_new("p", "007", Properties::new().with("V", 2)).unwrap())
+        .await
+        .unwrap();
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let report = table
+        .bulk_write(ops(), BulkOptions::default().with_accept_identical(true))
+        .await
+        .unwrap();
+    let written: Vec<bool> = report.outcomes.iter().map(|o| o.is_written()).collect();
+    assert_eq!(
+        written,
+        [true, true, true, true, true, true, true, false, true, true],
+        "{:?}",
+        report.outcomes
+    );
+    let failures: Vec<(usize, ErrorKind)> = report.failures().map(|(i, e)| (i, e.kind())).collect();
+    assert_eq!(failures, [(7, ErrorKind::AlreadyExists)]);
+    let s = metrics.snapshot();
+    // 409 → one read (000–005 identical, 007 not) → 006, 008, 009 sent again.
+    assert_eq!(
+        (
+            s.requests_of(RequestKind::Transaction),
+            s.requests_of(RequestKind::Query)
+        ),
+        (2, 1),
+        "{s:?}"
+    );
+    assert_eq!((report.transactions, report.read_backs), (2, 1));
+    assert_eq!(
+        table.query::<Properties>().collect().await.unwrap().len(),
+        10
+    );
+    table.delete_table().await.unwrap();
+}

@@ -40,7 +40,11 @@ async fn fill(table: &tablekit_azure::Table, partitions: &[&str], per_partition:
         })
         .collect();
     let report = table.bulk_write(ops, Default::default()).await.unwrap();
-    assert!(report.is_complete(), "{:?}", report.failures().next());
+    assert!(
+        report.is_complete(),
+        "{:?}",
+        report.outcomes.iter().find(|o| !o.is_written())
+    );
 }
 
 #[tokio::test]

@@ -115,6 +115,74 @@ pub(crate) fn window_bounds(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(S
     Ok((above(to), above(from)))
 }
 
+/// The id of one append: the suffix of its entry's RowKey (`{inverted ticks}_{id}`).
+///
+/// An entry's keys are its partition, its time and its id, so appending the same item again
+/// with the same id and time writes the same keys: the insert meets the entry if it is there
+/// and is then "already appended", never a second copy. Ids that
+/// [`LogTail::append_id`](crate::LogTail::append_id) mints are unique (an inverted per-writer
+/// counter and a random writer id, 32 hex digits) and keep a writer's later entries of one
+/// tick first. An id of your own — an event id, a message id — lets a re-append after a crash
+/// find the entry too; it must be unique among the entries of its partition and time.
+///
+/// Kept as text: [`AppendId::as_str`] / [`Display`](std::fmt::Display) and
+/// [`AppendId::new`] / [`FromStr`](std::str::FromStr) round-trip, for storing ids next to
+/// the items they stand for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppendId(String);
+
+impl AppendId {
+    /// The longest id, in characters.
+    pub const MAX_LEN: usize = 64;
+
+    /// An id of your own: 1 to [`AppendId::MAX_LEN`] ASCII letters, digits, `-`, `_` or `.`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] for anything else.
+    ///
+    /// # Example
+    /// ```
+    /// use tablekit_logtail::AppendId;
+    /// let id = AppendId::new("order-8812.shipped").unwrap();
+    /// assert_eq!(id.as_str(), "order-8812.shipped");
+    /// assert!(AppendId::new("a/b").is_err());
+    /// assert!(AppendId::new("").is_err());
+    /// ```
+    pub fn new(id: impl Into<String>) -> Result<Self> {
+        let id = id.into();
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if id.is_empty() || id.len() > Self::MAX_LEN || !id.chars().all(allowed) {
+            return Err(Error::invalid_value(
+                "AppendId",
+                format!(
+                    "{id:?}: an append id is 1 to {} ASCII letters, digits, '-', '_' or '.'",
+                    Self::MAX_LEN
+                ),
+            ));
+        }
+        Ok(Self(id))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for AppendId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for AppendId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::new(s)
+    }
+}
+
 /// Unique suffixes for the keys one process writes: a per-writer random id, so processes never
 /// collide, after an inverted per-writer counter, so that within one tick a writer's later
 /// entries sort first (newest first holds even inside a tick).
@@ -136,6 +204,11 @@ impl SuffixSource {
     pub(crate) fn next(&self) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         format!("{:016x}{:016x}", u64::MAX - n, self.writer)
+    }
+
+    /// A new append id: [`SuffixSource::next`] as an [`AppendId`].
+    pub(crate) fn next_id(&self) -> AppendId {
+        AppendId(self.next())
     }
 }
 
@@ -185,6 +258,28 @@ mod tests {
         assert!(b < a, "{b} should sort before {a}");
         assert_eq!(a.len(), 32);
         assert_ne!(SuffixSource::new().next()[16..], a[16..]);
+    }
+
+    #[test]
+    fn append_ids_are_key_safe_text_that_round_trips() {
+        let minted = SuffixSource::new().next_id();
+        assert_eq!(AppendId::new(minted.as_str()).unwrap(), minted);
+        assert_eq!(minted.to_string().parse::<AppendId>().unwrap(), minted);
+        let uuid = uuid::Uuid::new_v4().to_string();
+        assert!(AppendId::new(uuid).is_ok());
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "a#b",
+            "é",
+            &"x".repeat(AppendId::MAX_LEN + 1),
+        ] {
+            assert!(AppendId::new(bad).is_err(), "{bad:?}");
+        }
+        let at = t("2026-11-22T10:00:00Z");
+        let key = row_key(at, Some(AppendId::new("0abc").unwrap().as_str())).unwrap();
+        assert_eq!(time_of(&key).unwrap(), at, "an id may start with a digit");
     }
 
     #[test]

@@ -7,7 +7,8 @@ pub mod spread;
 mod tail;
 
 pub use blob::{BlobLogReader, BlobLogWriter, FlushPolicy, Flushed, Level, LogRecord};
-pub use entry::{AppendReport, Appended, LogEntry};
+pub use entry::{AppendOutcome, AppendReport, Appended, LogEntry};
+pub use key::AppendId;
 pub use spread::SpreadLog;
 pub use tail::LogTail;
 

@@ -12,11 +12,11 @@ use serde::de::DeserializeOwned;
 use tablekit_azure::{BulkOptions, Query, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, Keys, PartitionKey, Result};
+use tablekit_core::{Entity, ErrorKind, Keys, PartitionKey, Properties, Result};
 use tracing::Instrument as _;
 
 use crate::entry::{AppendReport, Appended, LogEntry};
-use crate::key::{SuffixSource, row_key, truncate_to_tick, window_filter};
+use crate::key::{AppendId, SuffixSource, row_key, truncate_to_tick, window_filter};
 
 /// The log tail pattern (PATTERNS.md §5.7): entries of a partition keyed by inverted ticks
 /// plus a unique suffix, so `$top=n` returns the *n* newest.
@@ -79,6 +79,13 @@ impl<T> LogTail<T> {
         &self.table
     }
 
+    /// A new append id, unique to this tail and its clones. No request is sent. Keep it with
+    /// an item (and its time) before appending it, and an append repeated after a crash or
+    /// an unknown outcome finds the entry instead of writing it twice.
+    pub fn append_id(&self) -> AppendId {
+        self.suffixes.next_id()
+    }
+
     /// A new entity for `partition` at `time` with a RowKey no other entry has (inverted
     /// ticks, `_`, 32 hex digits), for writing it yourself — e.g. in one transaction with a
     /// summary row of the same partition. No request is sent.
@@ -87,27 +94,47 @@ impl<T> LogTail<T> {
     /// [`tablekit_core::Error::InvalidKey`] for a bad partition key,
     /// [`tablekit_core::Error::InvalidValue`] for a time outside .NET's range.
     pub fn entity<V>(&self, partition: &str, time: DateTime<Utc>, value: V) -> Result<Entity<V>> {
+        self.entity_with_id(partition, &self.append_id(), time, value)
+    }
+
+    /// The entity an append of `value` for `partition` at `time` with `id` writes. No request
+    /// is sent.
+    ///
+    /// # Errors
+    /// As [`LogTail::entity`].
+    pub fn entity_with_id<V>(
+        &self,
+        partition: &str,
+        id: &AppendId,
+        time: DateTime<Utc>,
+        value: V,
+    ) -> Result<Entity<V>> {
         let pk = self::partition(partition)?;
-        let rk = row_key(time, Some(&self.suffixes.next()))?;
+        let rk = row_key(time, Some(id.as_str()))?;
         Ok(Entity::new(Keys::from_parts(pk, rk), value))
     }
 }
 
 impl<T: Serialize> LogTail<T> {
-    /// Appends an entry stamped with the current time ([`Utc::now`]).
+    /// Appends an entry stamped with the current time ([`Utc::now`]) under a new append id.
     ///
     /// Requests: 1. Consistency: strong; the entry is the newest of its partition (unless a
     /// clock elsewhere is ahead) and readable when this returns.
     ///
     /// # Errors
     /// Before any request: invalid partition key, a value that cannot be stored (names,
-    /// sizes). [`tablekit_core::Error::NotFound`] if the table does not exist.
+    /// sizes). [`tablekit_core::Error::NotFound`] if the table does not exist. A transport
+    /// error or timeout that outlasts the retries leaves it open whether the entry is stored;
+    /// the time and id are this call's own, so calling again appends a second entry if the
+    /// first did land. To be able to retry without that risk, use
+    /// [`LogTail::append_with_id`].
     pub async fn append(&self, partition: &str, value: &T) -> Result<Appended> {
         self.append_at(partition, Utc::now(), value).await
     }
 
     /// Appends an entry for `time` (e.g. when the event happened rather than when it is
-    /// written). Entries of the same 100 ns tick never collide: the key's suffix differs.
+    /// written) under a new append id. Entries of the same 100 ns tick never collide: the
+    /// key's suffix differs.
     ///
     /// Requests: 1. Consistency: strong.
     ///
@@ -120,21 +147,59 @@ impl<T: Serialize> LogTail<T> {
         time: DateTime<Utc>,
         value: &T,
     ) -> Result<Appended> {
-        let entity = self.entity(partition, time, value)?;
-        let etag = self.table.insert(&entity).await?;
+        self.append_with_id(partition, &self.append_id(), time, value)
+            .await
+    }
+
+    /// Appends an entry for `time` under the append id `id`, once: if an entry with this id
+    /// and time is already there with exactly this value — an earlier append whose outcome
+    /// was unknown, or one made before a crash — it is returned ("already appended") and
+    /// nothing new is written.
+    ///
+    /// Requests: 1; 2 when the keys are taken (the entry there is read and compared).
+    /// Consistency: strong.
+    ///
+    /// # Errors
+    /// As [`LogTail::append_at`]; [`tablekit_core::Error::AlreadyExists`] when the keys hold
+    /// a different entity (the id was used for another item).
+    pub async fn append_with_id(
+        &self,
+        partition: &str,
+        id: &AppendId,
+        time: DateTime<Utc>,
+        value: &T,
+    ) -> Result<Appended> {
+        let entity = self.entity_with_id(partition, id, time, value)?;
+        let time = truncate_to_tick(time)?;
+        let etag = match self.table.insert(&entity).await {
+            Ok(etag) => etag,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                let op = Operation::insert(&entity)?;
+                match self.table.get::<Properties>(&entity.keys).await? {
+                    Some(stored) if op.is_in_place(Some(&stored.value)) => stored.etag,
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Appended {
-            time: truncate_to_tick(time)?,
+            time,
             keys: entity.keys,
+            id: id.clone(),
             etag,
         })
     }
 
-    /// Appends many entries to one partition in entity group transactions of up to 100,
-    /// sent with the account's bounded concurrency.
+    /// Appends many entries to one partition, each under a new append id, in entity group
+    /// transactions of up to 100, sent with the account's bounded concurrency.
     ///
-    /// Requests: ⌈items / 100⌉ (more only if a body reaches 4 MiB or an item is refused).
-    /// Consistency: each transaction is atomic; the batch as a whole is not — see the
-    /// report's per-item outcomes.
+    /// Requests: ⌈items / 100⌉ (more only if a body reaches 4 MiB or an item is refused), plus
+    /// the reads of [`Table::bulk_write`] that settle transactions whose outcome a failure
+    /// left open. Consistency: each transaction is atomic; the batch as a whole is not — see
+    /// the report's per-item outcomes: appended, failed (not stored) or unknown.
+    ///
+    /// To retry, append [`AppendReport::pending`] again with their ids and original times
+    /// ([`LogTail::append_batch_with_ids`]): nothing is stored twice.
     ///
     /// # Errors
     /// Before any request: an invalid partition key, time or value (nothing is written).
@@ -147,33 +212,59 @@ impl<T: Serialize> LogTail<T> {
         self::partition(partition)?;
         let planned = items
             .iter()
-            .map(|(time, value)| (partition.to_owned(), *time, value))
+            .map(|(time, value)| (partition.to_owned(), self.append_id(), *time, value))
             .collect();
         self.insert_all(planned).await
     }
 
-    /// Inserts entries of any partitions with bulk transactions.
+    /// Appends many entries to one partition under the given append ids, as
+    /// [`LogTail::append_batch`]. An item whose entry is already there with this id, time
+    /// and value — from an append whose outcome was unknown, or from before a crash — is
+    /// reported appended without being written again.
+    ///
+    /// Requests: as [`LogTail::append_batch`], plus one range read per transaction that meets
+    /// entries already there (then the rest of it is sent again).
+    ///
+    /// # Errors
+    /// Before any request: an invalid partition key, time or value, or one id given twice
+    /// for the same time ([`tablekit_core::Error::DuplicateInTransaction`]). Per-item
+    /// failures are in the report; an item whose keys hold a different entity fails with
+    /// [`tablekit_core::Error::AlreadyExists`].
+    pub async fn append_batch_with_ids(
+        &self,
+        partition: &str,
+        items: &[(AppendId, DateTime<Utc>, T)],
+    ) -> Result<AppendReport> {
+        self::partition(partition)?;
+        let planned = items
+            .iter()
+            .map(|(id, time, value)| (partition.to_owned(), id.clone(), *time, value))
+            .collect();
+        self.insert_all(planned).await
+    }
+
+    /// Inserts entries of any partitions with bulk transactions; an entry already there with
+    /// the same content counts as appended.
     pub(crate) async fn insert_all(
         &self,
-        items: Vec<(String, DateTime<Utc>, &T)>,
+        items: Vec<(String, AppendId, DateTime<Utc>, &T)>,
     ) -> Result<AppendReport> {
         let mut planned = Vec::with_capacity(items.len());
         let mut operations = Vec::with_capacity(items.len());
-        for (pk, time, value) in items {
-            let entity = self.entity(&pk, time, value)?;
+        for (pk, id, time, value) in items {
+            let entity = self.entity_with_id(&pk, &id, time, value)?;
             operations.push(Operation::insert(&entity)?);
-            planned.push((entity.keys, truncate_to_tick(time)?));
+            planned.push((entity.keys, truncate_to_tick(time)?, id));
         }
         if operations.is_empty() {
             return Ok(AppendReport {
                 outcomes: Vec::new(),
                 transactions: 0,
+                read_backs: 0,
             });
         }
-        let report = self
-            .table
-            .bulk_write(operations, BulkOptions::default())
-            .await?;
+        let options = BulkOptions::default().with_accept_identical(true);
+        let report = self.table.bulk_write(operations, options).await?;
         Ok(AppendReport::from_bulk(planned, report))
     }
 }

@@ -28,16 +28,7 @@ fn request_kind(kind: OperationKind) -> RequestKind {
 /// Whether the stored properties are what `op` wrote (all of them for whole-entity writes,
 /// the sent ones for merges).
 pub(crate) fn written_by(op: &Operation, stored: &Properties) -> bool {
-    let Some(body) = op.body() else { return false };
-    let Ok(sent) = parse_entity::<Properties>(body, Some("*")) else {
-        return false;
-    };
-    match op.kind() {
-        OperationKind::Merge | OperationKind::UpsertMerge => {
-            sent.value.iter().all(|(k, v)| stored.get(k) == Some(v))
-        }
-        _ => sent.value == *stored,
-    }
+    op.kind() != OperationKind::Delete && op.is_in_place(Some(stored))
 }
 
 impl Table {

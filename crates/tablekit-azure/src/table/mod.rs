@@ -1,6 +1,7 @@
 //! [`Table`]: table lifecycle, single-entity operations, queries, transactions and ETag loops.
 
 mod batch;
+mod bulk;
 mod entity;
 mod list;
 mod query;
@@ -18,7 +19,8 @@ use tablekit_core::limits::validate_table_name;
 use tablekit_core::{ErrorKind, Result, Target};
 use tracing::Instrument as _;
 
-pub use batch::{BulkOptions, BulkReport, OperationOutcome, Progress, TransactionOutcome};
+pub use batch::TransactionOutcome;
+pub use bulk::{BulkOptions, BulkReport, OperationOutcome, Progress};
 pub use query::{ContinuationToken, Page, Query};
 pub use update::{ConflictLoop, is_conflict};
 

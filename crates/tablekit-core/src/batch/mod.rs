@@ -15,7 +15,7 @@ use serde::Serialize;
 pub use multipart::EncodedTransaction;
 pub use response::{PartResponse, parse_response};
 
-use crate::edm::write_entity;
+use crate::edm::{Properties, parse_entity, write_entity};
 use crate::entity::{Entity, IfMatch};
 use crate::error::{Error, Limit, Result};
 use crate::keys::{Keys, PartitionKey};
@@ -176,6 +176,31 @@ impl Operation {
     pub fn body(&self) -> Option<&[u8]> {
         self.body.as_deref()
     }
+
+    /// Whether `stored` — the properties now at this operation's keys, `None` when no entity
+    /// is there — shows this operation's effect: a delete's entity is gone; a merge's sent
+    /// properties are all there with the sent values; any other write's entity holds exactly
+    /// the sent properties. No request is sent.
+    ///
+    /// This is how an outcome left unknown by a lost response is settled by reading: the
+    /// effect in place means the write was applied, or that a write of the same content was.
+    pub fn is_in_place(&self, stored: Option<&Properties>) -> bool {
+        let Some(stored) = stored else {
+            return self.kind == OperationKind::Delete;
+        };
+        let Some(body) = self.body() else {
+            return false;
+        };
+        let Ok(sent) = parse_entity::<Properties>(body, Some("*")) else {
+            return false;
+        };
+        match self.kind {
+            OperationKind::Merge | OperationKind::UpsertMerge => {
+                sent.value.iter().all(|(k, v)| stored.get(k) == Some(v))
+            }
+            _ => sent.value == *stored,
+        }
+    }
 }
 
 /// A planned operation and the caller's index for it.
@@ -316,5 +341,48 @@ impl BatchPlan {
             multipart::encode_group(service_url, table, pk, ops, self.atomic, &mut out)?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entity::ETag;
+
+    fn entity(v: i64) -> Entity<Properties> {
+        Entity::try_new("p", "r", Properties::new().with("V", v).with("W", "w")).unwrap()
+    }
+
+    #[test]
+    fn an_effect_is_in_place_only_when_the_stored_entity_shows_it() {
+        let stored = entity(1).value;
+        let other = entity(2).value;
+        let insert = Operation::insert(&entity(1)).unwrap();
+        assert!(insert.is_in_place(Some(&stored)));
+        assert!(!insert.is_in_place(Some(&other)));
+        assert!(!insert.is_in_place(None));
+        let merge = Operation::upsert_merge(
+            &Entity::try_new("p", "r", Properties::new().with("V", 1i64)).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            merge.is_in_place(Some(&stored)),
+            "the sent properties are there"
+        );
+        assert!(!merge.is_in_place(Some(&other)));
+        let replace = Operation::upsert_replace(
+            &Entity::try_new("p", "r", Properties::new().with("V", 1i64)).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            !replace.is_in_place(Some(&stored)),
+            "a replace leaves no other property"
+        );
+        let delete = Operation::delete(
+            Keys::new("p", "r").unwrap(),
+            IfMatch::ETag(ETag::new("W/\"1\"")),
+        );
+        assert!(delete.is_in_place(None));
+        assert!(!delete.is_in_place(Some(&stored)));
     }
 }

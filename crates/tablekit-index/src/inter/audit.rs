@@ -108,7 +108,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// # Errors
     /// [`tablekit_core::Error::InvalidValue`] for an unknown index in `options.indexes`
     /// (before any request) or an entity that does not fit `T`; the first copy the service
-    /// refuses; checkpoint, transport and service errors.
+    /// refuses or whose write has an unknown outcome (the page is then not checkpointed, and
+    /// a rerun writes it again); checkpoint, transport and service errors.
     pub async fn backfill<C: Checkpoint>(
         &self,
         checkpoint: &C,
@@ -164,8 +165,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                         continue;
                     }
                     let report = self.context.tables[i].bulk_write(ops, bulk.clone()).await?;
+                    // A copy whose write is unknown is not counted as written: the page is
+                    // not checkpointed, and a rerun writes it again (upserts are idempotent).
                     if let Some(failed) = report.outcomes.into_iter().find_map(|o| match o {
-                        OperationOutcome::Failed(e) => Some(e),
+                        OperationOutcome::Failed(e) | OperationOutcome::Unknown(e) => Some(e),
                         OperationOutcome::Written(_) => None,
                     }) {
                         return Err(failed);

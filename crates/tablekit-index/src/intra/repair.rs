@@ -112,7 +112,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// alongside concurrent writers.
     ///
     /// # Errors
-    /// As [`verify`](Self::verify); transport and service errors.
+    /// As [`verify`](Self::verify); transport and service errors, including an orphan delete
+    /// whose outcome is unknown (run the repair again: it audits afresh).
     pub async fn repair(&self, partition: &str) -> Result<RepairReport> {
         let audit = self.audit(partition).await?;
         let mut report = RepairReport {
@@ -151,7 +152,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
                     {
                         report.skipped += 1
                     }
-                    OperationOutcome::Failed(e) => return Err(e),
+                    // Neither deleted nor known to be there: a rerun audits it again.
+                    OperationOutcome::Failed(e) | OperationOutcome::Unknown(e) => return Err(e),
                 }
             }
         }

@@ -20,7 +20,7 @@ use tracing::Instrument as _;
 pub use hash::{bucket_of, stable_hash};
 
 use crate::entry::{AppendReport, Appended, LogEntry};
-use crate::key::{window_bounds, window_filter};
+use crate::key::{AppendId, window_bounds, window_filter};
 use crate::tail::LogTail;
 
 /// The most buckets a [`SpreadLog`] may have: every read fans out to all of them.
@@ -162,11 +162,35 @@ impl<T: Serialize> SpreadLog<T> {
             .await
     }
 
-    /// Appends many `(spread value, time, value)` entries: grouped by bucket, in transactions
-    /// of up to 100 per bucket, sent with the account's bounded concurrency.
+    /// Appends an entry for `time` to the bucket of `spread_value` under the append id `id`,
+    /// once: an entry already there with this id, time and value is returned, not written
+    /// again.
     ///
-    /// Requests: Σ over buckets of ⌈entries in the bucket / 100⌉ (about items / 100 + N).
-    /// Consistency: each transaction is atomic; see the report's per-item outcomes.
+    /// Requests: 1; 2 when the keys are taken. Consistency: strong.
+    ///
+    /// # Errors
+    /// As [`LogTail::append_with_id`].
+    pub async fn append_with_id(
+        &self,
+        spread_value: &str,
+        id: &AppendId,
+        time: DateTime<Utc>,
+        value: &T,
+    ) -> Result<Appended> {
+        self.tail
+            .append_with_id(&self.partition_for(spread_value), id, time, value)
+            .await
+    }
+
+    /// Appends many `(spread value, time, value)` entries, each under a new append id:
+    /// grouped by bucket, in transactions of up to 100 per bucket, sent with the account's
+    /// bounded concurrency.
+    ///
+    /// Requests: Σ over buckets of ⌈entries in the bucket / 100⌉ (about items / 100 + N),
+    /// plus the reads that settle transactions whose outcome a failure left open.
+    /// Consistency: each transaction is atomic; see the report's per-item outcomes
+    /// (appended, failed, unknown). Re-append [`AppendReport::pending`] with their ids
+    /// ([`SpreadLog::append_batch_with_ids`]): nothing is stored twice.
     ///
     /// # Errors
     /// Before any request: an invalid time or value (nothing is written).
@@ -176,7 +200,37 @@ impl<T: Serialize> SpreadLog<T> {
     ) -> Result<AppendReport> {
         let planned = items
             .iter()
-            .map(|(spread, time, value)| (self.partition_for(spread.as_ref()), *time, value))
+            .map(|(spread, time, value)| {
+                let id = self.tail.append_id();
+                (self.partition_for(spread.as_ref()), id, *time, value)
+            })
+            .collect();
+        self.tail.insert_all(planned).await
+    }
+
+    /// Appends many `(spread value, append id, time, value)` entries, as
+    /// [`SpreadLog::append_batch`]; an entry already there with its id, time and value counts
+    /// as appended and is not written again.
+    ///
+    /// Requests: as [`SpreadLog::append_batch`], plus one range read per transaction that
+    /// meets entries already there.
+    ///
+    /// # Errors
+    /// As [`LogTail::append_batch_with_ids`].
+    pub async fn append_batch_with_ids<S: AsRef<str>>(
+        &self,
+        items: &[(S, AppendId, DateTime<Utc>, T)],
+    ) -> Result<AppendReport> {
+        let planned = items
+            .iter()
+            .map(|(spread, id, time, value)| {
+                (
+                    self.partition_for(spread.as_ref()),
+                    id.clone(),
+                    *time,
+                    value,
+                )
+            })
             .collect();
         self.tail.insert_all(planned).await
     }

@@ -1,0 +1,480 @@
+//! `bulk_write`: plan, split, bounded parallel submission, and one outcome per operation —
+//! written, failed (not written) or unknown — with unknown outcomes settled by reading back.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use tablekit_core::batch::{BatchPlan, EncodedTransaction, Operation, OperationKind};
+use tablekit_core::{ETag, Error, ErrorKind, Result, Target};
+
+use super::Table;
+use super::batch::{ReadBack, clone_error};
+
+/// What happened to one operation of a [`Table::bulk_write`].
+///
+/// Only [`Failed`](Self::Failed) means "not written": an operation reported
+/// [`Unknown`](Self::Unknown) may be stored, so count it neither as written nor as lost.
+#[derive(Debug)]
+pub enum OperationOutcome {
+    /// Written: its effect is stored. The new ETag (absent for deletes).
+    Written(Option<ETag>),
+    /// Not written, for certain, and it will not be: the service refused it (its
+    /// transaction was rolled back), or every attempt of its transaction was refused before
+    /// any work (503, 429), or it was never sent, or its transaction, read back after no
+    /// attempt could land any more, is not there. Sending it again cannot apply it twice.
+    Failed(Error),
+    /// May or may not be written: its transaction's last attempt ended without an answer —
+    /// a broken connection, a timeout, a lost response, a 5xx other than 503 — and the
+    /// read-back could not settle it: the read failed, another writer changed the same rows,
+    /// or the transaction was not there yet while an attempt could still land. The error is
+    /// the transaction's. Send it again only if doing it twice is harmless (an upsert, an
+    /// insert with [`BulkOptions::with_accept_identical`]), or read the entity first.
+    Unknown(Error),
+}
+
+impl OperationOutcome {
+    /// Whether the operation was written.
+    pub fn is_written(&self) -> bool {
+        matches!(self, OperationOutcome::Written(_))
+    }
+
+    /// Whether the operation was certainly not written.
+    pub fn is_failed(&self) -> bool {
+        matches!(self, OperationOutcome::Failed(_))
+    }
+
+    /// Whether the operation may or may not have been written.
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, OperationOutcome::Unknown(_))
+    }
+
+    /// The error of a failed or unknown operation.
+    pub fn error(&self) -> Option<&Error> {
+        match self {
+            OperationOutcome::Written(_) => None,
+            OperationOutcome::Failed(e) | OperationOutcome::Unknown(e) => Some(e),
+        }
+    }
+}
+
+/// Progress of a bulk write, reported after each transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Operations with a final outcome so far (written, failed or unknown).
+    pub done: usize,
+    /// Operations that failed — certainly not written — so far.
+    pub failed: usize,
+    /// Operations whose outcome is unknown so far.
+    pub unknown: usize,
+    /// Operations in the bulk write.
+    pub total: usize,
+    /// Transactions sent so far.
+    pub transactions: usize,
+}
+
+impl Progress {
+    /// Operations written so far.
+    pub fn written(&self) -> usize {
+        self.done - self.failed - self.unknown
+    }
+}
+
+/// Options of [`Table::bulk_write`].
+#[derive(Clone, Default)]
+pub struct BulkOptions {
+    /// Transactions in flight (default: the account's `concurrency` setting).
+    pub concurrency: Option<usize>,
+    /// Called after each transaction with the progress so far.
+    pub on_progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    /// When a transaction with an open outcome is read back and is not there, wait until no
+    /// attempt of it can land any more, then read again, so that it ends written or failed
+    /// rather than unknown. Default `false`. See [`BulkOptions::with_wait_to_settle`].
+    pub wait_to_settle: bool,
+    /// Count an insert refused because its entity exists as written when the stored entity is
+    /// exactly the one sent. Default `false`. See [`BulkOptions::with_accept_identical`].
+    pub accept_identical: bool,
+}
+
+impl fmt::Debug for BulkOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkOptions")
+            .field("concurrency", &self.concurrency)
+            .field("on_progress", &self.on_progress.is_some())
+            .field("wait_to_settle", &self.wait_to_settle)
+            .field("accept_identical", &self.accept_identical)
+            .finish()
+    }
+}
+
+impl BulkOptions {
+    /// Sets the number of transactions in flight.
+    #[must_use]
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n);
+        self
+    }
+
+    /// Sets the progress callback.
+    #[must_use]
+    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.on_progress = Some(Arc::new(f));
+        self
+    }
+
+    /// Waits out attempts that may still land before reporting a transaction failed.
+    ///
+    /// A transaction whose last attempt timed out may be applied after the client stopped
+    /// waiting for it, so a read-back that finds nothing proves nothing yet. With this set,
+    /// such a transaction waits until one request timeout after its last attempt ended (the
+    /// bound [`Settings::write_settles_within`](crate::Settings::write_settles_within) uses
+    /// for a late apply) and is read once more: its operations end written or failed. This
+    /// costs up to one `request_timeout` per such transaction (30 s by default) and one more
+    /// read. Without it they are reported [`OperationOutcome::Unknown`].
+    #[must_use]
+    pub fn with_wait_to_settle(mut self, wait: bool) -> Self {
+        self.wait_to_settle = wait;
+        self
+    }
+
+    /// Counts an insert the service refuses with 409 as written when the entity stored under
+    /// its keys is exactly the one it sends.
+    ///
+    /// For writers whose keys name their content — an append id, an event id — so that
+    /// sending a batch again after an unknown outcome does not turn the part that did land
+    /// into failures. When a transaction meets 409 on an insert, its range is read once: the
+    /// inserts whose identical entity is there are written, those whose keys hold another
+    /// entity are failed ([`Error::AlreadyExists`]), and the rest is sent again. An identical
+    /// entity that another writer inserted is taken for this one.
+    #[must_use]
+    pub fn with_accept_identical(mut self, accept: bool) -> Self {
+        self.accept_identical = accept;
+        self
+    }
+}
+
+/// The outcome of a [`Table::bulk_write`]: one entry per operation, by the caller's index.
+#[derive(Debug)]
+pub struct BulkReport {
+    /// Outcome of each operation, indexed like the input.
+    pub outcomes: Vec<OperationOutcome>,
+    /// Transactions sent (including re-submissions after a failed operation was taken out).
+    pub transactions: usize,
+    /// Range reads sent to settle outcomes: read-backs of transactions left open and, with
+    /// [`BulkOptions::with_accept_identical`], checks of refused inserts.
+    pub read_backs: usize,
+}
+
+impl BulkReport {
+    /// Operations written.
+    pub fn written(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.is_written()).count()
+    }
+
+    /// Operations certainly not written.
+    pub fn failed(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.is_failed()).count()
+    }
+
+    /// Operations that may or may not have been written.
+    pub fn unknown(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.is_unknown()).count()
+    }
+
+    /// The failed operations (certainly not written) and why, by caller index.
+    pub fn failures(&self) -> impl Iterator<Item = (usize, &Error)> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| match o {
+                OperationOutcome::Failed(e) => Some((i, e)),
+                _ => None,
+            })
+    }
+
+    /// The operations whose outcome is unknown and their transaction's error, by caller
+    /// index.
+    pub fn unknowns(&self) -> impl Iterator<Item = (usize, &Error)> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| match o {
+                OperationOutcome::Unknown(e) => Some((i, e)),
+                _ => None,
+            })
+    }
+
+    /// Whether every operation was written.
+    pub fn is_complete(&self) -> bool {
+        self.outcomes.iter().all(OperationOutcome::is_written)
+    }
+}
+
+/// What one transaction of a bulk write came to, after its re-submissions.
+struct Resolved {
+    outcomes: Vec<(usize, OperationOutcome)>,
+    transactions: usize,
+    read_backs: usize,
+}
+
+impl Table {
+    /// Writes many operations: grouped by partition, split into transactions of at most 100
+    /// operations and less than 4 MiB, sent with bounded concurrency. Every operation gets an
+    /// outcome: [written](OperationOutcome::Written), [failed](OperationOutcome::Failed) —
+    /// certainly not written — or [unknown](OperationOutcome::Unknown).
+    ///
+    /// An operation the service refuses is taken out and the rest of its transaction is sent
+    /// again, so one bad operation does not block the others. A transaction that still fails
+    /// after its retries is failed when no attempt can have been applied (every one refused
+    /// with 503 or 429); otherwise its outcome is open, and its rows are read back: all its
+    /// effects there → written (with the stored ETags). Not there → unknown, because an
+    /// attempt the client gave up on may still be applied; with
+    /// [`BulkOptions::with_wait_to_settle`] the read is repeated once no attempt can land any
+    /// more, and then not there → failed. A read that fails, or rows that another writer
+    /// changed, leave it unknown.
+    ///
+    /// Requests: ⌈operations per partition / 100⌉ transactions per partition (more when a
+    /// body reaches 4 MiB), plus one per refused operation; plus one range read per
+    /// transaction whose outcome was left open (two with `wait_to_settle` when the first finds
+    /// it not there), and one per transaction retried after an attempt that may have been
+    /// applied and then refused the way that attempt would make it (409, 412, 404). Each
+    /// request may be retried on transient failures. [`BulkReport::transactions`] and
+    /// [`BulkReport::read_backs`] count them. Consistency: each transaction is atomic; the
+    /// bulk write as a whole is not.
+    ///
+    /// # Errors
+    /// Before any request: [`Error::DuplicateInTransaction`] for two operations on one entity,
+    /// [`Error::InvalidValue`] for an empty list. Per-operation failures are in the report.
+    pub async fn bulk_write(
+        &self,
+        operations: Vec<Operation>,
+        options: BulkOptions,
+    ) -> Result<BulkReport> {
+        let total = operations.len();
+        let plan = BatchPlan::best_effort(operations)?;
+        let transactions = plan.encode(&self.service_url(), self.name())?;
+        let concurrency = options
+            .concurrency
+            .unwrap_or(self.account.settings().concurrency)
+            .max(1);
+        let mut outcomes: Vec<Option<OperationOutcome>> = (0..total).map(|_| None).collect();
+        let mut progress = Progress {
+            done: 0,
+            failed: 0,
+            unknown: 0,
+            total,
+            transactions: 0,
+        };
+        let (mut sent, mut read_backs) = (0, 0);
+        let (plan_ref, options_ref) = (&plan, &options);
+        let mut results = futures::stream::iter(transactions)
+            .map(|tx| async move { self.write_resilient(plan_ref, tx, options_ref).await })
+            .buffer_unordered(concurrency);
+        while let Some(resolved) = results.next().await {
+            sent += resolved.transactions;
+            read_backs += resolved.read_backs;
+            progress.transactions += resolved.transactions;
+            for (index, outcome) in resolved.outcomes {
+                progress.done += 1;
+                progress.failed += usize::from(outcome.is_failed());
+                progress.unknown += usize::from(outcome.is_unknown());
+                outcomes[index] = Some(outcome);
+            }
+            if let Some(callback) = &options.on_progress {
+                callback(progress);
+            }
+        }
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    OperationOutcome::Failed(Error::invalid_value("", "operation was not sent"))
+                })
+            })
+            .collect();
+        Ok(BulkReport {
+            outcomes,
+            transactions: sent,
+            read_backs,
+        })
+    }
+
+    /// Sends a transaction; when one operation is refused, records it and resends the rest;
+    /// when the transaction's outcome is left open, settles it by reading back.
+    async fn write_resilient(
+        &self,
+        plan: &BatchPlan,
+        first: EncodedTransaction,
+        options: &BulkOptions,
+    ) -> Resolved {
+        let mut r = Resolved {
+            outcomes: Vec::with_capacity(first.indices.len()),
+            transactions: 0,
+            read_backs: 0,
+        };
+        let mut pending = Some(first);
+        while let Some(tx) = pending.take() {
+            r.transactions += 1;
+            let sent = self.send_tracked(plan, &tx).await;
+            let rest = match sent.result {
+                Ok(outcome) => {
+                    r.outcomes.extend(
+                        outcome
+                            .indices
+                            .into_iter()
+                            .zip(outcome.etags)
+                            .map(|(i, e)| (i, OperationOutcome::Written(e))),
+                    );
+                    continue;
+                }
+                Err(e) if sent.open => {
+                    self.settle_open(plan, &tx, e, sent.ended, options, &mut r)
+                        .await;
+                    continue;
+                }
+                Err(Error::BatchFailed { index, source }) => {
+                    self.take_out_refused(plan, &tx, index, *source, options, &mut r)
+                        .await
+                }
+                // Refused as a whole before any work, or never sent.
+                Err(e) => {
+                    r.outcomes.extend(
+                        tx.indices
+                            .iter()
+                            .map(|&i| (i, OperationOutcome::Failed(clone_error(&e)))),
+                    );
+                    continue;
+                }
+            };
+            match self.reencode(plan, &rest) {
+                Ok(next) => pending = next,
+                Err(e) => r.outcomes.extend(
+                    rest.into_iter()
+                        .map(|i| (i, OperationOutcome::Failed(clone_error(&e)))),
+                ),
+            }
+        }
+        r
+    }
+
+    /// Records the operation the service refused and returns the caller indices to send
+    /// again. With `accept_identical`, a refused insert first has its transaction's range read:
+    /// inserts whose identical entity is stored are written, and are not sent again.
+    async fn take_out_refused(
+        &self,
+        plan: &BatchPlan,
+        tx: &EncodedTransaction,
+        index: usize,
+        source: Error,
+        options: &BulkOptions,
+        r: &mut Resolved,
+    ) -> Vec<usize> {
+        let refused_insert = source.kind() == ErrorKind::AlreadyExists
+            && plan
+                .operation(index)
+                .is_some_and(|op| op.kind() == OperationKind::Insert);
+        if !(options.accept_identical && refused_insert) {
+            r.outcomes.push((index, OperationOutcome::Failed(source)));
+            return tx.indices.iter().copied().filter(|&i| i != index).collect();
+        }
+        r.read_backs += 1;
+        let rows = match self.read_rows(plan, tx).await {
+            Ok(rows) => rows,
+            // Something is stored under the refused insert's keys; whether it is this entry
+            // could not be read.
+            Err(_) => {
+                r.outcomes.push((index, OperationOutcome::Unknown(source)));
+                return tx.indices.iter().copied().filter(|&i| i != index).collect();
+            }
+        };
+        let mut rest = Vec::with_capacity(tx.indices.len());
+        for &i in &tx.indices {
+            let Some(op) = plan.operation(i) else {
+                continue;
+            };
+            let row = rows.get(op.keys().rk());
+            match row {
+                Some(row) if op.kind() == OperationKind::Insert => {
+                    let outcome = if op.is_in_place(Some(&row.value)) {
+                        OperationOutcome::Written(Some(row.etag.clone()))
+                    } else {
+                        // Another entity holds the keys: the insert would only be refused.
+                        OperationOutcome::Failed(Error::AlreadyExists {
+                            target: Target::entity(self.name(), op.keys().clone()),
+                        })
+                    };
+                    r.outcomes.push((i, outcome));
+                }
+                _ => rest.push(i),
+            }
+        }
+        if rest.contains(&index) {
+            // The refused insert's entity was deleted since the refusal: report the refusal
+            // rather than race another writer on these keys.
+            rest.retain(|&i| i != index);
+            r.outcomes.push((index, OperationOutcome::Failed(source)));
+        }
+        rest
+    }
+
+    /// Settles a transaction whose failure left its outcome open, by reading its rows back.
+    async fn settle_open(
+        &self,
+        plan: &BatchPlan,
+        tx: &EncodedTransaction,
+        error: Error,
+        ended: std::time::Instant,
+        options: &BulkOptions,
+        r: &mut Resolved,
+    ) {
+        r.read_backs += 1;
+        let mut read = self.read_back(plan, tx).await;
+        let mut settled = false;
+        if options.wait_to_settle && matches!(read, Ok(ReadBack::NotApplied)) {
+            // An attempt the service received is applied within one request timeout after
+            // the client stopped waiting for it; after that, what is not there never will be.
+            let late = ended + self.account.settings().request_timeout;
+            tokio::time::sleep_until(late.into()).await;
+            r.read_backs += 1;
+            read = self.read_back(plan, tx).await;
+            settled = true;
+        }
+        match read {
+            Ok(ReadBack::Applied(etags)) => r.outcomes.extend(
+                tx.indices
+                    .iter()
+                    .zip(etags)
+                    .map(|(&i, e)| (i, OperationOutcome::Written(e))),
+            ),
+            Ok(ReadBack::NotApplied) if settled => r.outcomes.extend(
+                tx.indices
+                    .iter()
+                    .map(|&i| (i, OperationOutcome::Failed(clone_error(&error)))),
+            ),
+            _ => r.outcomes.extend(
+                tx.indices
+                    .iter()
+                    .map(|&i| (i, OperationOutcome::Unknown(clone_error(&error)))),
+            ),
+        }
+    }
+
+    /// A transaction of the given operations of `plan` (keeping their caller indices), or
+    /// `None` when there are none.
+    fn reencode(&self, plan: &BatchPlan, indices: &[usize]) -> Result<Option<EncodedTransaction>> {
+        if indices.is_empty() {
+            return Ok(None);
+        }
+        let ops: Vec<Operation> = indices
+            .iter()
+            .filter_map(|&i| plan.operation(i).cloned())
+            .collect();
+        let sub = BatchPlan::atomic(ops)?;
+        let mut encoded = sub.encode(&self.service_url(), self.name())?;
+        let mut tx = encoded
+            .pop()
+            .ok_or_else(|| Error::invalid_value("", "empty transaction"))?;
+        tx.indices = tx.indices.iter().map(|&i| indices[i]).collect();
+        Ok(Some(tx))
+    }
+}

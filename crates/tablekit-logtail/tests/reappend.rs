@@ -1,0 +1,138 @@
+//! Appending again what a batch append did not report as written: through a proxy that breaks,
+//! refuses, delays past the client's timeout or loses the response of some transactions, then
+//! a re-append of those items leaves every entry in the partition exactly once.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::TryStreamExt as _;
+use serde::{Deserialize, Serialize};
+use tablekit_azure::{RetryPolicy, Settings};
+use tablekit_core::ErrorKind;
+use tablekit_logtail::{AppendId, LogEntry, LogTail};
+use tablekit_testkit::fixtures::proxied;
+use tablekit_testkit::{Fault, Matcher, Occurrences, Rule, unique_table_name};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Claim {
+    seq: i64,
+}
+
+#[tokio::test]
+async fn reappending_what_was_not_reported_written_duplicates_nothing() {
+    let settings = Settings {
+        retry: RetryPolicy::none(),
+        request_timeout: Duration::from_millis(2_000),
+        ..Settings::default()
+    };
+    let settles = settings.write_settles_within();
+    let p = proxied(settings);
+    let table = p.account.table(&unique_table_name("reappend")).unwrap();
+    table.create().await.unwrap();
+    let tail = LogTail::<Claim>::new(table.clone());
+    // 1,000 items of one partition: 10 transactions of 100.
+    let now = Utc::now();
+    let items: Vec<_> = (0..1_000).map(|seq| (now, Claim { seq })).collect();
+    // Four of the transactions end in a fault: the response of one is lost (it was applied),
+    // one is broken before it reaches the service, one is held past the timeout and applied
+    // afterwards, one is refused. Each rule counts the requests the earlier ones let through.
+    let batches = Matcher::any()
+        .with_method("POST")
+        .with_path_contains("$batch");
+    for (nth, fault) in [
+        (2, Fault::DropResponse),
+        (2, Fault::Reset),
+        (2, Fault::Delay(Duration::from_millis(3_000))),
+        (2, Fault::Status(503)),
+    ] {
+        p.table.add_rule(Rule {
+            matcher: batches.clone(),
+            occurrences: Occurrences::Nth(nth),
+            fault,
+        });
+    }
+    let first = tail.append_batch("p", &items).await.unwrap();
+    p.table.clear();
+    let faults = p.table.stats().faults_injected;
+    assert_eq!(faults.total(), 4, "{faults:?}");
+    // The held transaction has landed by now: the re-append meets it.
+    tokio::time::sleep(settles).await;
+
+    // The refused transaction failed. The broken and the held one were not there when read
+    // back: unknown. The lost response is read back as appended (unknown only if that read
+    // fails too).
+    let not_appended: Vec<_> = first.outcomes.iter().filter(|o| !o.is_appended()).collect();
+    assert_eq!(first.failed(), 100, "{:?}", not_appended.first());
+    assert!(
+        (200..=300).contains(&first.unknown()),
+        "{} unknown",
+        first.unknown()
+    );
+    assert_eq!(first.appended().count() + first.unknown(), 900);
+
+    let again: Vec<_> = first
+        .pending()
+        .map(|(i, id)| (id.clone(), items[i].0, items[i].1.clone()))
+        .collect();
+    let second = tail.append_batch_with_ids("p", &again).await.unwrap();
+    assert!(second.is_complete(), "{:?}", second.outcomes);
+    assert!(
+        second.read_backs >= 1,
+        "the held transaction's items are found by reading them back"
+    );
+    for (outcome, (id, _, _)) in second.outcomes.iter().zip(&again) {
+        assert_eq!(outcome.id(), id, "re-appended under the same id");
+    }
+
+    let entries: Vec<LogEntry<Claim>> = tail.entries("p").try_collect().await.unwrap();
+    let mut copies: HashMap<i64, usize> = HashMap::new();
+    for e in &entries {
+        *copies.entry(e.value.seq).or_default() += 1;
+    }
+    let duplicated: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        duplicated.is_empty(),
+        "entries stored twice: {duplicated:?}"
+    );
+    assert_eq!(copies.len(), items.len(), "every entry stored");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn appending_again_with_the_same_id_finds_the_entry() {
+    let table = common::table("appendonce").await;
+    let metrics = table.account().metrics().clone();
+    let tail = LogTail::<Claim>::new(table.clone());
+    let (id, now) = (tail.append_id(), Utc::now());
+    let first = tail
+        .append_with_id("p", &id, now, &Claim { seq: 1 })
+        .await
+        .unwrap();
+    // As after a crash: a new handle, the id and time kept with the item.
+    let restarted = LogTail::<Claim>::new(table.clone());
+    let id = AppendId::new(id.to_string()).unwrap();
+    metrics.reset();
+    let again = restarted
+        .append_with_id("p", &id, now, &Claim { seq: 1 })
+        .await
+        .unwrap();
+    assert_eq!(again, first, "already appended: the same keys and ETag");
+    common::assert_requests(&metrics.snapshot(), None, 2);
+    let err = restarted
+        .append_with_id("p", &id, now, &Claim { seq: 2 })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ErrorKind::AlreadyExists,
+        "another item under a used id"
+    );
+    let entries: Vec<LogEntry<Claim>> = tail.entries("p").try_collect().await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].value, Claim { seq: 1 });
+    table.delete_table().await.unwrap();
+}
