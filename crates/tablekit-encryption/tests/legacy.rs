@@ -191,7 +191,19 @@ async fn entities_written_by_the_legacy_python_client_decrypt_exactly() {
         let metadata = stored.get_str(LEGACY_METADATA_1).unwrap().to_owned();
         assert!(metadata.contains(if kek == "aes" { "A256KW" } else { "RSA-OAEP" }));
         assert_eq!(metadata.contains("Java"), java_v1);
+        let without_library = java_v1.then(|| {
+            // Java's first release wrote no KeyWrappingMetadata at all: the same variant.
+            let mut copy = stored.clone();
+            let mut data: Value = serde_json::from_str(&metadata).unwrap();
+            data.as_object_mut().unwrap().remove("KeyWrappingMetadata");
+            copy.insert(LEGACY_METADATA_1, data.to_string());
+            copy
+        });
         let read = policy.decrypt(table.name(), &keys, stored).await.unwrap();
+        if let Some(copy) = without_library {
+            let also = policy.decrypt(table.name(), &keys, copy).await.unwrap();
+            assert!(also == read, "{keys}: without KeyWrappingMetadata");
+        }
         let names = |p: &Properties| p.iter().map(|(n, _)| n.to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&read), names(&expected), "{keys}");
         for (name, value) in expected.iter() {

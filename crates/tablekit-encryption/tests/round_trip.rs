@@ -371,3 +371,14 @@ fn hex(text: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
         .collect()
 }
+
+#[test]
+fn policies_and_their_futures_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let policy = policy(aes("k1", 1));
+    send_sync(&policy);
+    let keys = keys();
+    send(&policy.encrypt(&keys, employee()));
+    send(&policy.decrypt(TABLE, &keys, employee()));
+}
