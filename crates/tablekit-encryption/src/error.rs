@@ -1,0 +1,130 @@
+//! Decryption failures: what is wrong with a stored entity, and which entity it is.
+
+use std::fmt;
+
+use tablekit_core::edm::EdmType;
+use tablekit_core::{Error, Target};
+
+/// Why a stored entity cannot be decrypted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The policy encrypts this property, but the entity stores it without encryption: its
+    /// encryption metadata is missing or does not list the property.
+    NotEncrypted,
+    /// The encryption metadata (or a value it lists) does not have the documented shape.
+    Malformed(String),
+    /// The metadata names a format version or algorithm this crate does not read.
+    Unsupported(String),
+    /// No key-encryption key with the stored key id is known to the resolver.
+    UnknownKey {
+        /// The stored key id.
+        key_id: String,
+    },
+    /// The resolver returned a key whose id is not the stored one.
+    KeyIdMismatch {
+        /// The stored key id.
+        stored: String,
+        /// The id of the key the resolver returned.
+        resolved: String,
+    },
+    /// The stored content key does not unwrap under the key with its id: another key with
+    /// the same id, or altered bytes.
+    Unwrap(String),
+    /// AES-GCM authentication failed: the ciphertext, the metadata or the entity's keys were
+    /// changed, or the ciphertext belongs to another property or entity.
+    Authentication,
+    /// AES-CBC padding is wrong (legacy format): the ciphertext was altered, or decrypted with
+    /// a wrong key or IV.
+    Padding,
+    /// The decrypted bytes are not UTF-8 (legacy format: altered ciphertext).
+    NotUtf8,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::NotEncrypted => f.write_str(
+                "the policy encrypts this property, but it is stored without encryption \
+                 (encryption metadata missing or not listing it)",
+            ),
+            Cause::Malformed(why) => write!(f, "malformed encryption data: {why}"),
+            Cause::Unsupported(what) => write!(f, "unsupported encryption format: {what}"),
+            Cause::UnknownKey { key_id } => {
+                write!(f, "no key-encryption key with id {key_id:?} is known")
+            }
+            Cause::KeyIdMismatch { stored, resolved } => write!(
+                f,
+                "the entity names key {stored:?}, the resolver returned key {resolved:?}"
+            ),
+            Cause::Unwrap(why) => write!(f, "the content key does not unwrap: {why}"),
+            Cause::Authentication => f.write_str(
+                "authentication failed: the data was altered or belongs to another property or \
+                 entity",
+            ),
+            Cause::Padding => f.write_str("bad padding: the data was altered or the key is wrong"),
+            Cause::NotUtf8 => f.write_str("the decrypted value is not UTF-8: the data was altered"),
+        }
+    }
+}
+
+/// A stored entity that cannot be decrypted: corrupt, tampered with, or written under a key the
+/// resolver does not know. Never a wrong plaintext.
+///
+/// Converts into [`Error::InvalidValue`] naming the property, with a reason that names the
+/// entity ([`Target::entity`]) and says the decryption failed; that is what every function of
+/// this crate returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecryptionFailure {
+    /// The entity (table and keys).
+    pub target: Target,
+    /// The property that failed: an encrypted property, or the metadata property.
+    pub property: String,
+    /// Why.
+    pub cause: Cause,
+}
+
+impl DecryptionFailure {
+    pub(crate) fn new(target: &Target, property: &str, cause: Cause) -> Self {
+        Self {
+            target: target.clone(),
+            property: property.to_owned(),
+            cause,
+        }
+    }
+}
+
+impl fmt::Display for DecryptionFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "decryption failed for {}, property `{}`: {}",
+            self.target, self.property, self.cause
+        )
+    }
+}
+
+impl std::error::Error for DecryptionFailure {}
+
+impl From<DecryptionFailure> for Error {
+    fn from(failure: DecryptionFailure) -> Self {
+        let reason = format!(
+            "decryption failed for {} (corrupt or tampered data, or an unknown key): {}",
+            failure.target, failure.cause
+        );
+        Error::InvalidValue {
+            property: failure.property,
+            reason,
+        }
+    }
+}
+
+/// The reason a value selected for encryption is refused: only strings are encrypted.
+pub(crate) fn not_a_string(property: &str, ty: EdmType) -> Error {
+    Error::invalid_value(
+        property,
+        format!(
+            "selected for encryption, but it is {ty}; only Edm.String properties can be encrypted"
+        ),
+    )
+}

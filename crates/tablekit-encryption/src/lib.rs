@@ -1,0 +1,27 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod format;
+mod key;
+mod legacy;
+mod local;
+mod policy;
+mod read;
+mod write;
+
+pub use error::{Cause, DecryptionFailure};
+pub use format::{
+    CONTENT_ALGORITHM, FORMAT_VERSION, METADATA_PROPERTY, NONCE_LEN, OVERHEAD, TAG_LEN,
+};
+pub use key::{
+    BoxFuture, CONTENT_KEY_LEN, ContentKey, KeyEncryptionKey, KeyResolver, KeyRing, UnwrapError,
+    WrappedKey,
+};
+pub use legacy::{LEGACY_METADATA_1, LEGACY_METADATA_2};
+pub use local::{AesKeyWrap, RsaOaepKey};
+pub use policy::{EncryptionPolicy, EncryptionPolicyBuilder, SelectFn};
+
+/// The property names reserved for encryption metadata: tablekit's and the legacy format's.
+/// A bag to encrypt may not hold them, and a policy may not select them.
+pub const RESERVED_PROPERTIES: [&str; 3] =
+    [METADATA_PROPERTY, LEGACY_METADATA_1, LEGACY_METADATA_2];

@@ -1,0 +1,252 @@
+//! [`EncryptionPolicy`]: which properties are encrypted, under which key, and the refusals
+//! (merge, filters on encrypted properties) that follow from it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use tablekit_core::filter::Filter;
+use tablekit_core::limits::validate_property_name;
+use tablekit_core::{Error, NameKind, OperationKind, Result};
+
+use crate::RESERVED_PROPERTIES;
+use crate::key::{KeyEncryptionKey, KeyResolver, check_key_id};
+
+/// A function that decides per entity whether a property is encrypted:
+/// `(PartitionKey, RowKey, property name) -> bool`.
+pub type SelectFn = dyn Fn(&str, &str, &str) -> bool + Send + Sync;
+
+/// What to encrypt and with which keys: the properties (a fixed list, a function of the keys
+/// and the name, or both — a property is encrypted when either selects it), the
+/// key-encryption key for writes, and the resolver that finds keys by id for reads.
+///
+/// Build one per entity type with [`EncryptionPolicy::builder`]; it is cheap to clone.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tablekit_encryption::{AesKeyWrap, EncryptionPolicy};
+/// let kek = Arc::new(AesKeyWrap::new("employees-2026", &[7u8; 32]).unwrap());
+/// let policy = EncryptionPolicy::builder(kek)
+///     .properties(["Email", "HomeAddress"])
+///     .build()
+///     .unwrap();
+/// assert!(policy.selects("Sales", "000223", "Email"));
+/// assert!(!policy.selects("Sales", "000223", "FirstName"));
+/// ```
+#[derive(Clone)]
+pub struct EncryptionPolicy {
+    pub(crate) kek: Arc<dyn KeyEncryptionKey>,
+    pub(crate) resolver: Option<Arc<dyn KeyResolver>>,
+    properties: BTreeSet<String>,
+    select: Option<Arc<SelectFn>>,
+}
+
+/// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
+pub struct EncryptionPolicyBuilder {
+    kek: Arc<dyn KeyEncryptionKey>,
+    resolver: Option<Arc<dyn KeyResolver>>,
+    properties: Vec<String>,
+    select: Option<Arc<SelectFn>>,
+}
+
+impl EncryptionPolicy {
+    /// Starts a policy whose writes wrap content keys with `kek`.
+    pub fn builder(kek: Arc<dyn KeyEncryptionKey>) -> EncryptionPolicyBuilder {
+        EncryptionPolicyBuilder {
+            kek,
+            resolver: None,
+            properties: Vec::new(),
+            select: None,
+        }
+    }
+
+    /// Whether the property `name` of the entity with these keys is encrypted.
+    pub fn selects(&self, pk: &str, rk: &str, name: &str) -> bool {
+        self.properties.contains(name) || self.select.as_ref().is_some_and(|f| f(pk, rk, name))
+    }
+
+    /// The properties listed by name (those a selection function picks are not included).
+    pub fn properties(&self) -> impl Iterator<Item = &str> {
+        self.properties.iter().map(String::as_str)
+    }
+
+    /// The id of the key-encryption key writes use.
+    pub fn key_id(&self) -> &str {
+        self.kek.id()
+    }
+
+    /// Refuses the operations that cannot be used on encrypted entities: `Merge` and
+    /// `UpsertMerge`. A merge would combine properties encrypted under the stored entity's
+    /// content key with new ones under another, and the stored metadata can describe only one;
+    /// use replace (read, change, replace with the ETag) instead. Every other operation passes.
+    /// Sends no request.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (part `encryption policy`) for `Merge` and `UpsertMerge`.
+    pub fn refuse_merge(&self, kind: OperationKind) -> Result<()> {
+        match kind {
+            OperationKind::Merge | OperationKind::UpsertMerge => Err(Error::InvalidConfig {
+                part: "encryption policy".into(),
+                reason: format!(
+                    "{kind:?} is refused for encrypted entities: the stored properties may be \
+                     encrypted under another content key than the new ones; read the entity and \
+                     replace it instead"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a filter that compares a property this policy lists by name: its stored value
+    /// is a ciphertext under a key unique to each entity write, so no comparison can mean
+    /// anything (`eq` never matches, `ne` always does). Filter on plain properties and compare
+    /// after decryption. Properties a selection function picks cannot be checked here, as a
+    /// filter is not tied to one entity. Raw filters are checked through their parse; raw text
+    /// that does not parse is refused when any word of it outside quotes is such a name.
+    /// Sends no request.
+    ///
+    /// # Errors
+    /// [`Error::InvalidFilter`] naming the property.
+    pub fn check_filter(&self, filter: &Filter) -> Result<()> {
+        if let Some(name) = self.encrypted_in(filter) {
+            return Err(Error::InvalidFilter {
+                reason: format!(
+                    "`{name}` is encrypted: its stored value is ciphertext under a key unique to \
+                     each entity, so a comparison with it is meaningless; filter on plain \
+                     properties and compare after decryption"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn encrypted_in(&self, filter: &Filter) -> Option<String> {
+        match filter {
+            Filter::Compare { property, .. } => {
+                self.properties.contains(property).then(|| property.clone())
+            }
+            Filter::And(l, r) | Filter::Or(l, r) => {
+                self.encrypted_in(l).or_else(|| self.encrypted_in(r))
+            }
+            Filter::Not(inner) => self.encrypted_in(inner),
+            Filter::Raw(raw) => match raw.parsed() {
+                Some(parsed) => self.encrypted_in(parsed),
+                None => self.named_in_text(raw.as_str()),
+            },
+            // A filter form added later: judge its text.
+            other => other
+                .render()
+                .ok()
+                .and_then(|text| self.named_in_text(&text)),
+        }
+    }
+
+    /// The first word outside quoted literals that is a listed property.
+    fn named_in_text(&self, text: &str) -> Option<String> {
+        let mut unquoted = String::with_capacity(text.len());
+        let mut in_quotes = false;
+        for c in text.chars() {
+            if c == '\'' {
+                in_quotes = !in_quotes;
+                unquoted.push(' ');
+            } else {
+                unquoted.push(if in_quotes { ' ' } else { c });
+            }
+        }
+        unquoted
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .find(|word| self.properties.contains(*word))
+            .map(str::to_owned)
+    }
+}
+
+impl EncryptionPolicyBuilder {
+    /// Encrypts these properties (added to any listed before).
+    #[must_use]
+    pub fn properties<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.properties.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Also encrypts every property for which `select(PartitionKey, RowKey, name)` is true.
+    #[must_use]
+    pub fn select_with(
+        mut self,
+        select: impl Fn(&str, &str, &str) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.select = Some(Arc::new(select));
+        self
+    }
+
+    /// Reads find key-encryption keys through `resolver` (for keys rotated out). The writing
+    /// key is always found, with or without a resolver.
+    #[must_use]
+    pub fn resolver(mut self, resolver: Arc<dyn KeyResolver>) -> Self {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// The policy.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for a listed name that cannot name a property or is reserved
+    /// for encryption metadata; [`Error::InvalidConfig`] when nothing is selected (no name and
+    /// no selection function) or the key's id is empty or contains control characters.
+    pub fn build(self) -> Result<EncryptionPolicy> {
+        check_key_id(self.kek.id())?;
+        for name in &self.properties {
+            validate_property_name(name)?;
+            check_not_reserved(name)?;
+        }
+        if self.properties.is_empty() && self.select.is_none() {
+            return Err(Error::InvalidConfig {
+                part: "encryption policy".into(),
+                reason: "selects no property: list names or give a selection function".into(),
+            });
+        }
+        Ok(EncryptionPolicy {
+            kek: self.kek,
+            resolver: self.resolver,
+            properties: self.properties.into_iter().collect(),
+            select: self.select,
+        })
+    }
+}
+
+/// Refuses the names of the encryption metadata properties as user properties.
+pub(crate) fn check_not_reserved(name: &str) -> Result<()> {
+    if RESERVED_PROPERTIES.contains(&name) {
+        return Err(Error::InvalidName {
+            kind: NameKind::Property,
+            name: name.to_owned(),
+            reason: "reserved for encryption metadata".into(),
+        });
+    }
+    Ok(())
+}
+
+impl fmt::Debug for EncryptionPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncryptionPolicy")
+            .field("key_id", &self.kek.id())
+            .field("wrap_algorithm", &self.kek.algorithm())
+            .field("properties", &self.properties)
+            .field("select_with", &self.select.is_some())
+            .field("resolver", &self.resolver.is_some())
+            .finish()
+    }
+}
+
+impl fmt::Debug for EncryptionPolicyBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncryptionPolicyBuilder")
+            .field("key_id", &self.kek.id())
+            .field("properties", &self.properties)
+            .field("select_with", &self.select.is_some())
+            .finish_non_exhaustive()
+    }
+}

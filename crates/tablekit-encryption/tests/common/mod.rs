@@ -1,0 +1,136 @@
+//! Helpers shared by the encryption tests: keys, a sample entity, a key that counts its calls,
+//! and assertions on decryption failures.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{Error, Keys, Target};
+use tablekit_encryption::{
+    AesKeyWrap, BoxFuture, ContentKey, EncryptionPolicy, KeyEncryptionKey, RsaOaepKey, UnwrapError,
+    WrappedKey,
+};
+
+pub const TABLE: &str = "Employees";
+
+/// The properties the sample policy encrypts.
+pub const SECRET: [&str; 5] = ["Email", "HomeAddress", "Notes", "Empty", "Nickname"];
+
+pub fn keys() -> Keys {
+    Keys::new("Sales", "000223").unwrap()
+}
+
+pub fn aes(id: &str, byte: u8) -> Arc<AesKeyWrap> {
+    Arc::new(AesKeyWrap::new(id, &[byte; 32]).unwrap())
+}
+
+pub fn rsa_pem(form: &str) -> String {
+    let path = format!(
+        "{}/tests/keys/rsa-2048.{form}.pem",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+pub fn rsa(id: &str, form: &str) -> Arc<RsaOaepKey> {
+    Arc::new(RsaOaepKey::from_pem(id, &rsa_pem(form)).unwrap())
+}
+
+pub fn policy(kek: Arc<dyn KeyEncryptionKey>) -> EncryptionPolicy {
+    EncryptionPolicy::builder(kek)
+        .properties(SECRET)
+        .build()
+        .unwrap()
+}
+
+/// An employee with encrypted strings (ASCII, non-ASCII, empty, long) and plain values of
+/// every other type.
+pub fn employee() -> Properties {
+    Properties::new()
+        .with("FirstName", "Jun")
+        .with("Email", "jun.cao@contoso.example")
+        .with("HomeAddress", "Zoë Ångström, 東京都港区 1-2-3 🏠")
+        .with("Notes", "x".repeat(20_000) + "end")
+        .with("Empty", "")
+        .with("Nickname", "'quoted' \"double\" \\ \u{2028}")
+        .with("Age", 38i32)
+        .with("Salary", 9_007_199_254_740_993i64)
+        .with("Rating", 4.5f64)
+        .with("Active", true)
+        .with(
+            "Hired",
+            tablekit_core::edm::parse_datetime("2014-07-31T18:00:00.1234567Z").unwrap(),
+        )
+        .with("Id", uuid_like())
+        .with("Photo", vec![0u8, 1, 2, 254, 255])
+}
+
+fn uuid_like() -> EdmValue {
+    EdmValue::Guid("6f1a2b3c-4d5e-4f60-8172-839405a6b7c8".parse().unwrap())
+}
+
+/// Wraps a key and counts its calls.
+pub struct Counting {
+    pub inner: Arc<dyn KeyEncryptionKey>,
+    pub wraps: AtomicUsize,
+    pub unwraps: AtomicUsize,
+}
+
+impl Counting {
+    pub fn new(inner: Arc<dyn KeyEncryptionKey>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            wraps: AtomicUsize::new(0),
+            unwraps: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn wraps(&self) -> usize {
+        self.wraps.load(Ordering::SeqCst)
+    }
+
+    pub fn unwraps(&self) -> usize {
+        self.unwraps.load(Ordering::SeqCst)
+    }
+}
+
+impl KeyEncryptionKey for Counting {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    fn algorithm(&self) -> &str {
+        self.inner.algorithm()
+    }
+    fn wrap<'a>(&'a self, key: &'a ContentKey) -> BoxFuture<'a, tablekit_core::Result<WrappedKey>> {
+        self.wraps.fetch_add(1, Ordering::SeqCst);
+        self.inner.wrap(key)
+    }
+    fn unwrap<'a>(
+        &'a self,
+        wrapped: &'a WrappedKey,
+    ) -> BoxFuture<'a, Result<ContentKey, UnwrapError>> {
+        self.unwraps.fetch_add(1, Ordering::SeqCst);
+        self.inner.unwrap(wrapped)
+    }
+}
+
+/// Asserts that `error` is a decryption failure of `property` of the entity `keys` in
+/// `TABLE`, whose reason contains `cause`.
+#[track_caller]
+pub fn assert_failure(error: Error, keys: &Keys, property: &str, cause: &str) {
+    let entity = Target::entity(TABLE, keys.clone()).to_string();
+    match &error {
+        Error::InvalidValue {
+            property: p,
+            reason,
+        } => {
+            assert_eq!(p, property, "{error}");
+            assert!(reason.contains("decryption failed"), "{error}");
+            assert!(reason.contains(&entity), "{error} should name {entity}");
+            assert!(reason.contains(cause), "{error} should say {cause:?}");
+        }
+        other => panic!("expected a decryption failure, got {other:?}"),
+    }
+}

@@ -1,0 +1,382 @@
+//! Stored entities that were altered, moved, stripped of their metadata or written under
+//! another key: each read is a decryption failure naming the entity and the property — never
+//! a wrong plaintext. And the refusals: merges, filters on encrypted properties, secrets in
+//! `Debug` output.
+
+mod common;
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use common::{SECRET, TABLE, aes, assert_failure, employee, keys, policy, rsa};
+use serde_json::Value;
+use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::filter::Filter;
+use tablekit_core::{Error, Keys, OperationKind};
+use tablekit_encryption::{
+    AesKeyWrap, BoxFuture, ContentKey, EncryptionPolicy, KeyEncryptionKey, KeyResolver, KeyRing,
+    METADATA_PROPERTY,
+};
+
+async fn stored() -> Properties {
+    policy(aes("k1", 1))
+        .encrypt(&keys(), employee())
+        .await
+        .unwrap()
+}
+
+async fn read(stored: Properties) -> tablekit_core::Result<Properties> {
+    policy(aes("k1", 1)).decrypt(TABLE, &keys(), stored).await
+}
+
+fn flip(bytes: &mut [u8], at: usize) {
+    bytes[at] ^= 0x01;
+}
+
+fn edit_metadata(stored: &mut Properties, edit: impl FnOnce(&mut Value)) {
+    let mut json: Value = serde_json::from_str(stored.get_str(METADATA_PROPERTY).unwrap()).unwrap();
+    edit(&mut json);
+    stored.insert(METADATA_PROPERTY, json.to_string());
+}
+
+fn binary(stored: &Properties, name: &str) -> Vec<u8> {
+    stored.get(name).unwrap().as_bytes().unwrap().to_vec()
+}
+
+#[tokio::test]
+async fn a_flipped_byte_anywhere_in_a_ciphertext_fails_authentication() {
+    let original = stored().await;
+    let len = binary(&original, "Email").len();
+    for at in [0, 12, len / 2, len - 17, len - 1] {
+        let mut bytes = binary(&original, "Email");
+        flip(&mut bytes, at);
+        let mut stored = original.clone();
+        stored.insert("Email", bytes);
+        let error = read(stored).await.unwrap_err();
+        assert_failure(error, &keys(), "Email", "authentication failed");
+    }
+    let mut truncated = original.clone();
+    truncated.insert("Email", vec![0u8; 27]);
+    assert_failure(
+        read(truncated).await.unwrap_err(),
+        &keys(),
+        "Email",
+        "authentication",
+    );
+}
+
+/// A change made to the metadata JSON.
+type Edit = dyn Fn(&mut Value);
+
+#[tokio::test]
+async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
+    let original = stored().await;
+    let altered: Vec<(&str, Box<Edit>, &str)> = vec![
+        (
+            "wrapped key",
+            Box::new(|m| {
+                let mut w = BASE64.decode(m["wrapped"].as_str().unwrap()).unwrap();
+                flip(&mut w, 5);
+                m["wrapped"] = BASE64.encode(w).into();
+            }),
+            "does not unwrap",
+        ),
+        (
+            "seal",
+            Box::new(|m| {
+                let mut s = BASE64.decode(m["seal"].as_str().unwrap()).unwrap();
+                flip(&mut s, 20);
+                m["seal"] = BASE64.encode(s).into();
+            }),
+            "authentication failed",
+        ),
+        (
+            "a name taken off the list",
+            Box::new(|m| {
+                let props = m["props"].as_array_mut().unwrap();
+                props.retain(|p| p != "Email");
+            }),
+            "authentication failed",
+        ),
+        (
+            "a name added to the list",
+            Box::new(|m| m["props"].as_array_mut().unwrap().push("FirstName".into())),
+            "authentication failed",
+        ),
+        (
+            "an unknown field",
+            Box::new(|m| m["extra"] = 1.into()),
+            "malformed",
+        ),
+        (
+            "a later version",
+            Box::new(|m| m["v"] = 2.into()),
+            "version 2",
+        ),
+        (
+            "another algorithm",
+            Box::new(|m| m["alg"] = "A128GCM".into()),
+            "unsupported",
+        ),
+        (
+            "a wrapping algorithm this key does not do",
+            Box::new(|m| m["wrap_alg"] = "RSA-OAEP".into()),
+            "does not unwrap",
+        ),
+        (
+            "another key id",
+            Box::new(|m| m["kid"] = "k9".into()),
+            "\"k9\"",
+        ),
+    ];
+    for (what, edit, cause) in altered {
+        let mut stored = original.clone();
+        edit_metadata(&mut stored, edit);
+        let error = read(stored).await.expect_err(what);
+        assert_failure(error, &keys(), METADATA_PROPERTY, cause);
+    }
+    for junk in [
+        EdmValue::from("{not json"),
+        EdmValue::Int32(1),
+        EdmValue::from("{}"),
+    ] {
+        let mut stored = original.clone();
+        stored.insert(METADATA_PROPERTY, junk);
+        let error = read(stored).await.unwrap_err();
+        assert_failure(error, &keys(), METADATA_PROPERTY, "malformed");
+    }
+}
+
+#[tokio::test]
+async fn two_swapped_ciphertexts_fail_authentication() {
+    let mut stored = stored().await;
+    let (email, address) = (binary(&stored, "Email"), binary(&stored, "HomeAddress"));
+    stored.insert("Email", address);
+    stored.insert("HomeAddress", email);
+    let error = read(stored).await.unwrap_err();
+    assert_failure(error, &keys(), "Email", "authentication failed");
+}
+
+#[tokio::test]
+async fn a_ciphertext_moved_from_another_entity_fails_authentication() {
+    let other_keys = Keys::new("Sales", "000224").unwrap();
+    let other = policy(aes("k1", 1))
+        .encrypt(&other_keys, employee())
+        .await
+        .unwrap();
+    let mut stored = stored().await;
+    stored.insert("Email", binary(&other, "Email"));
+    let error = read(stored).await.unwrap_err();
+    assert_failure(error, &keys(), "Email", "authentication failed");
+}
+
+#[tokio::test]
+async fn a_whole_entity_moved_to_other_keys_fails_authentication() {
+    let stored = stored().await;
+    let moved = Keys::new("Sales", "000224").unwrap();
+    let error = policy(aes("k1", 1))
+        .decrypt(TABLE, &moved, stored)
+        .await
+        .unwrap_err();
+    assert_failure(error, &moved, METADATA_PROPERTY, "authentication failed");
+}
+
+#[tokio::test]
+async fn a_property_the_policy_encrypts_stored_without_encryption_is_refused() {
+    // The metadata removed: the ciphertexts are left without their key.
+    let mut stripped = stored().await;
+    stripped.remove(METADATA_PROPERTY);
+    let error = read(stripped).await.unwrap_err();
+    assert_failure(error, &keys(), "Email", "stored without encryption");
+
+    // Written in plaintext, by a writer without the policy.
+    let error = read(employee()).await.unwrap_err();
+    assert_failure(error, &keys(), "Email", "stored without encryption");
+
+    // A selected property added in plaintext next to valid metadata.
+    let mut stored = stored().await;
+    let plain = EncryptionPolicy::builder(aes("k1", 1))
+        .properties(["Email", "FirstName"])
+        .build()
+        .unwrap();
+    stored.insert("FirstName", "Jun");
+    let error = plain.decrypt(TABLE, &keys(), stored).await.unwrap_err();
+    assert_failure(error, &keys(), "FirstName", "stored without encryption");
+}
+
+#[tokio::test]
+async fn a_projection_without_some_encrypted_properties_decrypts_the_rest() {
+    let mut stored = stored().await;
+    for name in ["HomeAddress", "Notes", "Age"] {
+        stored.remove(name);
+    }
+    let read = read(stored).await.unwrap();
+    assert_eq!(read.get_str("Email"), Some("jun.cao@contoso.example"));
+    assert!(!read.contains("Notes"));
+}
+
+/// A resolver that hands out one key whatever id is asked for.
+struct Always(Arc<dyn KeyEncryptionKey>);
+
+impl KeyResolver for Always {
+    fn resolve<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> BoxFuture<'a, tablekit_core::Result<Option<Arc<dyn KeyEncryptionKey>>>> {
+        let key = Arc::clone(&self.0);
+        Box::pin(async move { Ok(Some(key)) })
+    }
+}
+
+#[tokio::test]
+async fn a_key_with_another_id_or_other_material_is_refused() {
+    let stored = stored().await;
+    let reader = |resolver: Arc<dyn KeyResolver>| {
+        EncryptionPolicy::builder(aes("k2", 2))
+            .properties(SECRET)
+            .resolver(resolver)
+            .build()
+            .unwrap()
+    };
+    let wrong_id = reader(Arc::new(Always(aes("k3", 1))));
+    let error = wrong_id
+        .decrypt(TABLE, &keys(), stored.clone())
+        .await
+        .unwrap_err();
+    assert_failure(
+        error,
+        &keys(),
+        METADATA_PROPERTY,
+        "resolver returned key \"k3\"",
+    );
+
+    let same_id_other_bytes = reader(Arc::new(KeyRing::new().with(aes("k1", 9))));
+    let error = same_id_other_bytes
+        .decrypt(TABLE, &keys(), stored.clone())
+        .await
+        .unwrap_err();
+    assert_failure(error, &keys(), METADATA_PROPERTY, "integrity check failed");
+
+    let rsa_under_the_id = reader(Arc::new(KeyRing::new().with(rsa("k1", "pkcs8"))));
+    let error = rsa_under_the_id
+        .decrypt(TABLE, &keys(), stored)
+        .await
+        .unwrap_err();
+    assert_failure(error, &keys(), METADATA_PROPERTY, "wrapped with \"A256KW\"");
+}
+
+#[test]
+fn merge_and_upsert_merge_are_refused() {
+    let policy = policy(aes("k1", 1));
+    for kind in [OperationKind::Merge, OperationKind::UpsertMerge] {
+        let error = policy.refuse_merge(kind).unwrap_err();
+        assert!(matches!(error, Error::InvalidConfig { .. }), "{error:?}");
+        assert!(error.to_string().contains("replace"), "{error}");
+    }
+    for kind in [
+        OperationKind::Insert,
+        OperationKind::Replace,
+        OperationKind::UpsertReplace,
+        OperationKind::Delete,
+    ] {
+        assert!(policy.refuse_merge(kind).is_ok(), "{kind:?}");
+    }
+}
+
+#[test]
+fn filters_on_encrypted_properties_are_refused() {
+    let policy = policy(aes("k1", 1));
+    let refused = [
+        Filter::eq("Email", "jun@contoso.example"),
+        Filter::partition("Sales").and(Filter::ne("Notes", "")),
+        Filter::eq("Age", 3).or(Filter::eq("HomeAddress", "x").not()),
+        Filter::raw("PartitionKey eq 'Sales' and Email eq 'a'"),
+        Filter::raw("substringof('x', Email)"),
+    ];
+    for filter in refused {
+        let error = policy.check_filter(&filter).unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidFilter { .. }),
+            "{filter:?}: {error:?}"
+        );
+    }
+    let allowed = [
+        Filter::partition("Sales").and(Filter::ge("Age", 30)),
+        Filter::eq("FirstName", "Email"),
+        Filter::raw("substringof('Email', FirstName)"),
+    ];
+    for filter in allowed {
+        assert!(policy.check_filter(&filter).is_ok(), "{filter:?}");
+    }
+}
+
+#[tokio::test]
+async fn debug_output_and_errors_never_show_keys_or_plaintexts() {
+    const KEY: [u8; 32] = [0xA7; 32];
+    let aes = Arc::new(AesKeyWrap::new("k1", &KEY).unwrap());
+    let rsa = rsa("rsa-1", "pkcs8");
+    let content = ContentKey::from_bytes(&KEY).unwrap();
+    let wrapped = aes.wrap(&content).await.unwrap();
+    let policy = EncryptionPolicy::builder(aes.clone())
+        .properties(["Email"])
+        .resolver(Arc::new(KeyRing::new().with(rsa.clone())))
+        .build()
+        .unwrap();
+    let secret = "jun.cao@contoso.example";
+    let stored = policy
+        .encrypt(&keys(), Properties::new().with("Email", secret))
+        .await
+        .unwrap();
+    let mut tampered = stored.clone();
+    let mut bytes = binary(&stored, "Email");
+    flip(&mut bytes, 15);
+    tampered.insert("Email", bytes);
+    let failure = policy.decrypt(TABLE, &keys(), tampered).await.unwrap_err();
+    let over_limit = policy
+        .encrypt(
+            &keys(),
+            Properties::new().with("Email", secret.repeat(3000)),
+        )
+        .await
+        .unwrap_err();
+
+    let shown = [
+        format!("{content:?}"),
+        format!("{aes:?}"),
+        format!("{rsa:?}"),
+        format!("{wrapped:?}"),
+        format!("{policy:?}"),
+        format!("{:?}", KeyRing::new().with(aes.clone()).with(rsa.clone())),
+        format!("{failure:?} {failure}"),
+        format!("{over_limit:?} {over_limit}"),
+    ];
+    let key_forms = [
+        format!("{:?}", &KEY[..4]),
+        "a7a7a7a7".to_owned(),
+        "A7A7A7A7".to_owned(),
+        "167, 167".to_owned(),
+        BASE64.encode(&KEY[..6]),
+    ];
+    let pem = common::rsa_pem("pkcs8");
+    for text in &shown {
+        for form in &key_forms {
+            assert!(
+                !text.contains(form.as_str()),
+                "{text} shows the key as {form}"
+            );
+        }
+        for line in pem.lines().filter(|l| !l.starts_with("-----")) {
+            assert!(!text.contains(&line[..16]), "{text} shows the PEM");
+        }
+        assert!(!text.contains("contoso"), "{text} shows the plaintext");
+        let longest_number = text
+            .split(|c: char| !c.is_ascii_hexdigit())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        assert!(longest_number < 20, "{text} shows a long number");
+    }
+    assert!(shown[0].contains("redacted"));
+    assert!(shown[2].contains("rsa-1") && shown[2].contains("2048"));
+}
