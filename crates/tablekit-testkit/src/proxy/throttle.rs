@@ -573,6 +573,25 @@ mod tests {
     }
 
     #[test]
+    fn refill_fills_every_bucket_again() {
+        let throttle = Throttle::new(
+            ThrottleModel::default()
+                .with_per_partition(1.0)
+                .with_per_account(1.0)
+                .with_burst(Duration::from_secs(2)),
+        );
+        let one = Cost::partition("a", 1);
+        assert_eq!(throttle.admit(&one), Ok(()));
+        assert_eq!(throttle.admit(&one), Ok(()));
+        assert_eq!(throttle.admit(&one), Err(Refusal::Partition));
+        assert_eq!(throttle.admit(&Cost::account(1)), Err(Refusal::Account));
+        throttle.refill();
+        assert_eq!(throttle.admit(&one), Ok(()));
+        assert_eq!(throttle.admit(&Cost::account(1)), Ok(()));
+        assert_eq!(throttle.stats().throttled, 2, "refilling keeps the stats");
+    }
+
+    #[test]
     fn invalid_models_are_refused_with_what_to_change() {
         for model in [
             ThrottleModel::default().with_per_partition(0.0),
