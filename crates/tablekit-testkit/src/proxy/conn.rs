@@ -13,6 +13,7 @@ use super::body::copy_body;
 use super::capture::{Spill, payload, read_request_body};
 use super::cost::{self, Class, Cost};
 use super::http::{Body, RequestHead, ResponseHead, read_head};
+use super::multipart;
 use super::plan::Plan;
 use super::stats::Counters;
 use super::{Fault, Throttle, synthetic};
@@ -207,7 +208,7 @@ impl Connection {
                     Some(raw) => {
                         let payload = payload(raw, request.body);
                         if class == Class::Batch {
-                            cost::batch_cost(&payload)
+                            multipart::batch_cost(&payload)
                         } else {
                             cost::insert_cost(&payload)
                         }

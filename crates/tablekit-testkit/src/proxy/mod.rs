@@ -1,10 +1,12 @@
 //! A loopback HTTP/1.1 proxy that injects faults between a client and an upstream server.
 
 mod body;
+mod buckets;
 mod capture;
 mod conn;
 mod cost;
 mod http;
+mod multipart;
 mod plan;
 mod stats;
 mod synthetic;
