@@ -12,4 +12,5 @@ pub use azurite::{ACCOUNT, ACCOUNT_KEY, Azurite, AzuriteBuilder, AzuriteError, E
 pub use install::{AZURITE_DIR_ENV, AZURITE_VERSION, AzuriteInstall, INSTALL_COMMAND};
 pub use names::{unique_container_name, unique_queue_name, unique_table_name};
 pub use proxy::{Fault, FaultCounts, FaultProxy, Matcher, Occurrences, ProxyStats, Rule};
+pub use proxy::{Throttle, ThrottleMode, ThrottleModel, ThrottleStats};
 pub use storage::{CONNECTION_STRING_ENV, TestStorage};

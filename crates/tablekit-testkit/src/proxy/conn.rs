@@ -10,10 +10,13 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::body::copy_body;
+use super::capture::{Spill, payload, read_request_body};
+use super::cost::{self, Class, Cost};
 use super::http::{Body, RequestHead, ResponseHead, read_head};
+use super::multipart;
 use super::plan::Plan;
 use super::stats::Counters;
-use super::{Fault, synthetic};
+use super::{Fault, Throttle, synthetic};
 
 /// Large enough that multi-megabyte bodies move in few system calls.
 const BUFFER: usize = 64 * 1024;
@@ -26,6 +29,7 @@ const LINGER: Duration = Duration::from_secs(2);
 pub(crate) struct Shared {
     pub(crate) upstream: SocketAddr,
     pub(crate) plan: Mutex<Plan>,
+    pub(crate) throttle: Mutex<Option<Throttle>>,
     pub(crate) counters: Counters,
 }
 
@@ -34,6 +38,21 @@ impl Shared {
         // A panic elsewhere cannot leave the plan half-updated; keep serving.
         self.plan.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    pub(crate) fn throttle(&self) -> std::sync::MutexGuard<'_, Option<Throttle>> {
+        self.throttle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What happens to a final response on its way to the client.
+enum Relay {
+    /// Streamed through.
+    Stream,
+    /// Held back (up to a limit) and charged to `throttle` as a query's page, then sent.
+    ChargeQuery {
+        throttle: Throttle,
+        pinned: Option<String>,
+    },
 }
 
 /// How a connection continues after one exchange.
@@ -88,16 +107,27 @@ impl Connection {
             }
             let next = match fault {
                 Some(Fault::Reset) => Next::Abort,
-                Some(Fault::Status(status)) => self.answer(&request, status).await?,
+                Some(Fault::Status(status)) => {
+                    let bytes =
+                        synthetic::response(status, request.is_head(), answer_closes(&request));
+                    self.answer(&request, bytes, false).await?
+                }
                 Some(Fault::Delay(delay)) => {
                     self.delay(delay).await;
-                    self.exchange(&request, false).await?
+                    self.exchange(&request, None, Relay::Stream, false).await?
                 }
                 Some(Fault::DropResponse) => {
-                    self.exchange(&request, true).await?;
+                    self.exchange(&request, None, Relay::Stream, true).await?;
                     Next::Abort
                 }
-                None => self.exchange(&request, false).await?,
+                // Faults are decided first: a faulted request is never charged to the model.
+                None => {
+                    let throttle = self.shared.throttle().clone();
+                    match throttle {
+                        Some(throttle) => self.throttled(&request, throttle).await?,
+                        None => self.exchange(&request, None, Relay::Stream, false).await?,
+                    }
+                }
             };
             if !matches!(next, Next::KeepAlive) {
                 return Ok(next);
@@ -138,22 +168,80 @@ impl Connection {
         sleep.await;
     }
 
-    /// Answers with a synthetic response instead of forwarding.
-    async fn answer(&mut self, request: &RequestHead, status: u16) -> Result<Next> {
-        // A client that sent `Expect: 100-continue` may be holding its body back; answering
-        // without reading it is allowed only if the connection then closes (RFC 9110 §10.1.1).
-        let close = request.close || request.expect_continue;
-        if !request.expect_continue {
+    /// Answers with synthetic response `bytes` (made with [`answer_closes`]) instead of
+    /// forwarding; `body_read` when the request body was already read.
+    async fn answer(
+        &mut self,
+        request: &RequestHead,
+        bytes: Vec<u8>,
+        body_read: bool,
+    ) -> Result<Next> {
+        if !request.expect_continue && !body_read {
             copy_body(&mut self.client, &mut tokio::io::sink(), request.body).await?;
         }
-        let bytes = synthetic::response(status, request.is_head(), close);
         self.client.get_mut().write_all(&bytes).await?;
-        Ok(if close { Next::Close } else { Next::KeepAlive })
+        Ok(if answer_closes(request) {
+            Next::Close
+        } else {
+            Next::KeepAlive
+        })
     }
 
-    /// Forwards one request and its response. With `drop_response` the response is read
-    /// completely but none of it reaches the client.
-    async fn exchange(&mut self, request: &RequestHead, drop_response: bool) -> Result<Next> {
+    /// Puts a request no fault selected through the throttle model: refused with the model's
+    /// answer when a bucket it draws on is short, forwarded (and charged) otherwise.
+    async fn throttled(&mut self, request: &RequestHead, throttle: Throttle) -> Result<Next> {
+        let (path, query) = request.path_and_query();
+        let class = cost::classify(&request.method, path, query);
+        // Inserts and transactions name their partitions in the body, so it is read first. A
+        // client waiting for `100 Continue` has not sent it: such a request is charged from
+        // its URL alone.
+        let needs_body = matches!(class, Class::Insert | Class::Batch) && !request.expect_continue;
+        let body = if needs_body {
+            read_request_body(&mut self.client, request.body).await?
+        } else {
+            None
+        };
+        let decision = match &class {
+            Class::Fixed(cost) => throttle.admit(cost),
+            Class::Insert | Class::Batch => {
+                let cost = match &body {
+                    Some(raw) => {
+                        let payload = payload(raw, request.body);
+                        if class == Class::Batch {
+                            multipart::batch_cost(&payload)
+                        } else {
+                            cost::insert_cost(&payload)
+                        }
+                    }
+                    None => Cost::account(1),
+                };
+                throttle.admit(&cost)
+            }
+            Class::Query { pinned } => throttle.admit_query(pinned.as_deref()),
+        };
+        if decision.is_err() {
+            Counters::bump(&self.shared.counters.throttled);
+            let bytes =
+                synthetic::throttled(throttle.mode(), request.is_head(), answer_closes(request));
+            return self.answer(request, bytes, body.is_some()).await;
+        }
+        let relay = match class {
+            Class::Query { pinned } => Relay::ChargeQuery { throttle, pinned },
+            _ => Relay::Stream,
+        };
+        self.exchange(request, body.as_deref(), relay, false).await
+    }
+
+    /// Forwards one request and its response. `body` is the request body (as framed) when it
+    /// was already read from the client. With `drop_response` the response is read completely
+    /// but none of it reaches the client.
+    async fn exchange(
+        &mut self,
+        request: &RequestHead,
+        body: Option<&[u8]>,
+        relay: Relay,
+        drop_response: bool,
+    ) -> Result<Next> {
         let Self {
             shared,
             client,
@@ -205,13 +293,35 @@ impl Connection {
                 }
             }
         }
-        copy_body(client, upstream.get_mut(), request.body).await?;
+        match body {
+            Some(raw) => upstream.get_mut().write_all(raw).await?,
+            None => copy_body(client, upstream.get_mut(), request.body).await?,
+        }
         Counters::bump(&shared.counters.requests_forwarded);
         loop {
             let raw = read_head(upstream).await?.ok_or(ErrorKind::UnexpectedEof)?;
             let response = ResponseHead::parse(raw, request)?;
             if drop_response {
                 copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
+            } else if let (false, Relay::ChargeQuery { throttle, pinned }) =
+                (response.is_interim(), &relay)
+            {
+                let mut spill = Spill::new(client.get_mut(), &response.raw);
+                copy_body(upstream, &mut spill, response.body).await?;
+                spill.flush().await?;
+                // Charged before the client sees the page, so stats read after it count it.
+                let cost = match spill.held_body() {
+                    Some(raw) => cost::query_cost(
+                        response.status,
+                        &payload(raw, response.body),
+                        pinned.as_deref(),
+                    ),
+                    // Too large to hold: it has reached the client already, uncounted.
+                    None => Cost::account(1),
+                };
+                throttle.charge(&cost);
+                Counters::bump(&shared.counters.responses_relayed);
+                spill.release().await?;
             } else {
                 if !response.is_interim() {
                     // Counted before the client can see it, so a test reading the stats
@@ -247,4 +357,11 @@ impl Connection {
         };
         let _ = tokio::time::timeout(LINGER, drain).await;
     }
+}
+
+/// Whether a synthetic answer to `request` closes the connection: when the client asked to, or
+/// sent `Expect: 100-continue` and may be holding its body back; answering without reading it
+/// is allowed only if the connection then closes (RFC 9110 §10.1.1).
+fn answer_closes(request: &RequestHead) -> bool {
+    request.close || request.expect_continue
 }

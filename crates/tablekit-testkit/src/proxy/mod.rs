@@ -1,11 +1,16 @@
 //! A loopback HTTP/1.1 proxy that injects faults between a client and an upstream server.
 
 mod body;
+mod buckets;
+mod capture;
 mod conn;
+mod cost;
 mod http;
+mod multipart;
 mod plan;
 mod stats;
 mod synthetic;
+mod throttle;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -18,6 +23,7 @@ use tokio::sync::oneshot;
 
 pub use plan::{Fault, Matcher, Occurrences, Rule};
 pub use stats::{FaultCounts, ProxyStats};
+pub use throttle::{Throttle, ThrottleMode, ThrottleModel, ThrottleStats};
 
 use conn::Shared;
 use plan::Plan;
@@ -29,8 +35,9 @@ use stats::Counters;
 /// Requests pass through byte for byte, over one upstream connection per client connection,
 /// until rules ([`FaultProxy::add_rule`], [`FaultProxy::fail_nth`]) or random faults
 /// ([`FaultProxy::set_random`]) select one: then it is reset, delayed, answered with a
-/// synthetic error, or forwarded with its response dropped (see [`Fault`]). Counters
-/// ([`FaultProxy::stats`]) prove what reached upstream.
+/// synthetic error, or forwarded with its response dropped (see [`Fault`]). A throttle model
+/// ([`FaultProxy::set_throttle`]) refuses what exceeds the service's scalability targets.
+/// Counters ([`FaultProxy::stats`]) prove what reached upstream.
 ///
 /// The proxy runs on its own thread with its own tokio runtime, so it serves plain `#[test]`s
 /// and tests on any runtime alike, even one that blocks. Dropping it stops it and closes every
@@ -77,6 +84,7 @@ impl FaultProxy {
         let shared = Arc::new(Shared {
             upstream,
             plan: Mutex::new(Plan::default()),
+            throttle: Mutex::new(None),
             counters: Counters::default(),
         });
         let (shutdown, stop) = oneshot::channel();
@@ -161,12 +169,71 @@ impl FaultProxy {
         self.shared.plan().clear();
     }
 
+    /// Simulates the Table service's scalability targets from now on: each request that no
+    /// rule or random fault selects is charged to token buckets per partition and per account,
+    /// and refused — `503 ServerBusy`, or `429` with retry hints in
+    /// [`ThrottleMode::TooManyRequests`] — without being forwarded when a bucket it draws on
+    /// is short. Refused requests consume nothing, in their partition or the account.
+    ///
+    /// Pass a [`ThrottleModel`] for new, full buckets, or a [`Throttle`] another proxy returned
+    /// to share its buckets: a proxy fronts one service, so the table, queue and blob proxies
+    /// of one account share an account-wide budget only through one `Throttle`. Replaces the
+    /// proxy's earlier model; returns the buckets now in force.
+    ///
+    /// A request costs, in entities:
+    /// - an operation on one entity (`…/T(PartitionKey='p',RowKey='r')`: read, update, merge,
+    ///   delete): 1 in partition `p`;
+    /// - an insert (`POST …/T`): 1 in the partition its JSON body names;
+    /// - a transaction (`POST …/$batch`): 1 per operation, in the partition its request line
+    ///   (or, for an insert, its entity) names;
+    /// - a query (`GET …/T()`): admitted while its partition (if the filter names exactly one)
+    ///   and the account hold a token; then charged 1 per entity returned, in each entity's
+    ///   partition, when the response arrives — the buckets may go into debt, which refuses
+    ///   later requests. A page without entities costs 1;
+    /// - anything else (tables, queues, blobs): 1 against the account.
+    ///
+    /// A bucket admits a cost when it holds that many tokens — or, for a cost larger than the
+    /// bucket's depth, when it is full, going into debt: the service serves a 100-operation
+    /// transaction even when it exceeds a second's budget, and counts it.
+    ///
+    /// Insert and transaction bodies are read before the decision (up to 16 MiB; a larger
+    /// declared length is forwarded unread and charged 1 to the account, a larger chunked
+    /// body fails the connection); a request sent with `Expect: 100-continue` is charged from
+    /// its URL alone. Query responses are held until charged (up to 16 MiB; a larger one
+    /// streams through and is charged 1 to the account). Everything else streams as before.
+    ///
+    /// # Panics
+    /// If `model`'s rates are not positive or its burst is zero (see [`Throttle::new`]).
+    pub fn set_throttle(&self, model: impl Into<Throttle>) -> Throttle {
+        let throttle = model.into();
+        *self.shared.throttle() = Some(throttle.clone());
+        throttle
+    }
+
+    /// Stops throttling: requests pass (or meet their faults) as before. The buckets live on
+    /// in other proxies sharing them.
+    pub fn clear_throttle(&self) {
+        *self.shared.throttle() = None;
+    }
+
+    /// The buckets in force, if any.
+    pub fn throttle(&self) -> Option<Throttle> {
+        self.shared.throttle().clone()
+    }
+
+    /// The admissions and refusals of the buckets in force ([`Throttle::stats`]; shared
+    /// buckets count every proxy's requests), or `None` without a model.
+    pub fn throttle_stats(&self) -> Option<ThrottleStats> {
+        self.throttle().map(|t| t.stats())
+    }
+
     /// The counters since start or the last [`FaultProxy::reset_stats`].
     pub fn stats(&self) -> ProxyStats {
         self.shared.counters.snapshot()
     }
 
-    /// Sets every counter back to zero (rules keep their own counts).
+    /// Sets every counter back to zero (rules keep their own counts; a throttle model's are
+    /// reset with [`Throttle::reset_stats`]).
     pub fn reset_stats(&self) {
         self.shared.counters.reset();
     }

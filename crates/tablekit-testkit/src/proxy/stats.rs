@@ -46,6 +46,9 @@ pub struct ProxyStats {
     pub responses_relayed: u64,
     /// Faults injected, by kind.
     pub faults_injected: FaultCounts,
+    /// Requests refused by the throttle model ([`super::FaultProxy::set_throttle`]) through
+    /// this proxy: answered 503 or 429 without being forwarded. Not counted as faults.
+    pub throttled: u64,
 }
 
 /// The live counters behind [`ProxyStats`].
@@ -56,6 +59,7 @@ pub(crate) struct Counters {
     pub(crate) requests_seen: AtomicU64,
     pub(crate) requests_forwarded: AtomicU64,
     pub(crate) responses_relayed: AtomicU64,
+    pub(crate) throttled: AtomicU64,
     reset: AtomicU64,
     delay: AtomicU64,
     status: AtomicU64,
@@ -76,13 +80,14 @@ impl Counters {
         });
     }
 
-    fn all(&self) -> [&AtomicU64; 9] {
+    fn all(&self) -> [&AtomicU64; 10] {
         [
             &self.connections_accepted,
             &self.upstream_connections,
             &self.requests_seen,
             &self.requests_forwarded,
             &self.responses_relayed,
+            &self.throttled,
             &self.reset,
             &self.delay,
             &self.status,
@@ -97,6 +102,7 @@ impl Counters {
             seen,
             forwarded,
             relayed,
+            throttled,
             reset,
             delay,
             status,
@@ -114,6 +120,7 @@ impl Counters {
                 status,
                 drop_response: drop,
             },
+            throttled,
         }
     }
 

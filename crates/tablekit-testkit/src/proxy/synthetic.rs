@@ -1,6 +1,9 @@
-//! Synthetic error responses shaped like the Table service's, for [`super::Fault::Status`].
+//! Synthetic error responses shaped like the Table service's, for [`super::Fault::Status`] and
+//! for requests a [`super::ThrottleModel`] refuses.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::ThrottleMode;
 
 /// The statuses a synthetic response may have: a 1xx would be taken for an interim response
 /// and leave the client waiting for a final one.
@@ -57,25 +60,75 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// in the Table service's format; lower ones (and 204) carry none. `head_only` leaves the body
 /// out (the answer to a HEAD request) but still announces its length.
 pub(crate) fn response(status: u16, head_only: bool, close: bool) -> Vec<u8> {
-    let (code, body) = if status >= 400 {
+    let error = (status >= 400).then(|| {
         let (code, message) = error_for(status);
-        // The strings above contain nothing JSON needs escaped.
-        let body = format!(
-            r#"{{"odata.error":{{"code":"{code}","message":{{"lang":"en-US","value":"{message} (fault injected by the tablekit proxy)."}}}}}}"#
-        );
-        (Some(code), body)
-    } else {
-        (None, String::new())
-    };
+        (
+            code,
+            format!("{message} (fault injected by the tablekit proxy)."),
+        )
+    });
+    build(status, "status", error, &[], head_only, close)
+}
+
+/// The refusal of a throttled request: `503 ServerBusy` as Azure Table storage sends it, or
+/// `429 TooManyRequests` with its retry hints as the Cosmos DB Table API does.
+pub(crate) fn throttled(mode: ThrottleMode, head_only: bool, close: bool) -> Vec<u8> {
+    match mode {
+        ThrottleMode::TooManyRequests { retry_after } => {
+            let millis = retry_after.as_millis();
+            let seconds = millis.div_ceil(1000);
+            build(
+                429,
+                "throttle",
+                Some(("TooManyRequests", "The request rate is too large.".into())),
+                &[
+                    ("x-ms-retry-after-ms", millis.to_string()),
+                    ("Retry-After", seconds.to_string()),
+                ],
+                head_only,
+                close,
+            )
+        }
+        ThrottleMode::ServerBusy => build(
+            503,
+            "throttle",
+            Some(("ServerBusy", "The server is busy.".into())),
+            &[],
+            head_only,
+            close,
+        ),
+    }
+}
+
+/// Response bytes with a request id, the `x-tablekit-fault` marker (`kind`), the error's code
+/// header and JSON body when there is an error, and `extra` headers.
+fn build(
+    status: u16,
+    kind: &str,
+    error: Option<(&str, String)>,
+    extra: &[(&str, String)],
+    head_only: bool,
+    close: bool,
+) -> Vec<u8> {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let mut head = format!(
-        "HTTP/1.1 {status} {}\r\nx-ms-request-id: 00000000-0000-4000-8000-{id:012x}\r\nx-tablekit-fault: status\r\n",
+        "HTTP/1.1 {status} {}\r\nx-ms-request-id: 00000000-0000-4000-8000-{id:012x}\r\nx-tablekit-fault: {kind}\r\n",
         reason(status)
     );
-    if let Some(code) = code {
-        head.push_str(&format!(
-            "x-ms-error-code: {code}\r\nContent-Type: application/json;odata=minimalmetadata;streaming=true;charset=utf-8\r\n"
-        ));
+    let body = match error {
+        Some((code, message)) => {
+            head.push_str(&format!(
+                "x-ms-error-code: {code}\r\nContent-Type: application/json;odata=minimalmetadata;streaming=true;charset=utf-8\r\n"
+            ));
+            // Codes and messages are ours and contain nothing JSON needs escaped.
+            format!(
+                r#"{{"odata.error":{{"code":"{code}","message":{{"lang":"en-US","value":"{message}"}}}}}}"#
+            )
+        }
+        None => String::new(),
+    };
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     if status != 204 {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
@@ -132,5 +185,38 @@ mod tests {
                 && !head.contains("x-ms-error-code")
                 && body.is_empty()
         );
+    }
+
+    #[test]
+    fn throttled_answers_are_server_busy_or_too_many_requests_with_retry_hints() {
+        let (head, body) = split(&throttled(ThrottleMode::ServerBusy, false, false));
+        assert!(
+            head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("x-ms-error-code: ServerBusy\r\n"));
+        assert!(head.contains("x-tablekit-fault: throttle\r\n"));
+        assert!(!head.contains("Retry-After") && !head.contains("retry-after"));
+        assert_eq!(
+            body,
+            r#"{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy."}}}"#
+        );
+        assert!(head.contains(&format!("Content-Length: {}\r\n", body.len())));
+        let mode = ThrottleMode::TooManyRequests {
+            retry_after: std::time::Duration::from_millis(1_200),
+        };
+        let (head, body) = split(&throttled(mode, false, true));
+        assert!(
+            head.starts_with("HTTP/1.1 429 Too Many Requests\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("x-ms-error-code: TooManyRequests\r\n"));
+        assert!(head.contains("x-ms-retry-after-ms: 1200\r\n"));
+        assert!(
+            head.contains("Retry-After: 2\r\n"),
+            "seconds, rounded up: {head}"
+        );
+        assert!(head.contains("Connection: close\r\n"));
+        assert!(body.contains(r#""code":"TooManyRequests""#));
     }
 }
