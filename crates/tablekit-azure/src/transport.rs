@@ -1,6 +1,6 @@
 //! The HTTP transport under every SDK pipeline of an account: one pooled rustls `reqwest`
 //! client (keep-alive, TCP_NODELAY), per-attempt metrics, and no logging of URLs or headers
-//! (they carry SAS signatures and SharedKey signatures).
+//! (they carry SAS signatures, SharedKey signatures and bearer tokens).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusCode};
+use tablekit_core::{Error, Result};
 
 use crate::metrics::{Metrics, RequestKind};
 
@@ -18,10 +19,39 @@ use crate::metrics::{Metrics, RequestKind};
 /// that opened them, so a client shared across runtimes (one per `#[tokio::test]`, say) would
 /// hand out connections whose runtime is gone.
 pub(crate) fn new_client() -> reqwest::Client {
-    build_client().unwrap_or_default()
+    builder().build().unwrap_or_default()
 }
 
-fn build_client() -> reqwest::Result<reqwest::Client> {
+/// [`new_client`] that also trusts `roots` (PEM), besides the public web roots: an emulator's
+/// own certificate authority, a private CA of Azure Stack Hub or a TLS-inspecting proxy.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] naming `root certificate` for PEM text without a certificate, or
+/// one rustls cannot use.
+pub(crate) fn client_trusting(roots: &[Vec<u8>]) -> Result<reqwest::Client> {
+    let invalid = |reason: String| Error::InvalidConfig {
+        part: "root certificate".into(),
+        reason,
+    };
+    let mut builder = builder();
+    for pem in roots {
+        if !String::from_utf8_lossy(pem).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(invalid(
+                "no `BEGIN CERTIFICATE` block in the PEM text".into(),
+            ));
+        }
+        for certificate in reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| invalid(format!("not a PEM certificate ({e})")))?
+        {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| invalid(format!("the TLS client refused it ({e})")))
+}
+
+fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .tcp_nodelay(true)
         .tcp_keepalive(Duration::from_secs(30))
@@ -29,7 +59,6 @@ fn build_client() -> reqwest::Result<reqwest::Client> {
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
         .use_rustls_tls()
-        .build()
 }
 
 /// The last policy of every pipeline: sends the request with `reqwest` and collects the body.
