@@ -7,9 +7,14 @@ mod install;
 mod names;
 mod proxy;
 mod storage;
+mod tls;
+#[cfg(feature = "azure")]
+mod tokens;
 
 pub use azurite::{ACCOUNT, ACCOUNT_KEY, Azurite, AzuriteBuilder, AzuriteError, Endpoints};
 pub use install::{AZURITE_DIR_ENV, AZURITE_VERSION, AzuriteInstall, INSTALL_COMMAND};
 pub use names::{unique_container_name, unique_queue_name, unique_table_name};
 pub use proxy::{Fault, FaultCounts, FaultProxy, Matcher, Occurrences, ProxyStats, Rule};
 pub use storage::{CONNECTION_STRING_ENV, TestStorage};
+#[cfg(feature = "azure")]
+pub use tokens::{Claims, MintingCredential};
