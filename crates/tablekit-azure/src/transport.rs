@@ -10,6 +10,7 @@ use azure_core::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusCode};
 use tablekit_core::{Error, Result};
 
+use crate::account::Bearer;
 use crate::metrics::{Metrics, RequestKind};
 
 /// A new client with tablekit's connection settings: keep-alive pool, TCP_NODELAY (Nagle off:
@@ -62,11 +63,14 @@ fn builder() -> reqwest::ClientBuilder {
 }
 
 /// The last policy of every pipeline: sends the request with `reqwest` and collects the body.
+/// On token accounts it also adds the bearer token, to the outgoing HTTP request only, so no
+/// policy before it ever holds (or logs) the token.
 #[derive(Debug)]
 pub(crate) struct Transport {
     pub(crate) client: reqwest::Client,
     pub(crate) metrics: Metrics,
     pub(crate) timeout: Duration,
+    pub(crate) bearer: Option<Bearer>,
 }
 
 #[async_trait::async_trait]
@@ -90,6 +94,11 @@ impl Policy for Transport {
                 ));
             }
         };
+        // Before the request is counted: without a token nothing is sent.
+        let authorization = match &self.bearer {
+            Some(bearer) => Some(bearer.token(ctx).await?),
+            None => None,
+        };
         self.metrics.request(kind, body.len());
         let method =
             reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|e| {
@@ -102,11 +111,33 @@ impl Policy for Transport {
         for (name, value) in request.headers().iter() {
             builder = builder.header(name.as_str(), value.as_str());
         }
+        if let Some((_, token)) = &authorization {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.secret()))
+                    .map_err(|_| {
+                        azure_core::Error::message(
+                            AzureErrorKind::Credential,
+                            "the token is not a valid header value",
+                        )
+                    })?;
+            // hyper leaves sensitive values out of its own logs.
+            value.set_sensitive(true);
+            builder = builder.header(reqwest::header::AUTHORIZATION, value);
+        }
         // `without_url`: reqwest errors otherwise quote the URL, SAS signature included.
         let io = |e: reqwest::Error| {
             azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed")
         };
         let response = builder.body(body).send().await.map_err(io)?;
+        if let (Some(bearer), Some((scope, token))) = (&self.bearer, &authorization) {
+            let code = response
+                .headers()
+                .get("x-ms-error-code")
+                .and_then(|v| v.to_str().ok());
+            bearer
+                .answered(scope, token, response.status().as_u16(), code)
+                .await;
+        }
         let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
             azure_core::Error::message(AzureErrorKind::DataConversion, "unknown HTTP status")
         })?;

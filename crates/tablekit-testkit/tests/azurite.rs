@@ -176,7 +176,11 @@ fn an_oauth_emulator_serves_https_with_an_authority_of_its_own_and_leaves_nothin
     for endpoint in [&e.blob, &e.queue, &e.table] {
         assert!(endpoint.starts_with("https://127.0.0.1:"), "{endpoint}");
     }
-    assert!(azurite.connection_string().starts_with("DefaultEndpointsProtocol=https;"));
+    assert!(
+        azurite
+            .connection_string()
+            .starts_with("DefaultEndpointsProtocol=https;")
+    );
     let pem = azurite.ca_certificate_pem().unwrap().to_owned();
     let path = azurite.ca_certificate_path().unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), pem);
@@ -189,7 +193,10 @@ fn an_oauth_emulator_serves_https_with_an_authority_of_its_own_and_leaves_nothin
     let pid = azurite.pid().unwrap();
     drop(azurite);
     assert!(wait_gone(pid, Duration::from_secs(5)));
-    assert!(!dir.exists(), "the certificates are removed with the emulator");
+    assert!(
+        !dir.exists(),
+        "the certificates are removed with the emulator"
+    );
     let plain = Azurite::start().unwrap();
     assert!(!plain.uses_oauth() && plain.ca_certificate_pem().is_none());
 }

@@ -26,7 +26,8 @@ pub use token::TokenScope;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::transport::{Transport, new_client};
-use token::{BearerPolicy, ServiceScopes, TokenCache};
+pub(crate) use token::Bearer;
+use token::{ServiceScopes, TokenCache};
 
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
 pub(crate) const EMULATOR_KEY: &str =
@@ -226,31 +227,29 @@ impl Account {
                         part: "SharedAccessSignature".into(),
                         reason: "rejected by the SDK".into(),
                     })?,
-                // tablekit's bearer policy authorizes these requests (with the scope of each
-                // service, which the SDK's own policy cannot choose); the SDK's has nothing
-                // to add.
+                // tablekit's transport authorizes these requests (with the scope of each
+                // service, which the SDK's own policy cannot choose), for SDK clients made
+                // from the account too; the SDK's policy has nothing to add.
                 Credentials::Token { .. } => StorageCredentials::anonymous(),
             };
         let metrics = Metrics::default();
+        let bearer = match &credentials {
+            Credentials::Token { cache, scopes } => Some(Bearer {
+                cache: cache.clone(),
+                scopes: scopes.clone(),
+            }),
+            Credentials::Key { .. } | Credentials::Sas { .. } => None,
+        };
         let transport = Arc::new(Transport {
             client: client.clone(),
             metrics: metrics.clone(),
             timeout: settings.request_timeout,
+            bearer,
         });
         // tablekit retries itself (with metrics and outcome verification); the SDK must not.
-        let mut client_options =
+        let client_options =
             ClientOptions::new(TransportOptions::new_custom_policy(transport.clone()))
                 .retry(RetryOptions::none());
-        if let Credentials::Token { cache, scopes } = &credentials {
-            // After every other per-attempt policy, like the SDK's authorization policy, so
-            // each attempt (and each SDK client's request) carries a current token.
-            client_options
-                .per_retry_policies_mut()
-                .push(Arc::new(BearerPolicy {
-                    cache: cache.clone(),
-                    scopes: scopes.clone(),
-                }));
-        }
         // The SDK wraps any transport in a policy that logs whole requests at DEBUG level —
         // URLs with SAS signatures included. tablekit's pipelines end in its own transport.
         let pipeline = || {

@@ -1,21 +1,20 @@
 //! Bearer-token authentication: which scope to ask for, a cache that refreshes tokens before
-//! they expire (one refresh shared by concurrent requests), and the pipeline policy that puts
-//! the token on each request.
+//! they expire (one refresh shared by concurrent requests), and the authorization tablekit's
+//! transport puts on each request.
 //!
 //! The 0.21 SDK asks every credential for `https://storage.azure.com/.default` whatever the
-//! account, which rules out account-scoped audiences and the Cosmos DB Table API. tablekit's
-//! policy asks for the configured scope of each service instead, and the SDK's own
-//! authorization step is given no credential to act on.
+//! account, which rules out account-scoped audiences and the Cosmos DB Table API. tablekit
+//! asks for the configured scope of each service instead, and the SDK's own authorization
+//! policy is given no credential to act on.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use azure_core::Context;
 use azure_core::auth::{AccessToken, Secret, TokenCredential};
 use azure_core::error::ErrorKind as AzureErrorKind;
-use azure_core::headers::{AUTHORIZATION, HeaderName};
-use azure_core::{Context, Policy, PolicyResult, Request};
 use azure_storage::clients::ServiceType;
 use tablekit_core::{Error, Result};
 use time::OffsetDateTime;
@@ -234,25 +233,21 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text.replace('\n', " ")
 }
 
-/// The pipeline policy of token accounts: `Authorization: Bearer <token>` with the scope of
-/// the request's service (tablekit's requests and the SDK clients' both name it in the
-/// context).
+/// Bearer authorization of a token account's requests: a token with the scope of the
+/// request's service (tablekit's requests and the SDK clients' both name it in the context).
+///
+/// tablekit's transport applies it to the outgoing HTTP request itself, after every pipeline
+/// policy: the SDK's transport policy logs whole requests at DEBUG level, and azure_core 0.21
+/// redacts every header in that log but `Authorization`.
 #[derive(Debug)]
-pub(crate) struct BearerPolicy {
+pub(crate) struct Bearer {
     pub(crate) cache: Arc<TokenCache>,
     pub(crate) scopes: ServiceScopes,
 }
 
-const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
-
-#[async_trait::async_trait]
-impl Policy for BearerPolicy {
-    async fn send(
-        &self,
-        ctx: &Context,
-        request: &mut Request,
-        next: &[Arc<dyn Policy>],
-    ) -> PolicyResult {
+impl Bearer {
+    /// The scope and token for a request to the service named in `ctx`.
+    pub(crate) async fn token(&self, ctx: &Context) -> azure_core::Result<(&str, Secret)> {
         let service = ctx.get::<ServiceType>().copied().ok_or_else(|| {
             azure_core::Error::message(
                 AzureErrorKind::Other,
@@ -260,13 +255,19 @@ impl Policy for BearerPolicy {
             )
         })?;
         let scope = self.scopes.of(service);
-        let token = self.cache.token(scope).await?;
-        request.insert_header(AUTHORIZATION, format!("Bearer {}", token.secret()));
-        let response = next[0].send(ctx, request, &next[1..]).await?;
-        // A token the service refuses is not used again (it may have been revoked, or its
-        // clock may be ahead of ours); the request itself is not retried.
-        let status = u16::from(response.status());
-        let code = response.headers().get_optional_str(&ERROR_CODE);
+        Ok((scope, self.cache.token(scope).await?))
+    }
+
+    /// Called with each response: a token the service refused is not used again (it may
+    /// have been revoked, or its clock may be ahead of ours). The request itself is not
+    /// retried.
+    pub(crate) async fn answered(
+        &self,
+        scope: &str,
+        token: &Secret,
+        status: u16,
+        code: Option<&str>,
+    ) {
         let refused = status == 401
             || (status == 403
                 && matches!(
@@ -274,9 +275,8 @@ impl Policy for BearerPolicy {
                     Some("AuthenticationFailed" | "InvalidAuthenticationInfo")
                 ));
         if refused {
-            self.cache.forget(scope, &token).await;
+            self.cache.forget(scope, token).await;
         }
-        Ok(response)
     }
 }
 
