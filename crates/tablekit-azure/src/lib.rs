@@ -12,7 +12,12 @@ mod table;
 mod transport;
 mod url;
 
-pub use account::{Account, CONNECTION_STRING_ENV, Endpoints, SasToken};
+pub use account::identity;
+pub use account::{
+    ACCOUNT_NAME_ENV, Account, AccountBuilder, BLOB_ENDPOINT_ENV, CONNECTION_STRING_ENV,
+    ENDPOINT_SUFFIX_ENV, Endpoints, QUEUE_ENDPOINT_ENV, ROOT_CERTIFICATE_ENV, SasToken,
+    TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV, TokenScope,
+};
 pub use container::{Blob, BlobCondition, BlobInfo, Container, PutBlob};
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
 pub use queue::{MAX_VISIBILITY, Message, PutOptions, Queue};

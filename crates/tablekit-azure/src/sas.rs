@@ -204,9 +204,10 @@ impl TableSas {
     /// Signs the token with the account key. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when the account has no key (a SAS account cannot issue
-    /// tokens), no permission is granted, a row range has no partition range, or the table
-    /// name is invalid.
+    /// [`Error::InvalidConfig`] naming `credentials` when the account has no key (a SAS
+    /// account cannot issue tokens; neither can an account authenticated with Microsoft Entra
+    /// ID tokens, since a table SAS is signed with the key), and when no permission is
+    /// granted, a row range has no partition range, or the table name is invalid.
     pub fn sign(&self, account: &Account) -> Result<SasToken> {
         validate_table_name(&self.table)?;
         let invalid = |part: &str, reason: &str| Error::InvalidConfig {
@@ -331,7 +332,8 @@ impl AccountSas {
     /// Signs the token with the account key.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] without an account key or with invalid letters.
+    /// [`Error::InvalidConfig`] without an account key (a SAS account or a Microsoft Entra ID
+    /// token account: an account SAS is signed with the key) or with invalid letters.
     pub fn sign(&self, account: &Account) -> Result<SasToken> {
         let invalid = |part: &str, reason: &str| Error::InvalidConfig {
             part: part.into(),
@@ -370,7 +372,15 @@ impl AccountSas {
 fn sign(account: &Account, string_to_sign: &str) -> Result<String> {
     let key = account.key().ok_or_else(|| Error::InvalidConfig {
         part: "credentials".into(),
-        reason: "issuing a SAS needs the account key".into(),
+        reason: if account.uses_token() {
+            // Checked before anything is sent: a token cannot stand in for the key here.
+            "this account authenticates with Microsoft Entra ID tokens, and a table or \
+             account SAS is signed with the account key; issue it from an account with the \
+             key (a user delegation SAS, signed with a token, exists for blobs only)"
+                .into()
+        } else {
+            "issuing a SAS needs the account key".into()
+        },
     })?;
     azure_core::hmac::hmac_sha256(string_to_sign, &Secret::new(key.to_owned())).map_err(|_| {
         Error::InvalidConfig {
@@ -464,5 +474,51 @@ mod tests {
             sas.sign(&sas_account).is_err(),
             "a SAS account cannot issue tokens"
         );
+    }
+
+    /// A credential that must never be asked.
+    #[derive(Debug)]
+    struct Unused;
+
+    #[async_trait::async_trait]
+    impl azure_core::auth::TokenCredential for Unused {
+        async fn get_token(&self, _: &[&str]) -> azure_core::Result<azure_core::auth::AccessToken> {
+            panic!("signing a SAS asked the token credential")
+        }
+        async fn clear_cache(&self) -> azure_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_token_account_cannot_sign_a_sas_and_says_why() {
+        let endpoints = crate::Endpoints {
+            table: "https://acme.table.core.windows.net".parse().unwrap(),
+            queue: "https://acme.queue.core.windows.net".parse().unwrap(),
+            blob: "https://acme.blob.core.windows.net".parse().unwrap(),
+        };
+        let account =
+            Account::from_token_credential("acme", endpoints, std::sync::Arc::new(Unused)).unwrap();
+        assert!(account.uses_token() && !account.has_key());
+        let expiry = Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap();
+        let table = TableSas::new("Employees", TablePermissions::READ, expiry).sign(&account);
+        let services = SasServices {
+            blob: true,
+            queue: true,
+            table: false,
+        };
+        let account_sas = AccountSas::new(services, "rl", "co", expiry).sign(&account);
+        for result in [table, account_sas] {
+            match result {
+                Err(Error::InvalidConfig { part, reason }) => {
+                    assert_eq!(part, "credentials");
+                    for words in ["Entra ID", "account key", "user delegation", "blobs"] {
+                        assert!(reason.contains(words), "{words}: {reason}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(account.metrics().snapshot().requests(), 0);
     }
 }

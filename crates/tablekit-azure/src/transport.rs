@@ -1,6 +1,6 @@
 //! The HTTP transport under every SDK pipeline of an account: one pooled rustls `reqwest`
 //! client (keep-alive, TCP_NODELAY), per-attempt metrics, and no logging of URLs or headers
-//! (they carry SAS signatures and SharedKey signatures).
+//! (they carry SAS signatures, SharedKey signatures and bearer tokens).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +8,9 @@ use std::time::Duration;
 use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusCode};
+use tablekit_core::{Error, Result};
 
+use crate::account::Bearer;
 use crate::metrics::{Metrics, RequestKind};
 
 /// A new client with tablekit's connection settings: keep-alive pool, TCP_NODELAY (Nagle off:
@@ -18,10 +20,39 @@ use crate::metrics::{Metrics, RequestKind};
 /// that opened them, so a client shared across runtimes (one per `#[tokio::test]`, say) would
 /// hand out connections whose runtime is gone.
 pub(crate) fn new_client() -> reqwest::Client {
-    build_client().unwrap_or_default()
+    builder().build().unwrap_or_default()
 }
 
-fn build_client() -> reqwest::Result<reqwest::Client> {
+/// [`new_client`] that also trusts `roots` (PEM), besides the public web roots: an emulator's
+/// own certificate authority, a private CA of Azure Stack Hub or a TLS-inspecting proxy.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] naming `root certificate` for PEM text without a certificate, or
+/// one rustls cannot use.
+pub(crate) fn client_trusting(roots: &[Vec<u8>]) -> Result<reqwest::Client> {
+    let invalid = |reason: String| Error::InvalidConfig {
+        part: "root certificate".into(),
+        reason,
+    };
+    let mut builder = builder();
+    for pem in roots {
+        if !String::from_utf8_lossy(pem).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(invalid(
+                "no `BEGIN CERTIFICATE` block in the PEM text".into(),
+            ));
+        }
+        for certificate in reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| invalid(format!("not a PEM certificate ({e})")))?
+        {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| invalid(format!("the TLS client refused it ({e})")))
+}
+
+fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .tcp_nodelay(true)
         .tcp_keepalive(Duration::from_secs(30))
@@ -29,15 +60,17 @@ fn build_client() -> reqwest::Result<reqwest::Client> {
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
         .use_rustls_tls()
-        .build()
 }
 
 /// The last policy of every pipeline: sends the request with `reqwest` and collects the body.
+/// On token accounts it also adds the bearer token, to the outgoing HTTP request only, so no
+/// policy before it ever holds (or logs) the token.
 #[derive(Debug)]
 pub(crate) struct Transport {
     pub(crate) client: reqwest::Client,
     pub(crate) metrics: Metrics,
     pub(crate) timeout: Duration,
+    pub(crate) bearer: Option<Bearer>,
 }
 
 #[async_trait::async_trait]
@@ -61,6 +94,11 @@ impl Policy for Transport {
                 ));
             }
         };
+        // Before the request is counted: without a token nothing is sent.
+        let authorization = match &self.bearer {
+            Some(bearer) => Some(bearer.token(ctx).await?),
+            None => None,
+        };
         self.metrics.request(kind, body.len());
         let method =
             reqwest::Method::from_bytes(request.method().as_ref().as_bytes()).map_err(|e| {
@@ -73,11 +111,33 @@ impl Policy for Transport {
         for (name, value) in request.headers().iter() {
             builder = builder.header(name.as_str(), value.as_str());
         }
+        if let Some((_, token)) = &authorization {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.secret()))
+                    .map_err(|_| {
+                        azure_core::Error::message(
+                            AzureErrorKind::Credential,
+                            "the token is not a valid header value",
+                        )
+                    })?;
+            // hyper leaves sensitive values out of its own logs.
+            value.set_sensitive(true);
+            builder = builder.header(reqwest::header::AUTHORIZATION, value);
+        }
         // `without_url`: reqwest errors otherwise quote the URL, SAS signature included.
         let io = |e: reqwest::Error| {
             azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed")
         };
         let response = builder.body(body).send().await.map_err(io)?;
+        if let (Some(bearer), Some((scope, token))) = (&self.bearer, &authorization) {
+            let code = response
+                .headers()
+                .get("x-ms-error-code")
+                .and_then(|v| v.to_str().ok());
+            bearer
+                .answered(scope, token, response.status().as_u16(), code)
+                .await;
+        }
         let status = StatusCode::try_from(response.status().as_u16()).map_err(|_| {
             azure_core::Error::message(AzureErrorKind::DataConversion, "unknown HTTP status")
         })?;

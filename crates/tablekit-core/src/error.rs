@@ -338,9 +338,28 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// Authentication or authorization failed (HTTP 401/403).
-    #[error("access denied (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    /// The service did not accept the credentials (HTTP 401, or 403 `AuthenticationFailed`):
+    /// an expired or malformed token, a token for another audience, a bad key or SAS
+    /// signature, an expired SAS, Shared Key access disabled on the account. Fix the
+    /// credentials; retrying the same request cannot succeed.
+    #[error("credentials not accepted for {target} (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
     Unauthorized {
+        /// What was addressed.
+        target: Target,
+        /// The HTTP status.
+        status: u16,
+        /// The service's error code.
+        code: Option<String>,
+        /// The service's message.
+        message: String,
+    },
+    /// The credentials were accepted but do not allow the request (HTTP 403): a principal
+    /// without the needed role assignment, a SAS without the permission or outside its key
+    /// range, a firewall or protocol rule. Fix the grant; retrying cannot succeed.
+    #[error("not permitted on {target} (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    Forbidden {
+        /// What was addressed.
+        target: Target,
         /// The HTTP status.
         status: u16,
         /// The service's error code.
@@ -396,8 +415,10 @@ pub enum ErrorKind {
     InvalidInput,
     /// A service limit would be exceeded; nothing was sent.
     LimitExceeded,
-    /// 401/403.
+    /// 401 or 403 `AuthenticationFailed`: the credentials were not accepted.
     Unauthorized,
+    /// 403 otherwise: the credentials were accepted but lack the permission.
+    Forbidden,
     /// Another service error.
     Service,
     /// Network failure or timeout.
@@ -425,6 +446,7 @@ impl Error {
             Error::LimitExceeded { .. } => ErrorKind::LimitExceeded,
             Error::BatchFailed { source, .. } => source.kind(),
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
+            Error::Forbidden { .. } => ErrorKind::Forbidden,
             Error::Service { .. } => ErrorKind::Service,
             Error::Transport { .. } => ErrorKind::Transport,
             Error::Indeterminate { .. } => ErrorKind::Indeterminate,
@@ -451,6 +473,7 @@ impl Error {
             Error::PreconditionFailed { .. } => Some(412),
             Error::Throttled { status, .. }
             | Error::Unauthorized { status, .. }
+            | Error::Forbidden { status, .. }
             | Error::Service { status, .. } => Some(*status),
             Error::BatchFailed { source, .. } => source.status(),
             _ => None,
@@ -498,7 +521,30 @@ impl Error {
             412 => Error::PreconditionFailed { target },
             // A stale queue-message receipt: another consumer dequeued the message since.
             400 if code_is("PopReceiptMismatch") => Error::PreconditionFailed { target },
-            401 | 403 => Error::Unauthorized {
+            401 => Error::Unauthorized {
+                target,
+                status,
+                code,
+                message,
+            },
+            // Azure answers 403 `AuthenticationFailed` for a bad signature or an expired SAS,
+            // and Azurite also for a refused bearer token: those are credential failures, not
+            // missing permissions. Azurite reports a bad table-SAS signature as
+            // `AuthorizationFailure`, with the message of an authentication failure.
+            403 if code_is("AuthenticationFailed")
+                || code_is("InvalidAuthenticationInfo")
+                || code_is("KeyBasedAuthenticationNotPermitted")
+                || message.starts_with("Server failed to authenticate the request") =>
+            {
+                Error::Unauthorized {
+                    target,
+                    status,
+                    code,
+                    message,
+                }
+            }
+            403 => Error::Forbidden {
+                target,
                 status,
                 code,
                 message,
@@ -592,6 +638,56 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Unauthorized);
         let e = Error::from_response(504, None, "gw".into(), t(), None);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn auth_failures_name_the_target_and_tell_credentials_from_permissions() {
+        let t = || Target::resource(ResourceKind::Queue, "jobs");
+        let check = |e: &Error, kind: ErrorKind, status: u16| {
+            assert_eq!(e.kind(), kind, "{e}");
+            let target = match e {
+                Error::Unauthorized { target, .. } | Error::Forbidden { target, .. } => target,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(*target, t());
+            assert!(!e.is_retryable());
+            assert_eq!(e.status(), Some(status));
+            assert!(e.to_string().contains("queue `jobs`"), "{e}");
+        };
+        // The credentials themselves were not accepted: an expired or malformed token, a
+        // token for another audience, a bad signature, key access disabled.
+        for (status, code) in [
+            (401, Some("InvalidAuthenticationInfo")),
+            (401, None),
+            (403, Some("AuthenticationFailed")),
+            (403, Some("KeyBasedAuthenticationNotPermitted")),
+        ] {
+            let e = Error::from_response(status, code.map(Into::into), "no".into(), t(), None);
+            check(&e, ErrorKind::Unauthorized, status);
+        }
+        // Accepted credentials without the right to do this: a missing role assignment, a
+        // SAS without the permission, a firewall rule.
+        for code in [
+            Some("AuthorizationPermissionMismatch"),
+            Some("AuthorizationFailure"),
+            None,
+        ] {
+            let e = Error::from_response(403, code.map(Into::into), "no".into(), t(), None);
+            check(&e, ErrorKind::Forbidden, 403);
+        }
+        // Azurite's answer to a bad table-SAS signature is `AuthorizationFailure` with the
+        // message of an authentication failure; Azure's firewall refusal has its own message.
+        let failed = "Server failed to authenticate the request. Make sure the value of the \
+                      Authorization header is formed correctly including the signature.";
+        let refused = "This request is not authorized to perform this operation.";
+        for (message, kind) in [
+            (failed, ErrorKind::Unauthorized),
+            (refused, ErrorKind::Forbidden),
+        ] {
+            let code = Some("AuthorizationFailure".to_owned());
+            let e = Error::from_response(403, code, message.into(), t(), None);
+            check(&e, kind, 403);
+        }
     }
 
     #[test]

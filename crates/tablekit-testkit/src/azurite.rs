@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::install::AzuriteInstall;
+use crate::tls::TlsFiles;
 
 /// The well-known Azurite account name.
 pub const ACCOUNT: &str = "devstoreaccount1";
@@ -65,7 +66,7 @@ pub enum AzuriteError {
 /// The three service endpoints of a running emulator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoints {
-    /// e.g. `http://127.0.0.1:49152/devstoreaccount1`
+    /// e.g. `http://127.0.0.1:49152/devstoreaccount1` (`https://` with OAuth)
     pub blob: String,
     /// e.g. `http://127.0.0.1:49153/devstoreaccount1`
     pub queue: String,
@@ -81,6 +82,7 @@ pub struct AzuriteBuilder {
     install: Option<AzuriteInstall>,
     inherit_output: bool,
     ready_timeout: Option<Duration>,
+    oauth: bool,
 }
 
 impl AzuriteBuilder {
@@ -110,6 +112,21 @@ impl AzuriteBuilder {
     #[must_use]
     pub fn with_ready_timeout(mut self, timeout: Duration) -> Self {
         self.ready_timeout = Some(timeout.min(READY_TIMEOUT));
+        self
+    }
+
+    /// Serve HTTPS and accept bearer tokens (`--oauth basic`) besides the account key and
+    /// SAS. A certificate authority and a server certificate for `127.0.0.1` are generated
+    /// for this emulator (in a directory of the temp dir that is removed when it stops);
+    /// clients trust [`Azurite::ca_certificate_pem`].
+    ///
+    /// Azurite then checks a token's `iat`/`nbf`/`exp`, that its issuer starts with
+    /// `https://sts.windows.net/` or `https://login.microsoftonline.com/`, and that its
+    /// audience is `https://storage.azure.com` or the account's service
+    /// (`https://devstoreaccount1.table.core.windows.net`) — not its signature.
+    #[must_use]
+    pub fn with_oauth(mut self) -> Self {
+        self.oauth = true;
         self
     }
 
@@ -155,11 +172,17 @@ impl AzuriteBuilder {
         install: &AzuriteInstall,
         ports: [u16; 3],
     ) -> Result<Azurite, AzuriteError> {
-        let log_path = std::env::temp_dir().join(format!(
-            "tablekit-azurite-{}-{}.log",
+        let stem = format!(
+            "tablekit-azurite-{}-{}",
             std::process::id(),
             crate::unique_queue_name("")
-        ));
+        );
+        let log_path = std::env::temp_dir().join(format!("{stem}.log"));
+        let tls = if self.oauth {
+            Some(TlsFiles::create(std::env::temp_dir().join(stem))?)
+        } else {
+            None
+        };
         let mut cmd = Command::new("node");
         cmd.arg(install.launcher());
         for (name, port) in ["blob", "queue", "table"].iter().zip(ports) {
@@ -176,6 +199,11 @@ impl AzuriteBuilder {
             }
         }
         cmd.args(["--skipApiVersionCheck", "--disableTelemetry", "--silent"]);
+        if let Some(tls) = &tls {
+            cmd.args(["--oauth", "basic"]);
+            cmd.arg("--cert").arg(tls.cert_path());
+            cmd.arg("--key").arg(tls.key_path());
+        }
         // Azurite writes its debug/db files relative to the working directory: keep them out
         // of the caller's tree.
         cmd.current_dir(std::env::temp_dir());
@@ -187,17 +215,27 @@ impl AzuriteBuilder {
             let log = File::create(&log_path)?;
             cmd.stdout(log.try_clone()?).stderr(log);
         }
-        let child = cmd.spawn().map_err(AzuriteError::NodeMissing)?;
+        let child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(tls) = &tls {
+                    let _ = std::fs::remove_dir_all(tls.dir());
+                }
+                return Err(AzuriteError::NodeMissing(e));
+            }
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let endpoints = Endpoints {
-            blob: format!("http://127.0.0.1:{}/{ACCOUNT}", ports[0]),
-            queue: format!("http://127.0.0.1:{}/{ACCOUNT}", ports[1]),
-            table: format!("http://127.0.0.1:{}/{ACCOUNT}", ports[2]),
+            blob: format!("{scheme}://127.0.0.1:{}/{ACCOUNT}", ports[0]),
+            queue: format!("{scheme}://127.0.0.1:{}/{ACCOUNT}", ports[1]),
+            table: format!("{scheme}://127.0.0.1:{}/{ACCOUNT}", ports[2]),
         };
         let mut azurite = Azurite {
             child: Some(child),
             ports,
             endpoints,
             log_path: (!self.inherit_output).then_some(log_path),
+            tls,
         };
         azurite.wait_ready(self.ready_timeout.unwrap_or(READY_TIMEOUT))?;
         Ok(azurite)
@@ -213,6 +251,7 @@ pub struct Azurite {
     ports: [u16; 3],
     endpoints: Endpoints,
     log_path: Option<PathBuf>,
+    tls: Option<TlsFiles>,
 }
 
 impl Azurite {
@@ -231,10 +270,29 @@ impl Azurite {
 
     /// A connection string for this emulator with explicit endpoints (well-known key).
     pub fn connection_string(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!(
-            "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};BlobEndpoint={};QueueEndpoint={};TableEndpoint={};",
+            "DefaultEndpointsProtocol={scheme};AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};BlobEndpoint={};QueueEndpoint={};TableEndpoint={};",
             self.endpoints.blob, self.endpoints.queue, self.endpoints.table
         )
+    }
+
+    /// With [`AzuriteBuilder::with_oauth`]: the PEM of the certificate authority that signed
+    /// this emulator's server certificate, for clients to trust.
+    pub fn ca_certificate_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// With [`AzuriteBuilder::with_oauth`]: the file holding
+    /// [`ca_certificate_pem`](Self::ca_certificate_pem), for a client in another process.
+    /// It is removed when the emulator stops.
+    pub fn ca_certificate_path(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(TlsFiles::ca_path)
+    }
+
+    /// Whether this emulator serves HTTPS and accepts bearer tokens.
+    pub fn uses_oauth(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The service endpoints.
@@ -302,6 +360,9 @@ impl Azurite {
         }
         if let Some(path) = self.log_path.take() {
             let _ = std::fs::remove_file(path);
+        }
+        if let Some(tls) = self.tls.take() {
+            let _ = std::fs::remove_dir_all(tls.dir());
         }
     }
 

@@ -1,17 +1,19 @@
 //! Fixtures for tests of code built on `tablekit-azure` (feature `azure`): accounts on the test
 //! storage, created tables and containers with unique names, accounts whose traffic passes
-//! through fault proxies, and request-count assertions.
+//! through fault proxies, accounts that authenticate with bearer tokens on an HTTPS emulator,
+//! and request-count assertions.
 //!
 //! Every function here panics with a message naming what failed: fixtures run inside tests,
 //! where a panic is the failure report.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tablekit_azure::identity::TokenCredential;
 use tablekit_azure::{
-    Account, Container, MetricsSnapshot, RequestKind, RetryPolicy, Settings, Table,
+    Account, AccountBuilder, Container, MetricsSnapshot, RequestKind, RetryPolicy, Settings, Table,
 };
 
 use crate::{
@@ -114,6 +116,70 @@ pub fn emulator() -> Endpoints {
             .endpoints()
             .clone(),
     }
+}
+
+/// A process-wide emulator that serves HTTPS and accepts bearer tokens
+/// ([`AzuriteBuilder::with_oauth`](crate::AzuriteBuilder::with_oauth)), started on first use.
+/// Token tests always run here, even when the test storage is a real account: the tokens of
+/// a [`MintingCredential`](crate::MintingCredential) are not signed.
+///
+/// # Panics
+/// If it cannot be started.
+pub fn oauth_emulator() -> &'static Azurite {
+    static OAUTH: OnceLock<Azurite> = OnceLock::new();
+    OAUTH.get_or_init(|| {
+        Azurite::builder()
+            .with_oauth()
+            .start()
+            .expect("azurite with oauth")
+    })
+}
+
+/// A builder for the account of [`oauth_emulator`] authenticated by `credential`, trusting the
+/// emulator's certificate authority, with [`fast_retries`]: choose a token scope or a refresh
+/// margin, then build.
+///
+/// # Panics
+/// If the emulator cannot be started.
+pub fn token_account_builder(credential: Arc<dyn TokenCredential>) -> AccountBuilder {
+    let azurite = oauth_emulator();
+    let e = azurite.endpoints();
+    let endpoint = |url: &str| url.parse().expect("emulator endpoint");
+    Account::builder(ACCOUNT)
+        .with_endpoints(tablekit_azure::Endpoints {
+            table: endpoint(&e.table),
+            queue: endpoint(&e.queue),
+            blob: endpoint(&e.blob),
+        })
+        .with_token_credential(credential)
+        .with_root_certificate(azurite.ca_certificate_pem().expect("oauth emulator"))
+        .with_settings(fast_retries())
+}
+
+/// An account on [`oauth_emulator`] authenticated by `credential` (see
+/// [`token_account_builder`]), with metrics of its own.
+///
+/// # Panics
+/// If the emulator cannot be started.
+pub fn token_account(credential: Arc<dyn TokenCredential>) -> Account {
+    token_account_builder(credential)
+        .build()
+        .expect("token account")
+}
+
+/// An account on [`oauth_emulator`] with the well-known key over HTTPS: to set up and check
+/// what token accounts do.
+///
+/// # Panics
+/// If the emulator cannot be started.
+pub fn oauth_key_account() -> Account {
+    let azurite = oauth_emulator();
+    AccountBuilder::from_connection_string(&azurite.connection_string())
+        .expect("connection string")
+        .with_root_certificate(azurite.ca_certificate_pem().expect("oauth emulator"))
+        .with_settings(fast_retries())
+        .build()
+        .expect("key account")
 }
 
 /// A connection string for the emulator's account at `endpoints`.

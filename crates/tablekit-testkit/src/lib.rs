@@ -7,6 +7,9 @@ mod install;
 mod names;
 mod proxy;
 mod storage;
+mod tls;
+#[cfg(feature = "azure")]
+mod tokens;
 
 pub use azurite::{ACCOUNT, ACCOUNT_KEY, Azurite, AzuriteBuilder, AzuriteError, Endpoints};
 pub use install::{AZURITE_DIR_ENV, AZURITE_VERSION, AzuriteInstall, INSTALL_COMMAND};
@@ -14,3 +17,5 @@ pub use names::{unique_container_name, unique_queue_name, unique_table_name};
 pub use proxy::{Fault, FaultCounts, FaultProxy, Matcher, Occurrences, ProxyStats, Rule};
 pub use proxy::{Throttle, ThrottleMode, ThrottleModel, ThrottleStats};
 pub use storage::{CONNECTION_STRING_ENV, TestStorage};
+#[cfg(feature = "azure")]
+pub use tokens::{Claims, MintingCredential};

@@ -167,3 +167,36 @@ fn a_missing_install_says_how_to_install() {
     let text = one_line(&err);
     assert!(text.contains("cargo xtask install-azurite"), "{text}");
 }
+
+#[test]
+fn an_oauth_emulator_serves_https_with_an_authority_of_its_own_and_leaves_nothing_behind() {
+    let azurite = Azurite::builder().with_oauth().start().unwrap();
+    assert!(azurite.uses_oauth());
+    let e = azurite.endpoints();
+    for endpoint in [&e.blob, &e.queue, &e.table] {
+        assert!(endpoint.starts_with("https://127.0.0.1:"), "{endpoint}");
+    }
+    assert!(
+        azurite
+            .connection_string()
+            .starts_with("DefaultEndpointsProtocol=https;")
+    );
+    let pem = azurite.ca_certificate_pem().unwrap().to_owned();
+    let path = azurite.ca_certificate_path().unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), pem);
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    // Another emulator gets another authority.
+    let other = Azurite::builder().with_oauth().start().unwrap();
+    assert_ne!(other.ca_certificate_pem().unwrap(), pem);
+    let dir = path.parent().unwrap().to_owned();
+    assert!(dir.join("key.pem").is_file());
+    let pid = azurite.pid().unwrap();
+    drop(azurite);
+    assert!(wait_gone(pid, Duration::from_secs(5)));
+    assert!(
+        !dir.exists(),
+        "the certificates are removed with the emulator"
+    );
+    let plain = Azurite::start().unwrap();
+    assert!(!plain.uses_oauth() && plain.ca_certificate_pem().is_none());
+}

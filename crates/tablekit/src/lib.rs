@@ -57,8 +57,9 @@ pub mod prelude {
 
     #[cfg(feature = "azure")]
     pub use tablekit_azure::{
-        Account, BulkOptions, Container, ContinuationToken, PutBlob, PutOptions, Queue,
-        RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
+        Account, AccountBuilder, BulkOptions, Container, ContinuationToken, PutBlob, PutOptions,
+        Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
+        TokenScope,
     };
     #[cfg(feature = "eventual")]
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};

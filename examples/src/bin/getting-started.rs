@@ -17,8 +17,9 @@ struct Employee {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // `--connection-string`, $AZURE_STORAGE_CONNECTION_STRING, or Azurite on its standard ports.
-    let account = Account::from_connection_string(&tablekit_examples::connection_string())?;
+    // `--connection-string`, $AZURE_STORAGE_CONNECTION_STRING, $AZURE_STORAGE_ACCOUNT_NAME
+    // (Microsoft Entra ID), or Azurite on its standard ports.
+    let account = tablekit_examples::account()?;
     let table = account.table(&tablekit_examples::unique_name("GettingStarted"))?;
     table.create().await?;
 

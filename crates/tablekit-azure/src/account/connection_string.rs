@@ -22,6 +22,8 @@ pub(crate) struct Parsed {
     pub(crate) account: String,
     pub(crate) credentials: Credentials,
     pub(crate) endpoints: Endpoints,
+    /// The endpoint suffix (`EndpointSuffix`, default `core.windows.net`).
+    pub(crate) suffix: String,
 }
 
 fn invalid(part: &str, reason: impl Into<String>) -> Error {
@@ -31,7 +33,7 @@ fn invalid(part: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-fn endpoint(part: &str, value: &str) -> Result<Url> {
+pub(crate) fn endpoint(part: &str, value: &str) -> Result<Url> {
     let url = Url::parse(value.trim_end_matches('/'))
         .map_err(|e| invalid(part, format!("not a URL ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -123,6 +125,7 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
                 queue: queue.map_or_else(|| at(10001), Ok)?,
                 blob: blob.map_or_else(|| at(10000), Ok)?,
             },
+            suffix: "core.windows.net".to_owned(),
         });
     }
 
@@ -190,6 +193,7 @@ pub(crate) fn parse(cs: &str) -> Result<Parsed> {
         account,
         credentials,
         endpoints,
+        suffix: suffix.to_owned(),
     })
 }
 

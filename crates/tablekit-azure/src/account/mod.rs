@@ -1,8 +1,11 @@
 //! [`Account`]: credentials, endpoints, settings, metrics and the HTTP stack, shared by every
 //! table, queue and container handle made from it.
 
+mod builder;
 mod connection_string;
+pub mod identity;
 pub(crate) mod sas_token;
+mod token;
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,17 +16,24 @@ use azure_storage::StorageCredentials;
 use azure_storage::clients::ServiceType;
 use tablekit_core::{Error, Result};
 
+pub use builder::{
+    ACCOUNT_NAME_ENV, AccountBuilder, BLOB_ENDPOINT_ENV, ENDPOINT_SUFFIX_ENV, QUEUE_ENDPOINT_ENV,
+    ROOT_CERTIFICATE_ENV, TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV,
+};
 pub use sas_token::SasToken;
+pub use token::TokenScope;
 
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 use crate::transport::{Transport, new_client};
+pub(crate) use token::Bearer;
+use token::{ServiceScopes, TokenCache};
 
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
 pub(crate) const EMULATOR_KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-/// The environment variable [`Account::from_env`] reads.
+/// The environment variable with the connection string [`Account::from_env`] reads first.
 pub const CONNECTION_STRING_ENV: &str = "AZURE_STORAGE_CONNECTION_STRING";
 
 /// How requests are authorized.
@@ -33,6 +43,11 @@ pub(crate) enum Credentials {
     Key { key: String },
     /// A shared access signature.
     Sas { token: SasToken },
+    /// Microsoft Entra ID bearer tokens, cached per scope.
+    Token {
+        cache: Arc<TokenCache>,
+        scopes: ServiceScopes,
+    },
 }
 
 impl fmt::Debug for Credentials {
@@ -40,6 +55,17 @@ impl fmt::Debug for Credentials {
         match self {
             Credentials::Key { .. } => f.write_str("SharedKey(<redacted>)"),
             Credentials::Sas { token } => write!(f, "Sas({token:?})"),
+            Credentials::Token { scopes, .. } => {
+                if scopes.table == scopes.queue && scopes.queue == scopes.blob {
+                    write!(f, "Token({})", scopes.table)
+                } else {
+                    write!(
+                        f,
+                        "Token({}, {}, {})",
+                        scopes.table, scopes.queue, scopes.blob
+                    )
+                }
+            }
         }
     }
 }
@@ -122,18 +148,6 @@ impl Account {
         )
     }
 
-    /// Connects with `$AZURE_STORAGE_CONNECTION_STRING`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] when the variable is unset or malformed.
-    pub fn from_env() -> Result<Self> {
-        let cs = std::env::var(CONNECTION_STRING_ENV).map_err(|_| Error::InvalidConfig {
-            part: CONNECTION_STRING_ENV.into(),
-            reason: "not set".into(),
-        })?;
-        Self::from_connection_string(&cs)
-    }
-
     /// Azurite (or the storage emulator) on its standard ports with the well-known account.
     pub fn emulator() -> Self {
         #[allow(clippy::expect_used)] // A constant covered by unit tests.
@@ -213,12 +227,24 @@ impl Account {
                         part: "SharedAccessSignature".into(),
                         reason: "rejected by the SDK".into(),
                     })?,
+                // tablekit's transport authorizes these requests (with the scope of each
+                // service, which the SDK's own policy cannot choose), for SDK clients made
+                // from the account too; the SDK's policy has nothing to add.
+                Credentials::Token { .. } => StorageCredentials::anonymous(),
             };
         let metrics = Metrics::default();
+        let bearer = match &credentials {
+            Credentials::Token { cache, scopes } => Some(Bearer {
+                cache: cache.clone(),
+                scopes: scopes.clone(),
+            }),
+            Credentials::Key { .. } | Credentials::Sas { .. } => None,
+        };
         let transport = Arc::new(Transport {
             client: client.clone(),
             metrics: metrics.clone(),
             timeout: settings.request_timeout,
+            bearer,
         });
         // tablekit retries itself (with metrics and outcome verification); the SDK must not.
         let client_options =
@@ -277,10 +303,15 @@ impl Account {
         matches!(self.inner.credentials, Credentials::Key { .. })
     }
 
+    /// Whether requests carry Microsoft Entra ID bearer tokens.
+    pub fn uses_token(&self) -> bool {
+        matches!(self.inner.credentials, Credentials::Token { .. })
+    }
+
     pub(crate) fn key(&self) -> Option<&str> {
         match &self.inner.credentials {
             Credentials::Key { key } => Some(key),
-            Credentials::Sas { .. } => None,
+            Credentials::Sas { .. } | Credentials::Token { .. } => None,
         }
     }
 

@@ -361,10 +361,23 @@ pub(crate) fn clone_error(e: &Error) -> Error {
             target: target.clone(),
         },
         Error::Unauthorized {
+            target,
             status,
             code,
             message,
         } => Error::Unauthorized {
+            target: target.clone(),
+            status: *status,
+            code: code.clone(),
+            message: message.clone(),
+        },
+        Error::Forbidden {
+            target,
+            status,
+            code,
+            message,
+        } => Error::Forbidden {
+            target: target.clone(),
             status: *status,
             code: code.clone(),
             message: message.clone(),
