@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tablekit_azure::{
-    Account, AccountSas, BlobCondition, MessageTtl, PutBlob, PutOptions, SasProtocol,
-    SasServices, SasToken, TablePermissions, TableSas,
+    Account, AccountSas, BlobCondition, MessageTtl, PutBlob, PutOptions, SasProtocol, SasServices,
+    SasToken, TablePermissions, TableSas,
 };
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, ErrorKind, Keys, Properties};
@@ -115,7 +115,11 @@ async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
                 )
                 .await
                 .unwrap();
-            let message = queue.get(1, Duration::from_secs(30)).await.unwrap().remove(0);
+            let message = queue
+                .get(1, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .remove(0);
             queue.delete_message(&message).await.unwrap();
             message
         }

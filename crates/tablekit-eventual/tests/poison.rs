@@ -299,7 +299,11 @@ async fn jobs_poison_records_and_requeued_jobs_never_expire() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let delayed = queue.queue().get(1, hidden).await.unwrap().remove(0);
-    assert!(never_expires(&delayed), "enqueue_after: {:?}", delayed.expires);
+    assert!(
+        never_expires(&delayed),
+        "enqueue_after: {:?}",
+        delayed.expires
+    );
     queue.queue().delete_message(&delayed).await.unwrap();
 
     queue.enqueue(&invoice()).await.unwrap();

@@ -48,8 +48,8 @@ pub mod prelude {
 
     #[cfg(feature = "azure")]
     pub use tablekit_azure::{
-        Account, BulkOptions, Container, ContinuationToken, MessageTtl, PutBlob, PutOptions,
-        Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
+        Account, BulkOptions, Container, ContinuationToken, MessageTtl, PutBlob, PutOptions, Queue,
+        RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
     };
     #[cfg(feature = "eventual")]
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
