@@ -20,7 +20,7 @@ pub use account::{
 };
 pub use container::{Blob, BlobCondition, BlobInfo, Container, PutBlob};
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
-pub use queue::{MAX_VISIBILITY, Message, PutOptions, Queue};
+pub use queue::{MAX_VISIBILITY, Message, MessageTtl, PutOptions, Queue};
 pub use retry::{ConflictRetry, RetryPolicy};
 pub use sas::{AccountSas, SAS_VERSION, SasProtocol, SasServices, TablePermissions, TableSas};
 pub use settings::{ScanAction, ScanPolicy, Settings};

@@ -73,13 +73,68 @@ impl fmt::Debug for Message {
     }
 }
 
+/// How long the service keeps a message that nobody deletes.
+///
+/// The service drops an expired message silently — no consumer sees it again and nothing
+/// records that it existed — so code that relies on every message being handled (jobs, poison
+/// records) puts its messages with [`MessageTtl::Never`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MessageTtl {
+    /// The service's default: 7 days after the put. Sends no `messagettl`.
+    #[default]
+    ServiceDefault,
+    /// This long after the put (at least 1 second; whole seconds, rounded down).
+    After(Duration),
+    /// Kept until deleted (`messagettl=-1`; the service reports its expiration time as the
+    /// end of year 9999).
+    Never,
+}
+
+impl MessageTtl {
+    /// The service's default time to live.
+    pub const SERVICE_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+    /// How long a message lives, `None` for ever.
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Self::ServiceDefault => Some(Self::SERVICE_DEFAULT),
+            Self::After(d) => Some(d),
+            Self::Never => None,
+        }
+    }
+
+    /// The `messagettl` query value, if one is sent.
+    fn query_value(self) -> Result<Option<String>> {
+        match self {
+            Self::ServiceDefault => Ok(None),
+            Self::Never => Ok(Some("-1".into())),
+            Self::After(d) if d < Duration::from_secs(1) => Err(Error::InvalidConfig {
+                part: "ttl".into(),
+                reason: "a message's time to live is at least 1 second".into(),
+            }),
+            Self::After(d) => {
+                let secs = i32::try_from(d.as_secs()).map_err(|_| Error::InvalidConfig {
+                    part: "ttl".into(),
+                    reason: format!(
+                        "at most {} seconds; use MessageTtl::Never to keep a message",
+                        i32::MAX
+                    ),
+                })?;
+                Ok(Some(secs.to_string()))
+            }
+        }
+    }
+}
+
 /// Options of [`Queue::put`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PutOptions {
-    /// Keep the message invisible for this long first (at most 7 days).
+    /// Keep the message invisible for this long first (at most 7 days, and less than its
+    /// time to live).
     pub visibility_delay: Option<Duration>,
-    /// Drop the message after this long (service default: 7 days).
-    pub ttl: Option<Duration>,
+    /// How long the service keeps the message if nobody deletes it (default: the service's
+    /// 7 days, after which it is dropped silently).
+    pub ttl: MessageTtl,
 }
 
 /// The parts of a `QueueMessagesList` response tablekit reads.
@@ -274,12 +329,15 @@ impl Queue {
     /// Puts a message. Returns its id.
     ///
     /// Requests: 1. Not idempotent: a retry after a lost response can put the message twice,
-    /// so consumers must be idempotent (as the patterns require anyway).
+    /// so consumers must be idempotent (as the patterns require anyway). The message lives as
+    /// long as `options.ttl` says; with the default, the service drops it after 7 days.
     ///
     /// # Errors
-    /// Before any request: [`Error::LimitExceeded`] when the encoded message exceeds 64 KiB,
-    /// [`Error::InvalidConfig`] for a delay over 7 days. [`Error::NotFound`] if the queue does
-    /// not exist.
+    /// Before any request: [`Error::LimitExceeded`] when the encoded message exceeds 64 KiB;
+    /// [`Error::InvalidConfig`] for a delay over 7 days, a [`MessageTtl::After`] under 1 second
+    /// (or over `i32::MAX` seconds), or a delay not shorter than the time to live (the message
+    /// would expire before anyone could see it). [`Error::NotFound`] if the queue does not
+    /// exist.
     pub async fn put(&self, payload: &[u8], options: PutOptions) -> Result<String> {
         let text = base64::engine::general_purpose::STANDARD.encode(payload);
         if text.len() > MAX_QUEUE_MESSAGE_BYTES {
@@ -292,7 +350,18 @@ impl Queue {
             .visibility_delay
             .map(|d| check_visibility("visibility_delay", d).map(|()| d.as_secs().to_string()))
             .transpose()?;
-        let ttl = options.ttl.map(|t| t.as_secs().max(1).to_string());
+        let ttl = options.ttl.query_value()?;
+        if let (Some(delay), Some(ttl)) = (options.visibility_delay, options.ttl.duration()) {
+            if delay >= ttl {
+                return Err(Error::InvalidConfig {
+                    part: "visibility_delay".into(),
+                    reason: format!(
+                        "a delay of {delay:?} is not shorter than the message's time to live \
+                         ({ttl:?}): it would expire before it becomes visible"
+                    ),
+                });
+            }
+        }
         let mut query = Vec::new();
         if let Some(d) = &delay {
             query.push(("visibilitytimeout", d.as_str()));

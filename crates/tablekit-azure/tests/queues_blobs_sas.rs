@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tablekit_azure::{
-    Account, AccountSas, BlobCondition, PutBlob, PutOptions, SasProtocol, SasServices, SasToken,
-    TablePermissions, TableSas,
+    Account, AccountSas, BlobCondition, MessageTtl, PutBlob, PutOptions, SasProtocol, SasServices,
+    SasToken, TablePermissions, TableSas,
 };
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, ErrorKind, Keys, Properties};
@@ -67,7 +67,7 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
             b"later",
             PutOptions {
                 visibility_delay: Some(Duration::from_secs(2)),
-                ttl: None,
+                ttl: MessageTtl::ServiceDefault,
             },
         )
         .await
@@ -88,6 +88,75 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    assert_eq!(
+        account.metrics().snapshot().requests(),
+        before,
+        "refused before any request"
+    );
+    queue.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
+    use chrono::Datelike as _;
+    let account = common::account();
+    let queue = account.queue(&unique_queue_name("ttl")).unwrap();
+    queue.create().await.unwrap();
+    let put = |ttl| {
+        let queue = queue.clone();
+        async move {
+            queue
+                .put(
+                    b"job",
+                    PutOptions {
+                        ttl,
+                        ..PutOptions::default()
+                    },
+                )
+                .await
+                .unwrap();
+            let message = queue
+                .get(1, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .remove(0);
+            queue.delete_message(&message).await.unwrap();
+            message
+        }
+    };
+    // Kept until deleted: the service reports the end of year 9999.
+    let never = put(MessageTtl::Never).await;
+    assert_eq!(never.expires.year(), 9999, "{:?}", never.expires);
+    let hour = put(MessageTtl::After(Duration::from_secs(3600))).await;
+    assert_eq!((hour.expires - hour.inserted).num_seconds(), 3600);
+    let default = put(MessageTtl::ServiceDefault).await;
+    assert_eq!(
+        (default.expires - default.inserted).num_days(),
+        7,
+        "the service's default"
+    );
+
+    // Refused before any request: a TTL under a second, and a message that would expire
+    // before it becomes visible.
+    let before = account.metrics().snapshot().requests();
+    let refused = [
+        PutOptions {
+            ttl: MessageTtl::After(Duration::from_millis(500)),
+            ..PutOptions::default()
+        },
+        PutOptions {
+            visibility_delay: Some(Duration::from_secs(20)),
+            ttl: MessageTtl::After(Duration::from_secs(10)),
+        },
+        PutOptions {
+            visibility_delay: Some(Duration::from_secs(10)),
+            ttl: MessageTtl::After(Duration::from_secs(10)),
+        },
+    ];
+    for options in refused {
+        let e = queue.put(b"job", options.clone()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{options:?}: {e}");
+    }
     assert_eq!(
         account.metrics().snapshot().requests(),
         before,

@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use tablekit_azure::{PutOptions, Queue};
+use tablekit_azure::{MessageTtl, PutOptions, Queue};
 use tablekit_core::Result;
 
 use crate::job::{Job, encode};
@@ -120,7 +120,9 @@ impl<J: Job> JobQueue<J> {
         self.poison.delete().await
     }
 
-    /// Sends `job`: a worker will run it at least once.
+    /// Sends `job`: a worker will run it at least once. The message never expires
+    /// ([`MessageTtl::Never`]): it stays on the queue until a worker completes it or moves it
+    /// to the poison queue, however long no worker runs.
     ///
     /// **Requests: 1.** **Consistency:** the message is durable when this returns; it
     /// becomes visible to workers at once. Not idempotent: if the response is lost and the
@@ -131,20 +133,24 @@ impl<J: Job> JobQueue<J> {
     /// [`tablekit_core::Error::InvalidValue`] when it does not serialize;
     /// [`tablekit_core::Error::NotFound`] if the queue does not exist.
     pub async fn enqueue(&self, job: &J) -> Result<()> {
-        let payload = encode(job)?;
-        self.queue.put(&payload, PutOptions::default()).await?;
-        Ok(())
+        self.put(encode(job)?, None).await
     }
 
-    /// Sends `job`, invisible to workers for `delay` (at most 7 days).
+    /// Sends `job`, invisible to workers for `delay` (at most 7 days); like
+    /// [`enqueue`](JobQueue::enqueue), it never expires.
     ///
     /// **Requests: 1.** **Consistency and errors:** as [`JobQueue::enqueue`], plus
     /// [`tablekit_core::Error::InvalidConfig`] for a delay over 7 days, before any request.
     pub async fn enqueue_after(&self, job: &J, delay: Duration) -> Result<()> {
-        let payload = encode(job)?;
+        self.put(encode(job)?, Some(delay)).await
+    }
+
+    /// Puts a job message that stays until it is deleted: a job or a poison record that
+    /// expired would vanish without a trace.
+    async fn put(&self, payload: Vec<u8>, delay: Option<Duration>) -> Result<()> {
         let options = PutOptions {
-            visibility_delay: Some(delay),
-            ttl: None,
+            visibility_delay: delay,
+            ttl: MessageTtl::Never,
         };
         self.queue.put(&payload, options).await?;
         Ok(())
@@ -199,8 +205,8 @@ impl<J: Job> JobQueue<J> {
     }
 
     /// Puts a poisoned job's original payload back on the job queue (as a new message, with
-    /// a fresh dequeue count) and deletes it from the poison queue — after you fixed what made
-    /// it fail.
+    /// a fresh dequeue count, that never expires) and deletes it from the poison queue — after
+    /// you fixed what made it fail.
     ///
     /// **Requests: 2** (put, then delete). **Consistency:** if the delete fails after the
     /// put, the job is on both queues; re-enqueueing it again later runs it twice, which an
@@ -209,9 +215,7 @@ impl<J: Job> JobQueue<J> {
     /// **Errors:** [`tablekit_core::Error::PreconditionFailed`] when the poison message's
     /// receipt expired (it was taken again meanwhile); queue errors.
     pub async fn requeue(&self, poisoned: &Poisoned) -> Result<()> {
-        self.queue
-            .put(&poisoned.record.payload, PutOptions::default())
-            .await?;
+        self.put(poisoned.record.payload.clone(), None).await?;
         self.poison.delete_message(&poisoned.message).await
     }
 

@@ -24,7 +24,7 @@ use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 /// | [`delete_if_exists`](Steps::delete_if_exists) | absent is success | 1 |
 /// | [`delete_if_match`](Steps::delete_if_match) | absent is success; changed is an error | 1 |
 /// | [`replace_if_match`](Steps::replace_if_match), [`merge_if_match`](Steps::merge_if_match) | fails with 412: re-read | 1 |
-/// | [`submit`](Steps::submit): one transaction of upserts and ETag-conditioned writes | upserts: same state; conditioned: fails with 412, re-read | 1 |
+/// | [`submit`](Steps::submit): one transaction of upserts and ETag-conditioned writes | upserts: same state; conditioned: fails as a lost race (412, or 404 once deleted), re-read | 1 |
 /// | [`put_blob`](Steps::put_blob) | overwrites | 1 |
 /// | [`delete_blob_if_exists`](Steps::delete_blob_if_exists) | absent is success | 1 |
 ///
@@ -209,9 +209,13 @@ impl Steps {
     /// This is how a handler changes several rows of one partition together (a list row and
     /// the row that counts it, say) so that no reader and no competing handler ever sees one
     /// without the other. A repeat after success either writes the same state (upserts only)
-    /// or fails with 412 on the ETag the first run changed, after which the handler re-reads,
-    /// as with [`Steps::replace_if_match`]. Inserts and `IfMatch::Any` conditions are refused:
-    /// a repeat of those fails with 409 or 404 although nothing is wrong.
+    /// or fails on the ETag the first run changed, after which the handler re-reads, as with
+    /// [`Steps::replace_if_match`]. The service refuses such a repeat with 412 when the
+    /// conditioned entity was rewritten and with 404 when it was deleted (a conditioned delete
+    /// that took effect, or another writer's delete); both are reported as the lost race they
+    /// are, [`ErrorKind::PreconditionFailed`](tablekit_core::ErrorKind), which the worker
+    /// re-runs at once so the handler reads again. Inserts and `IfMatch::Any` conditions are
+    /// refused: a repeat of those fails with 409 or 404 although nothing is wrong.
     ///
     /// **Requests: 1.** **Consistency:** all-or-nothing; optimistic (ETag) for the
     /// conditioned operations.
@@ -220,7 +224,8 @@ impl Steps {
     /// insert or `IfMatch::Any` operation; then as [`Table::submit`]:
     /// [`Error::BatchFailed`] with the refused operation's index and cause (its
     /// [`kind`](Error::kind) is [`ErrorKind::PreconditionFailed`](tablekit_core::ErrorKind)
-    /// when an ETag no longer matches), and nothing of the transaction is written.
+    /// when an ETag no longer matches or the entity an ETag condition names is gone), and
+    /// nothing of the transaction is written.
     pub async fn submit(&self, table: &Table, plan: &BatchPlan) -> Result<()> {
         if !plan.is_atomic() {
             return Err(Error::invalid_value(
@@ -252,7 +257,11 @@ impl Steps {
             }
         }
         self.trace("submit", table.name());
-        table.submit(plan).await.map(|_| ())
+        table
+            .submit(plan)
+            .await
+            .map(|_| ())
+            .map_err(|e| as_lost_race(plan, e))
     }
 
     /// Reads a blob; `None` if it does not exist.
@@ -293,5 +302,29 @@ impl Steps {
     pub async fn delete_blob_if_exists(&self, container: &Container, name: &str) -> Result<bool> {
         self.trace("delete_blob_if_exists", container.name());
         container.delete_blob_if_exists(name).await
+    }
+}
+
+/// A transaction refused because the entity an ETag-conditioned operation names is gone
+/// (404) lost a race exactly as one refused with 412: the entity changed — here, was
+/// deleted, possibly by an earlier run of the same transaction — since the handler read it.
+/// Reporting it as a precondition failure makes the worker re-run the handler, which reads
+/// again, instead of failing the attempt for good.
+fn as_lost_race(plan: &BatchPlan, error: Error) -> Error {
+    let Error::BatchFailed { index, source } = error else {
+        return error;
+    };
+    let conditioned = plan
+        .operation(index)
+        .is_some_and(|op| matches!(op.if_match(), Some(IfMatch::ETag(_))));
+    match *source {
+        Error::NotFound { target } if conditioned && target.keys.is_some() => Error::BatchFailed {
+            index,
+            source: Box::new(Error::PreconditionFailed { target }),
+        },
+        source => Error::BatchFailed {
+            index,
+            source: Box::new(source),
+        },
     }
 }

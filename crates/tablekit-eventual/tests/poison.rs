@@ -276,3 +276,51 @@ async fn a_panicking_or_hanging_handler_is_a_failed_attempt() {
     assert!(reason(2).contains("handler_timeout"));
     queue.delete().await.unwrap();
 }
+
+/// Whether a message is kept until it is deleted: the service reports the expiration time of
+/// a message put with `messagettl=-1` as the end of year 9999.
+fn never_expires(message: &tablekit_azure::Message) -> bool {
+    use chrono::Datelike as _;
+    message.expires.year() == 9999
+}
+
+#[tokio::test]
+async fn jobs_poison_records_and_requeued_jobs_never_expire() {
+    let account = common::account();
+    let queue = job_queue::<Invoice>(&account, "forever").await;
+    let hidden = Duration::from_secs(1);
+    queue.enqueue(&invoice()).await.unwrap();
+    let enqueued = queue.queue().get(1, hidden).await.unwrap().remove(0);
+    assert!(never_expires(&enqueued), "enqueue: {:?}", enqueued.expires);
+    queue.queue().delete_message(&enqueued).await.unwrap();
+    queue
+        .enqueue_after(&invoice(), Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let delayed = queue.queue().get(1, hidden).await.unwrap().remove(0);
+    assert!(
+        never_expires(&delayed),
+        "enqueue_after: {:?}",
+        delayed.expires
+    );
+    queue.queue().delete_message(&delayed).await.unwrap();
+
+    queue.enqueue(&invoice()).await.unwrap();
+    let options = WorkerOptions {
+        max_dequeue_count: 1,
+        ..quick_options()
+    };
+    let worker = Worker::new(queue.clone(), Broken::default(), options);
+    assert_eq!(worker.drain().await.unwrap().poisoned, 1);
+    let poisoned = queue.take_poisoned(1, hidden).await.unwrap().remove(0);
+    assert!(
+        never_expires(poisoned.message()),
+        "poison record: {:?}",
+        poisoned.message().expires
+    );
+    queue.requeue(&poisoned).await.unwrap();
+    let requeued = queue.queue().get(1, hidden).await.unwrap().remove(0);
+    assert!(never_expires(&requeued), "requeue: {:?}", requeued.expires);
+    queue.delete().await.unwrap();
+}

@@ -3,11 +3,14 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use tablekit_azure::{PutBlob, RequestKind};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Keys, Properties};
-use tablekit_eventual::{Handler, Steps};
+use tablekit_eventual::{Handler, HandlerRetry, Job, Steps, Worker, WorkerOptions};
 use tablekit_testkit::unique_container_name;
 
 use common::{ArchiveEmployee, Employee, archive_tables, employee, ids_in, keys, seed};
@@ -294,4 +297,93 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     );
     tables.current.delete_table().await.unwrap();
     tables.archive.delete_table().await.unwrap();
+}
+
+/// "Retire employee 1": delete it, conditioned on the ETag read, and mark the retirement in
+/// the same partition, in one transaction.
+#[derive(Debug, Serialize, Deserialize)]
+struct Retire;
+
+impl Job for Retire {
+    const KIND: &'static str = "retire";
+}
+
+struct Retirer {
+    table: tablekit_azure::Table,
+    /// Whether a duplicate of the job has already run the transaction (once).
+    overtaken: AtomicBool,
+}
+
+impl Retirer {
+    fn plan(&self, etag: &ETag) -> BatchPlan {
+        let mut marker = Properties::new();
+        marker.insert("Retired", "000001");
+        BatchPlan::atomic([
+            Operation::delete(keys(1), IfMatch::ETag(etag.clone())),
+            Operation::upsert_replace(&Entity::new(keys(5), marker)).unwrap(),
+        ])
+        .unwrap()
+    }
+}
+
+impl Handler<Retire> for Retirer {
+    async fn handle(&self, _job: Retire, steps: &Steps) -> tablekit_core::Result<()> {
+        let Some(current) = steps.get::<Properties>(&self.table, &keys(1)).await? else {
+            return Ok(()); // retired by an earlier run
+        };
+        let plan = self.plan(&current.etag);
+        if !self.overtaken.swap(true, Ordering::SeqCst) {
+            // A duplicate of this job, holding the same read, commits the same transaction
+            // first.
+            Steps::detached().submit(&self.table, &plan).await?;
+        }
+        steps.submit(&self.table, &plan).await
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_transaction_whose_conditioned_delete_took_effect_re_reads_and_converges() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    let table = tables.current.clone();
+    seed(&table, [1]).await;
+    let stored = table
+        .get::<Properties>(&keys(1))
+        .await
+        .unwrap()
+        .expect("seeded");
+    let handler = Retirer {
+        table: table.clone(),
+        overtaken: AtomicBool::new(false),
+    };
+
+    // Repeated, the delete meets 404 (the entity is gone), not 412: still a lost race, which
+    // the worker re-runs so that the handler reads again.
+    let steps = Steps::detached();
+    let plan = handler.plan(&stored.etag);
+    steps.submit(&table, &plan).await.unwrap();
+    let e = steps.submit(&table, &plan).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PreconditionFailed, "{e}");
+    assert!(HandlerRetry::retries(&e), "{e}");
+
+    // Through a worker whose first delivery is its last: the job converges on its re-run
+    // instead of failing for good.
+    seed(&table, [1]).await;
+    let queue = common::job_queue::<Retire>(&account, "retire").await;
+    queue.enqueue(&Retire).await.unwrap();
+    let options = WorkerOptions {
+        max_dequeue_count: 1,
+        ..common::quick_options()
+    };
+    let worker = Worker::new(queue.clone(), handler, options);
+    let report = worker.drain().await.unwrap();
+    assert_eq!(
+        (report.processed, report.poisoned, report.retries),
+        (1, 0, 1),
+        "{report:?}"
+    );
+    assert!(table.get::<Properties>(&keys(1)).await.unwrap().is_none());
+    assert!(table.get::<Properties>(&keys(5)).await.unwrap().is_some());
+    assert!(queue.peek_poisoned(1).await.unwrap().is_empty());
+    common::cleanup(&queue, &tables).await;
 }

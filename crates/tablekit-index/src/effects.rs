@@ -12,10 +12,6 @@ use tablekit_eventual::Steps;
 
 /// Idempotent or conditional operations, one request each.
 pub(crate) trait Effects: Sync {
-    /// How many times the job has been delivered (1 the first time); `u64::MAX` outside a
-    /// worker, where there is nothing to wait for.
-    fn attempt(&self) -> u64;
-
     fn get(
         &self,
         table: &Table,
@@ -85,10 +81,6 @@ pub(crate) fn check_index(job: &str, handler: &str) -> Result<()> {
 pub(crate) struct Direct;
 
 impl Effects for Direct {
-    fn attempt(&self) -> u64 {
-        u64::MAX
-    }
-
     async fn get(&self, table: &Table, keys: &Keys) -> Result<Option<Stored<Properties>>> {
         table.get(keys).await
     }
@@ -136,10 +128,6 @@ impl Effects for Direct {
 
 /// Inside a worker: every step through the job's [`Steps`].
 impl Effects for Steps {
-    fn attempt(&self) -> u64 {
-        Steps::attempt(self)
-    }
-
     async fn get(&self, table: &Table, keys: &Keys) -> Result<Option<Stored<Properties>>> {
         Steps::get(self, table, keys).await
     }

@@ -6,6 +6,7 @@ mod compound;
 mod conflict;
 mod denormalize;
 mod effects;
+mod follow;
 mod hetero;
 mod inter;
 mod intra;
@@ -19,6 +20,7 @@ pub use backfill::{
 };
 pub use compound::CompoundRows;
 pub use denormalize::{DenormalizedCopy, DenormalizedWrite, SourceWrite};
+pub use follow::{DEFAULT_CLOCK_SKEW, FollowedWrite, WRITE_ID_PROPERTY};
 pub use hetero::{EntityKind, TypedRows};
 pub use inter::{CopyHandler, CopyJob, InterPartitionIndex, InterPartitionIndexBuilder};
 pub use intra::IntraPartitionIndex;

@@ -8,11 +8,11 @@ use std::time::Duration;
 use common::{EmailCard, Employee, employee, employee_spec, measured, table};
 use tablekit_azure::{Queue, RequestKind, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::Properties;
+use tablekit_core::edm::{Properties, to_properties};
 use tablekit_core::filter::{Filter, ROW_KEY};
 use tablekit_core::{Entity, Error, Keys};
 use tablekit_eventual::{HandlerRetry, WorkerOptions};
-use tablekit_index::{CopyJob, InterPartitionIndex};
+use tablekit_index::{CopyJob, FollowedWrite, InterPartitionIndex, WRITE_ID_PROPERTY};
 use tablekit_testkit::unique_queue_name;
 
 fn fast_worker() -> WorkerOptions {
@@ -253,13 +253,17 @@ async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart
 async fn a_job_that_runs_before_its_write_waits_for_it() {
     let (index, table, _) = setup("intersettle").await;
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
-    // The job of a write that has not landed yet.
+    // The job of an insert that has not landed yet.
     let job = CopyJob {
         index: format!("{}/empid", table.name()),
         partition: "Sales".into(),
         id: "000223".into(),
         stale: Vec::new(),
-        previous: None,
+        write: FollowedWrite {
+            previous: None,
+            write_id: Some("w-223".into()),
+            deadline: chrono::Utc::now() + chrono::Duration::minutes(10),
+        },
     };
     index.jobs().enqueue(&job).await.unwrap();
     let worker = index.worker(fast_worker());
@@ -267,29 +271,41 @@ async fn a_job_that_runs_before_its_write_waits_for_it() {
         let worker = worker.clone();
         async move { worker.drain().await }
     });
-    // Its first run finds the primary as it was before the write, and fails...
-    while worker.stats().failed_attempts == 0 {
-        tokio::task::yield_now().await;
+    // Its delivery finds the primary as it was before the write, and waits...
+    while worker.stats().dequeued == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(index.get("Sales", "000223").await.unwrap().is_none());
-    // ... the write lands, and the next delivery copies it.
+    assert_eq!(worker.stats().processed, 0);
+    // ... the write lands, stamped with the job's write id, and the same delivery copies it.
+    let mut primary = to_properties(&jones).unwrap();
+    primary.insert(WRITE_ID_PROPERTY, "w-223");
     table
         .insert(&Entity::new(
             Keys::new("empid_Sales", "000223").unwrap(),
-            &jones,
+            primary,
         ))
         .await
         .unwrap();
     let report = running.await.unwrap().unwrap();
-    assert_eq!(report.processed, 1);
-    assert!(
-        index
-            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
-            .await
-            .unwrap()
-            .is_some()
+    assert_eq!((report.processed, report.failed_attempts), (1, 0));
+    let card = index
+        .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+        .await
+        .unwrap();
+    assert_eq!(card.unwrap().value.email, jones.email);
+    // The stamp stays on the primary, out of the way of `T`, and is not copied.
+    assert_eq!(
+        index.get("Sales", "000223").await.unwrap().unwrap().value,
+        jones
     );
+    let copy = table
+        .get::<Properties>(&Keys::new("email_Sales", "jonesj@contoso.com").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!copy.value.contains(WRITE_ID_PROPERTY));
     cleanup(&index, &table).await;
 }
 

@@ -57,9 +57,9 @@ pub mod prelude {
 
     #[cfg(feature = "azure")]
     pub use tablekit_azure::{
-        Account, AccountBuilder, BulkOptions, Container, ContinuationToken, PutBlob, PutOptions,
-        Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
-        TokenScope,
+        Account, AccountBuilder, BulkOptions, Container, ContinuationToken, MessageTtl, PutBlob,
+        PutOptions, Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions,
+        TableSas, TokenScope,
     };
     #[cfg(feature = "eventual")]
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};

@@ -1,17 +1,106 @@
 //! Indexes under faults: the intra-partition index, the inter-partition index, and index
 //! entities in the entities' partition (option 2), in partitions of their own (option 3) and
 //! in blobs (option 1).
+//!
+//! The indexes kept by queued jobs get two more faults, with a worker running while the
+//! writes are made: primary writes held by the proxy for longer than the request timeout (the
+//! client retries while the first attempt lands late, after the job may have been delivered),
+//! and lost dequeue responses (the job's first delivery the worker sees has dequeue count 2).
+
+use std::future::Future;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tablekit_azure::Settings;
 use tablekit_core::Properties;
 use tablekit_core::filter::Filter;
+use tablekit_eventual::{Handler, Job, Worker, WorkerOptions};
 use tablekit_index::{
     CopySpec, EventualList, IndexSpec, InterPartitionIndex, IntraPartitionIndex, ListSpec,
     SamePartitionList,
 };
-use tablekit_testkit::{unique_container_name, unique_queue_name};
+use tablekit_testkit::{
+    Fault, FaultProxy, Matcher, Occurrences, Rule, unique_container_name, unique_queue_name,
+};
 
 use crate::{Figures, arm, common, disarm, fast_worker, lost_and_duplicated};
+
+/// A request timeout the slow writes outlast; it also bounds how long a job waits for a write
+/// that never lands (see `Settings::write_settles_within`), keeping the jobs' deadlines
+/// within a minute.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the proxy holds a slow primary write: longer than [`REQUEST_TIMEOUT`].
+const SLOW_WRITE: Duration = Duration::from_secs(3);
+
+/// The patient retries of the other scenarios, with [`REQUEST_TIMEOUT`].
+fn job_settings() -> Settings {
+    Settings {
+        request_timeout: REQUEST_TIMEOUT,
+        ..common::patient()
+    }
+}
+
+/// A worker for the jobs' scenarios: as [`fast_worker`], but a handler waiting for a slow
+/// write extends its message every second (not every half second), and a job may be
+/// delivered 10 times — lost responses to visibility extensions hand a waiting job to another
+/// delivery.
+fn job_worker() -> WorkerOptions {
+    WorkerOptions {
+        visibility_timeout: Duration::from_secs(2),
+        max_dequeue_count: 10,
+        ..fast_worker()
+    }
+}
+
+/// Adds the jobs' faults to the mix: pairs of consecutive writes matching `writes` (the
+/// primary's, `PUT`) held for [`SLOW_WRITE`] — the first attempt lands after the client gave
+/// up on it, the retry finds it landed — and lost responses of some of the dequeues.
+fn arm_jobs(p: &common::Proxied, seed: u64, writes: &str) {
+    arm(p, seed);
+    for k in [3, 17, 41] {
+        p.table.add_rule(Rule {
+            matcher: Matcher::any().with_method("PUT").with_path_contains(writes),
+            occurrences: Occurrences::Range(k, k + 1),
+            fault: Fault::Delay(SLOW_WRITE),
+        });
+    }
+    lose_dequeue_responses(&p.queue);
+}
+
+/// Loses the response of every 4th dequeue among the first 160: the messages it took stay
+/// hidden for the visibility timeout, then come back with a higher dequeue count.
+fn lose_dequeue_responses(queue: &FaultProxy) {
+    for _ in 0..40 {
+        queue.add_rule(Rule {
+            matcher: Matcher::any()
+                .with_method("GET")
+                .with_path_contains("/messages")
+                .with_query_contains("visibilitytimeout"),
+            occurrences: Occurrences::Nth(4),
+            fault: Fault::DropResponse,
+        });
+    }
+}
+
+/// Runs `worker` while `writes` runs, as a service would, and returns what `writes` returned.
+async fn serving<J: Job, H: Handler<J>, F: Future>(worker: &Worker<J, H>, writes: F) -> F::Output {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn({
+        let worker = worker.clone();
+        async move {
+            worker
+                .run_until(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    let out = writes.await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    out
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -142,38 +231,47 @@ async fn intra_partition_index_keeps_every_copy_in_step() {
 
 #[tokio::test]
 async fn inter_partition_index_converges_after_the_workers_drain() {
-    let p = common::proxied(common::patient());
+    let p = common::proxied(job_settings());
     let table = common::table(&p.account, "faultinter").await;
     let queue = p.account.queue(&unique_queue_name("faultinter")).unwrap();
-    let index = InterPartitionIndex::new(table.clone(), spec(), queue);
+    // Writers and workers share one clock here: no allowance for skew in the jobs' deadlines.
+    let index = InterPartitionIndex::builder(table.clone(), spec(), queue)
+        .clock_skew_allowance(Duration::ZERO)
+        .build()
+        .unwrap();
     index.create().await.unwrap();
     let departments = ["Sales", "Marketing"];
     let n = 30;
-    let mut ops = 0;
-    arm(&p, 0x2_02);
-    for i in 0..n {
-        index
-            .insert(&employee(departments[i % 2], i, 0))
-            .await
-            .unwrap();
-        ops += 1;
-    }
-    for round in 1..=ROUNDS {
+    arm_jobs(&p, 0x2_02, "empid_");
+    let worker = index.worker(job_worker());
+    let ops = serving(&worker, async {
+        let mut ops = 0;
         for i in 0..n {
             index
-                .put(&employee(departments[i % 2], i, round))
+                .insert(&employee(departments[i % 2], i, 0))
                 .await
                 .unwrap();
             ops += 1;
         }
-    }
-    for i in (0..n).filter(|&i| deleted(i)) {
-        let id = format!("{i:06}");
-        assert!(index.delete(departments[i % 2], &id).await.unwrap());
-        ops += 1;
-    }
-    let worker = index.worker(fast_worker());
-    let under_faults = worker.drain().await.unwrap();
+        for round in 1..=ROUNDS {
+            for i in 0..n {
+                index
+                    .put(&employee(departments[i % 2], i, round))
+                    .await
+                    .unwrap();
+                ops += 1;
+            }
+        }
+        for i in (0..n).filter(|&i| deleted(i)) {
+            let id = format!("{i:06}");
+            assert!(index.delete(departments[i % 2], &id).await.unwrap());
+            ops += 1;
+        }
+        ops
+    })
+    .await;
+    worker.drain().await.unwrap();
+    let under_faults = worker.stats();
     let faults = disarm(&p);
     worker.drain().await.unwrap();
 
@@ -210,7 +308,9 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
         .len();
     let live = (0..n).filter(|&i| !deleted(i)).count();
     assert_eq!(index.jobs().approximate_len().await.unwrap(), 0);
-    assert!(index.jobs().peek_poisoned(32).await.unwrap().is_empty());
+    let poisoned = index.jobs().peek_poisoned(32).await.unwrap();
+    assert!(poisoned.is_empty(), "{poisoned:?}");
+    assert!(faults.delay > 0, "slow writes: {faults:?}");
     println!(
         "  inter-partition jobs under faults: {} dequeued, {} processed, {} failed attempts, {} lost receipts",
         under_faults.dequeued,
@@ -304,25 +404,33 @@ async fn index_entities_in_the_same_partition_list_every_id_once() {
 }
 
 async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed: u64) -> Figures {
+    // Writers and workers share one clock here: no allowance for skew in the jobs' deadlines.
+    let lists = lists.with_clock_skew_allowance(Duration::ZERO);
     lists.create().await.unwrap();
     let n = 30;
-    arm(p, seed);
-    let ops = list_workload(
-        n,
-        async |e, new| {
-            if new {
-                lists.insert(e).await.unwrap();
-            } else {
-                lists.put(e).await.unwrap();
-            }
-        },
-        async |pk, rk| assert!(lists.delete(pk, rk).await.unwrap()),
+    // The entities' writes (their partition is the department), not the lists'.
+    let entity_writes = format!("{}(PartitionKey='Sales'", lists.table().name());
+    arm_jobs(p, seed, &entity_writes);
+    let worker = lists.worker(job_worker());
+    let ops = serving(
+        &worker,
+        list_workload(
+            n,
+            async |e, new| {
+                if new {
+                    lists.insert(e).await.unwrap();
+                } else {
+                    lists.put(e).await.unwrap();
+                }
+            },
+            async |pk, rk| assert!(lists.delete(pk, rk).await.unwrap()),
+        ),
     )
     .await;
-    let worker = lists.worker(fast_worker());
     worker.drain().await.unwrap();
     let faults = disarm(p);
     worker.drain().await.unwrap();
+    assert!(faults.delay > 0, "slow writes: {faults:?}");
 
     let mut found = Vec::new();
     for name in NAMES {
@@ -332,7 +440,8 @@ async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed
         }
     }
     assert_eq!(lists.jobs().approximate_len().await.unwrap(), 0);
-    assert!(lists.jobs().peek_poisoned(32).await.unwrap().is_empty());
+    let poisoned = lists.jobs().peek_poisoned(32).await.unwrap();
+    assert!(poisoned.is_empty(), "{poisoned:?}");
     let (lost, duplicated) = lost_and_duplicated(&expected_lists(n), &found);
     lists.jobs().delete().await.unwrap();
     Figures {
@@ -346,7 +455,7 @@ async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed
 
 #[tokio::test]
 async fn index_entities_in_their_own_partitions_list_every_id_once_after_the_workers_drain() {
-    let p = common::proxied(common::patient());
+    let p = common::proxied(job_settings());
     let table = common::table(&p.account, "faultlist3").await;
     let queue = p.account.queue(&unique_queue_name("faultlist3")).unwrap();
     let lists = EventualList::separate(
@@ -366,7 +475,7 @@ async fn index_entities_in_their_own_partitions_list_every_id_once_after_the_wor
 
 #[tokio::test]
 async fn index_entities_in_blobs_list_every_id_once_after_the_workers_drain() {
-    let p = common::proxied(common::patient());
+    let p = common::proxied(job_settings());
     let table = common::table(&p.account, "faultlist1").await;
     let queue = p.account.queue(&unique_queue_name("faultlist1")).unwrap();
     let container = p

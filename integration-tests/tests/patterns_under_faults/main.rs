@@ -1,6 +1,7 @@
 //! Scenario 2: every pattern crate's main write path under scenario 1's fault mix — 10 % of
 //! requests reset before forwarding, answered 503, or forwarded with the response dropped —
-//! on every proxy the pattern uses. After the faults are cleared and the pattern has
+//! on every proxy the pattern uses; the patterns kept by queued jobs also meet slow primary
+//! writes and lost dequeue responses, with a worker running meanwhile (`index.rs`). After the faults are cleared and the pattern has
 //! recovered (workers drained, sweeps run), everything is read back: nothing lost, nothing
 //! duplicated, no stale or missing index copy, no dangling blob reference, no lost increment.
 //!
@@ -62,13 +63,14 @@ impl Figures {
         let requests = p.account.metrics().snapshot().requests();
         let f = self.faults;
         println!(
-            "scenario 2 {:<22} {:>5} operations, {:>5} requests; faults: {:>3} resets, {:>3} 503s, {:>3} lost responses; lost {}, duplicated {}",
+            "scenario 2 {:<22} {:>5} operations, {:>5} requests; faults: {:>3} resets, {:>3} 503s, {:>3} lost responses, {:>2} slow writes; lost {}, duplicated {}",
             self.pattern,
             self.operations,
             requests,
             f.reset,
             f.status,
             f.drop_response,
+            f.delay,
             self.lost,
             self.duplicated
         );

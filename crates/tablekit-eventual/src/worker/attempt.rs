@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use tablekit_azure::{Message, Queue};
+use tablekit_azure::{Message, MessageTtl, PutOptions, Queue};
 use tablekit_core::ErrorKind;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -231,7 +231,15 @@ async fn keep_hidden<J, H>(
 async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, reason: &str) {
     let record = PoisonRecord::new(inner.queue.queue().name(), message, reason);
     let put = match record.encode() {
-        Ok(bytes) => inner.queue.poison().put(&bytes, Default::default()).await,
+        // A poison record must outlive the service's default 7 days: it is the only trace
+        // of a job that did not complete.
+        Ok(bytes) => {
+            let options = PutOptions {
+                ttl: MessageTtl::Never,
+                ..PutOptions::default()
+            };
+            inner.queue.poison().put(&bytes, options).await
+        }
         Err(e) => Err(e),
     };
     if let Err(e) = put {

@@ -11,7 +11,7 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, Result, Stored};
 
 use super::InterPartitionIndex;
 use crate::backfill::{self, BackfillOptions, BackfillState, Checkpoint};
-use crate::effects::Direct;
+use crate::effects::{Direct, Effects as _};
 use crate::spec::Layout;
 use crate::verify::{Audit, RepairReport, VerifyReport, audit};
 
@@ -66,8 +66,14 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         };
         for broken in &audit.broken {
             let family = &broken.family;
-            let job = self.job(family, None, Some(broken.primary.etag.clone()));
-            self.context.converge(&Direct, &job).await?;
+            let primary = &family.primary().keys;
+            // Outside the queue there is no write to wait for: converge to the primary as it
+            // is now.
+            let current = Direct.get(&self.context.tables[0], primary).await?;
+            let partition = &primary.pk()[self.context.spec.primary().prefix().len()..];
+            self.context
+                .converge(&Direct, partition, &family.primary().value, &[], current)
+                .await?;
             report.rewritten += 1;
         }
         for orphan in &audit.orphans {

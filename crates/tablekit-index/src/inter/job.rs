@@ -6,11 +6,12 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::Table;
-use tablekit_core::edm::from_properties;
-use tablekit_core::{ETag, Entity, Error, Result, Stored, Target};
+use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::{Entity, Error, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
 use crate::effects::{Effects, check_index};
+use crate::follow::FollowedWrite;
 use crate::spec::{IndexSpec, Layout};
 
 /// How many times a job re-reads and re-writes when the primary copy keeps changing under it
@@ -18,11 +19,13 @@ use crate::spec::{IndexSpec, Layout};
 const ROUNDS: usize = 4;
 
 /// The queued job of an [`InterPartitionIndex`](crate::InterPartitionIndex): make the copies
-/// of one entity match its primary copy as it is when the job runs.
+/// of one entity match its primary copy as it is when the job runs, once the write the job
+/// follows has landed (or can no longer land).
 ///
-/// The job never carries the entity's data, only where it is and which copies it held before
-/// the write, so it can run any number of times, late, or out of order: every run reads the
-/// primary, upserts the copies it calls for, and deletes the stale ones that differ.
+/// The job never carries the entity's data, only where it is, which copies it held before
+/// the write and how to recognise the write, so it can run any number of times, late, or out
+/// of order: every run reads the primary, waits while the write may still land, upserts the
+/// copies the primary calls for, and deletes the stale ones that differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyJob {
     /// The index (`<table>/<primary copy>`): a handler refuses jobs of another index.
@@ -34,10 +37,10 @@ pub struct CopyJob {
     /// The copies it held before the write, as (copy name, value): removed unless the
     /// primary still calls for them.
     pub stale: Vec<(String, String)>,
-    /// The primary copy's ETag before the write (`None`: it did not exist). On its first
-    /// delivery a job that still finds this ETag waits (fails, to be retried): the write it
-    /// follows may not have landed yet.
-    pub previous: Option<ETag>,
+    /// The write the job follows: the job converges only once the primary shows it landed or
+    /// can no longer land, and fails (to end in the poison queue) if an update or a delete
+    /// is still pending at its deadline.
+    pub write: FollowedWrite,
 }
 
 impl Job for CopyJob {
@@ -52,20 +55,29 @@ pub(crate) struct Context<T> {
     pub(crate) tables: Vec<Table>,
 }
 
-fn etag_of<V>(stored: &Option<Stored<V>>) -> Option<&ETag> {
-    stored.as_ref().map(|s| &s.etag)
+fn etag_of<V>(stored: Option<&Stored<V>>) -> Option<&tablekit_core::ETag> {
+    stored.map(|s| &s.etag)
 }
 
 impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
-    /// Makes the entity's copies match its primary (see [`CopyJob`]).
+    /// Makes the copies of entity `id` of `partition` match its primary, `current` being a
+    /// read of the primary the caller just made; `stale` are the copies it held before (see
+    /// [`CopyJob::stale`]).
     ///
-    /// Requests: 2 reads of the primary, one upsert per secondary copy, one delete per stale
-    /// copy; again per round while the primary keeps changing.
-    pub(crate) async fn converge<E: Effects>(&self, fx: &E, job: &CopyJob) -> Result<()> {
+    /// Requests: 1 more read of the primary, one upsert per secondary copy, one delete per
+    /// stale copy; again, with a first read, per round while the primary keeps changing.
+    pub(crate) async fn converge<E: Effects>(
+        &self,
+        fx: &E,
+        partition: &str,
+        id: &str,
+        stale_copies: &[(String, String)],
+        mut current: Option<Stored<Properties>>,
+    ) -> Result<()> {
         let spec = &self.spec;
-        let primary = spec.copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
+        let primary = spec.copy_keys(Layout::Inter, 0, partition, id)?;
         let mut stale: Vec<(usize, String)> = Vec::new();
-        for (name, value) in &job.stale {
+        for (name, value) in stale_copies {
             match spec.copy(name) {
                 Ok((i, _)) if i > 0 => stale.push((i, value.clone())),
                 _ => {
@@ -74,13 +86,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
             }
         }
         for round in 0..ROUNDS {
-            let current = fx.get(&self.tables[0], &primary).await?;
-            if round == 0 && fx.attempt() <= 1 && etag_of(&current) == job.previous.as_ref() {
-                return Err(Error::Indeterminate {
-                    target: Target::entity(self.tables[0].name(), primary),
-                    reason: "the write this job follows is not visible yet; the job runs again"
-                        .into(),
-                });
+            if round > 0 {
+                current = fx.get(&self.tables[0], &primary).await?;
             }
             let desired = match &current {
                 Some(s) => Some(spec.family(Layout::Inter, &from_properties::<T>(&s.value)?)?),
@@ -99,11 +106,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
                 {
                     continue;
                 }
-                let keys = spec.copy_keys(Layout::Inter, *i, &job.partition, value)?;
+                let keys = spec.copy_keys(Layout::Inter, *i, partition, value)?;
                 fx.delete_if_exists(&self.tables[*i], &keys).await?;
             }
             let after = fx.get(&self.tables[0], &primary).await?;
-            if etag_of(&after) == etag_of(&current) {
+            if etag_of(after.as_ref()) == etag_of(current.as_ref()) {
                 return Ok(());
             }
             // The primary changed while the copies were written: what was just written may
@@ -147,15 +154,40 @@ impl<T> fmt::Debug for CopyHandler<T> {
 }
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> for CopyHandler<T> {
-    /// Makes the job's entity's copies match its primary copy.
+    /// Makes the job's entity's copies match its primary copy, once the write the job
+    /// follows has landed or can no longer land.
+    ///
+    /// A delivery reads the primary and classifies it: it carries the write's stamp
+    /// ([`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY)), or is gone after a delete — the
+    /// write landed; it has another ETag than before the write (or, for an insert, exists
+    /// without the stamp) — the write can never land; either way the copies are made to match
+    /// the primary as it is now. Otherwise the primary is still as before the write, and the
+    /// delivery waits (the worker keeps the message hidden meanwhile), reading again after
+    /// pauses doubling from 100 ms to 5 s, until the write shows or the job's
+    /// [deadline](crate::FollowedWrite::deadline) has passed.
     ///
     /// **Requests:** 2 point reads of the primary, 1 upsert per secondary copy, 1 delete per
-    /// stale copy. **Errors:** [`Error::InvalidValue`] for a job of another index or a
-    /// primary that does not fit `T`; [`Error::Indeterminate`] while the write the job
-    /// follows is not visible (first delivery only) or the primary keeps changing — the
-    /// worker runs it again.
+    /// stale copy — plus, while waiting for the write, 1 read of the primary per pause (about
+    /// one per 5 s of waiting, after the first six).
+    ///
+    /// **Errors:** [`Error::InvalidValue`] for a job of another index or a primary that does
+    /// not fit `T`, and — permanent, so the job ends in the poison queue after its last
+    /// delivery, each delivery checking again — when an update or a delete did not land by
+    /// the job's deadline (an insert that finds no entity then completes: it never landed, or
+    /// was deleted since); [`Error::Indeterminate`] when the primary keeps changing (the
+    /// worker runs it again).
     async fn handle(&self, job: CopyJob, steps: &Steps) -> Result<()> {
         check_index(&job.index, &self.context.name)?;
-        self.context.converge(steps, &job).await
+        let context = &self.context;
+        let primary = context
+            .spec
+            .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
+        let current = job
+            .write
+            .settle(steps, &context.tables[0], &primary)
+            .await?;
+        context
+            .converge(steps, &job.partition, &job.id, &job.stale, current)
+            .await
     }
 }

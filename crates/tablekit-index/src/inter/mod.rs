@@ -3,22 +3,23 @@
 
 mod audit;
 mod job;
+mod write;
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::ops::RangeBounds;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Queue, Table};
-use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{ETag, Entity, Error, Keys, Result, Stored};
+use tablekit_core::{Error, Keys, Result, Stored};
 use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
 pub use job::{CopyHandler, CopyJob};
 
-use crate::conflict::{as_conflict, is_race};
+use crate::follow::DEFAULT_CLOCK_SKEW;
 use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
 use crate::spec::{Family, IndexSpec, Layout};
 use job::Context;
@@ -30,10 +31,14 @@ use job::Context;
 /// **Consistency:** the primary copy is written at once (strongly consistent); the other
 /// copies follow through a queued, idempotent [`CopyJob`] that a
 /// [`tablekit_eventual::Worker`] runs (eventually consistent). The job is enqueued *before*
-/// the primary write, so no acknowledged write is ever without its job; a job that runs before
-/// its write is visible waits for it. Until the job has run, lookups through a copy may miss
-/// the entity or see its previous values. [`verify`](Self::verify) reports copies that are
-/// missing, stale or orphaned; [`repair`](Self::repair) fixes them without the queue.
+/// the primary write, so no acknowledged write is ever without its job. The write stamps the
+/// primary with a write id ([`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY)) its job carries,
+/// so a job that runs before its write has landed — on any delivery, also after a lost
+/// dequeue response or a timed-out attempt — waits for it, up to a deadline past which the
+/// write can no longer land, and never completes against the older primary. Until the job has
+/// run, lookups through a copy may miss the entity or see its previous values.
+/// [`verify`](Self::verify) reports copies that are missing, stale or orphaned;
+/// [`repair`](Self::repair) fixes them without the queue.
 ///
 /// Secondary values are expected to be unique. If a value moves from one entity to another
 /// while a job for the first is pending, that job can remove the second entity's copy; the
@@ -41,6 +46,7 @@ use job::Context;
 pub struct InterPartitionIndex<T> {
     context: Arc<Context<T>>,
     queue: Queue,
+    clock_skew: Duration,
 }
 
 impl<T> Clone for InterPartitionIndex<T> {
@@ -48,6 +54,7 @@ impl<T> Clone for InterPartitionIndex<T> {
         Self {
             context: Arc::clone(&self.context),
             queue: self.queue.clone(),
+            clock_skew: self.clock_skew,
         }
     }
 }
@@ -67,6 +74,7 @@ pub struct InterPartitionIndexBuilder<T> {
     spec: IndexSpec<T>,
     queue: Queue,
     tables: Vec<(String, Table)>,
+    clock_skew: Duration,
 }
 
 impl<T> fmt::Debug for InterPartitionIndexBuilder<T> {
@@ -84,6 +92,24 @@ impl<T> InterPartitionIndexBuilder<T> {
     #[must_use]
     pub fn copy_table(mut self, copy: impl Into<String>, table: Table) -> Self {
         self.tables.push((copy.into(), table));
+        self
+    }
+
+    /// Sets the allowance for clock skew between the machines that write through the index
+    /// and those that run its jobs (default [`DEFAULT_CLOCK_SKEW`], 1 minute).
+    ///
+    /// Each job carries a deadline, taken on the writer's clock: enqueue time + how long the
+    /// enqueue and then the write may take to land by the accounts' settings
+    /// ([`Settings::write_settles_within`](tablekit_azure::Settings::write_settles_within)) +
+    /// this allowance. A job whose write has not landed waits within its delivery until the
+    /// deadline, read on the worker's clock, so a worker whose clock runs ahead of the
+    /// writer's by more than the allowance could give up on a write that still lands. A
+    /// larger allowance costs nothing unless a write never lands (its writer crashed between
+    /// the enqueue and the write, or gave up): its job then waits that much longer before it
+    /// fails toward the poison queue.
+    #[must_use]
+    pub fn clock_skew_allowance(mut self, allowance: Duration) -> Self {
+        self.clock_skew = allowance;
         self
     }
 
@@ -112,6 +138,7 @@ impl<T> InterPartitionIndexBuilder<T> {
                 tables,
             }),
             queue: self.queue,
+            clock_skew: self.clock_skew,
         })
     }
 }
@@ -130,6 +157,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             spec,
             queue,
             tables: Vec::new(),
+            clock_skew: DEFAULT_CLOCK_SKEW,
         }
     }
 
@@ -144,6 +172,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 tables,
             }),
             queue,
+            clock_skew: DEFAULT_CLOCK_SKEW,
         }
     }
 
@@ -208,126 +237,6 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
 
     pub(crate) fn family(&self, entity: &T) -> Result<Family> {
         self.context.spec.family(Layout::Inter, entity)
-    }
-
-    pub(crate) fn job(
-        &self,
-        family: &Family,
-        stale: Option<&Family>,
-        previous: Option<ETag>,
-    ) -> CopyJob {
-        let spec = &self.context.spec;
-        let primary = family.primary();
-        CopyJob {
-            index: self.context.name.clone(),
-            partition: primary.keys.pk()[spec.primary().prefix().len()..].to_owned(),
-            id: primary.value.clone(),
-            stale: stale
-                .map(|old| {
-                    old.copies
-                        .iter()
-                        .enumerate()
-                        .skip(1)
-                        .map(|(i, row)| (spec.copies()[i].name().to_owned(), row.value.clone()))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            previous,
-        }
-    }
-
-    /// Stores a new entity: enqueues its copy job, then inserts its primary copy. The other
-    /// copies appear when the job has run. Returns the primary copy's ETag.
-    ///
-    /// **Requests:** 2 (a queue put, an insert); the job then takes its own (see
-    /// [`CopyHandler`]). **Consistency:** the primary copy at once; the others eventually.
-    ///
-    /// # Errors
-    /// Key, value and size errors before any request (every copy is encoded first);
-    /// [`Error::AlreadyExists`] when the entity exists (its job then finds nothing to do).
-    pub async fn insert(&self, entity: &T) -> Result<ETag> {
-        let family = self.family(entity)?;
-        let primary = Entity::new(family.primary().keys.clone(), &family.primary().props);
-        tablekit_core::batch::Operation::insert(&primary)?;
-        self.jobs().enqueue(&self.job(&family, None, None)).await?;
-        self.context.tables[0].insert(&primary).await
-    }
-
-    /// Stores an entity, new or not: reads its primary copy (to learn the copies it had),
-    /// enqueues the copy job, then writes the primary copy conditioned on the ETag read (or
-    /// inserts it). A concurrent write makes it start again from the read. Returns the new
-    /// ETag.
-    ///
-    /// **Requests:** 3 (a point read, a queue put, a write), plus 3 per conflict retry.
-    /// **Consistency:** the primary copy at once; the others eventually.
-    ///
-    /// # Errors
-    /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
-    /// account's `conflict_retry` attempts; [`Error::InvalidValue`] when the stored entity
-    /// does not fit `T`.
-    pub async fn put(&self, entity: &T) -> Result<ETag> {
-        let new = self.family(entity)?;
-        let primary = Entity::new(new.primary().keys.clone(), &new.primary().props);
-        tablekit_core::batch::Operation::insert(&primary)?;
-        let table = &self.context.tables[0];
-        let mut conflicts = table.account().conflict_loop();
-        loop {
-            // The read and the enqueue fail as they fail; only the write can lose a race.
-            let written = async {
-                Ok::<_, Error>(match table.get::<Properties>(&primary.keys).await? {
-                    None => {
-                        self.jobs().enqueue(&self.job(&new, None, None)).await?;
-                        table.insert(&primary).await
-                    }
-                    Some(current) => {
-                        let old = self.family(&from_properties::<T>(&current.value)?)?;
-                        let job = self.job(&new, Some(&old), Some(current.etag.clone()));
-                        self.jobs().enqueue(&job).await?;
-                        table.replace(&primary, current.if_match()).await
-                    }
-                })
-            };
-            match written.await? {
-                Ok(etag) => return Ok(etag),
-                Err(e) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Deletes an entity: reads its primary copy, enqueues the job that removes its other
-    /// copies, then deletes the primary conditioned on the ETag read (retried from the read on
-    /// a conflict). Returns whether it existed.
-    ///
-    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
-    /// **Consistency:** the primary copy at once; the others eventually.
-    ///
-    /// # Errors
-    /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries.
-    pub async fn delete(&self, partition: &str, id: &str) -> Result<bool> {
-        let keys = self
-            .context
-            .spec
-            .copy_keys(Layout::Inter, 0, partition, id)?;
-        let table = &self.context.tables[0];
-        let mut conflicts = table.account().conflict_loop();
-        loop {
-            let deleted = async {
-                let Some(current) = table.get::<Properties>(&keys).await? else {
-                    return Ok::<_, Error>(None);
-                };
-                let old = self.family(&from_properties::<T>(&current.value)?)?;
-                let job = self.job(&old, Some(&old), Some(current.etag.clone()));
-                self.jobs().enqueue(&job).await?;
-                Ok(Some(table.delete(&keys, current.if_match()).await))
-            };
-            match deleted.await? {
-                None => return Ok(false),
-                Some(Ok(())) => return Ok(true),
-                Some(Err(e)) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Some(Err(e)) => return Err(e),
-            }
-        }
     }
 
     /// Reads an entity by its primary value: a point query on `empid_Sales/000223`.

@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{ETag, Entity, Error, ErrorKind, Keys, Result, Stored, Target};
+use tablekit_core::{Entity, Error, ErrorKind, Keys, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
 use crate::effects::{Effects, check_index};
+use crate::follow::FollowedWrite;
 use crate::list::rows::{Lists, RowWrite};
 use crate::list::spec::{ListSpec, SHARDS};
 
@@ -22,7 +23,8 @@ pub(crate) type Pair = (String, String);
 const ROUNDS: usize = 8;
 
 /// The queued job of an [`EventualList`](crate::EventualList): make the lists agree with one
-/// entity's current value — listed under it, and under no value it had before.
+/// entity's current value — listed under it, and under no value it had before — once the
+/// write the job follows has landed (or can no longer land).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListJob {
     /// The index (`<table>/<name>`): a handler refuses jobs of another index.
@@ -34,9 +36,8 @@ pub struct ListJob {
     /// Values it was listed under before the write: it is removed from those it no longer
     /// has.
     pub stale: Vec<String>,
-    /// The entity's ETag before the write (`None`: it did not exist); see
-    /// [`CopyJob::previous`](crate::CopyJob::previous).
-    pub previous: Option<ETag>,
+    /// The write the job follows; see [`CopyJob::write`](crate::CopyJob::write).
+    pub write: FollowedWrite,
 }
 
 impl Job for ListJob {
@@ -243,24 +244,26 @@ impl<T> Context<T> {
 }
 
 impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
-    /// Lists the job's entity under its current value and under no other it had.
+    /// Lists the job's entity under its current value and under no other it had, `current`
+    /// being a read of the entity the caller just made.
     ///
-    /// Requests: 2 reads of the entity; per list touched, its reads and 1 write (2 when the
-    /// list is created); again per round while the entity keeps changing.
-    pub(crate) async fn converge<E: Effects>(&self, fx: &E, job: &ListJob) -> Result<()> {
+    /// Requests: 1 more read of the entity; per list touched, its reads and 1 write (2 when
+    /// the list is created); again, with a first read, per round while the entity keeps
+    /// changing.
+    pub(crate) async fn converge<E: Effects>(
+        &self,
+        fx: &E,
+        job: &ListJob,
+        mut current: Option<Stored<Properties>>,
+    ) -> Result<()> {
         let keys = Keys::new(&job.partition, &job.row_key)?;
         let item: Pair = (job.partition.clone(), job.row_key.clone());
         let mut stale = job.stale.clone();
         for round in 0..ROUNDS {
-            let current = fx.get(&self.entities, &keys).await?;
-            let etag = current.as_ref().map(|s| s.etag.clone());
-            if round == 0 && fx.attempt() <= 1 && etag == job.previous {
-                return Err(Error::Indeterminate {
-                    target: Target::entity(self.entities.name(), keys),
-                    reason: "the write this job follows is not visible yet; the job runs again"
-                        .into(),
-                });
+            if round > 0 {
+                current = fx.get(&self.entities, &keys).await?;
             }
+            let etag = current.as_ref().map(|s| s.etag.clone());
             let desired = match &current {
                 Some(s) => Some(self.spec.value_of(&from_properties::<T>(&s.value)?)),
                 None => None,
@@ -313,16 +316,28 @@ impl<T> fmt::Debug for ListHandler<T> {
 }
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> for ListHandler<T> {
-    /// Lists the job's entity under its current value only.
+    /// Lists the job's entity under its current value only, once the write the job follows
+    /// has landed or can no longer land: a delivery that finds the entity still as before the
+    /// write waits for it, within the delivery, up to the job's deadline, as
+    /// [`CopyHandler`](crate::CopyHandler) does.
     ///
     /// **Requests:** 2 point reads of the entity; per list touched, its reads (1, plus 1 per
-    /// overflow row) and 1 write (2 when the list is created). **Errors:**
-    /// [`Error::InvalidValue`] for a job of another index; [`Error::Indeterminate`] while the
-    /// write the job follows is not visible (first delivery only) or things keep changing —
-    /// the worker runs it again.
+    /// overflow row) and 1 write (2 when the list is created) — plus, while waiting for the
+    /// write, 1 read of the entity per pause (pauses doubling from 100 ms to 5 s).
+    ///
+    /// **Errors:** [`Error::InvalidValue`] for a job of another index or an entity that does
+    /// not fit `T`, and — permanent, so the job ends in the poison queue after its last
+    /// delivery — when an update or a delete did not land by the job's deadline (an insert
+    /// that finds no entity then completes); [`Error::Indeterminate`] while things keep
+    /// changing (the worker runs it again).
     async fn handle(&self, job: ListJob, steps: &Steps) -> Result<()> {
         check_index(&job.index, &self.context.name)?;
-        self.context.converge(steps, &job).await
+        let keys = Keys::new(&job.partition, &job.row_key)?;
+        let current = job
+            .write
+            .settle(steps, &self.context.entities, &keys)
+            .await?;
+        self.context.converge(steps, &job, current).await
     }
 }
 

@@ -5,13 +5,14 @@ mod job;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Container, Queue, Table};
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::edm::{Properties, from_properties, to_properties};
 use tablekit_core::{ETag, Entity, Error, Keys, Result, Stored};
 use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
@@ -20,6 +21,7 @@ pub use job::{ListHandler, ListJob};
 use super::rows::read_lists;
 use super::spec::ListSpec;
 use crate::conflict::{as_conflict, is_race};
+use crate::follow::{DEFAULT_CLOCK_SKEW, Pending};
 use job::{Context, Pair, Store};
 
 /// An index of entities by a non-unique value whose lists live apart from the entities and
@@ -31,11 +33,15 @@ use job::{Context, Pair, Store};
 /// **Consistency:** the entity is written at once; its place in the lists follows when its
 /// [`ListJob`] has run (eventually consistent). The job is enqueued before the entity write, and
 /// every list change is conditioned on the list's ETag (a row's, or a blob's), so concurrent
-/// jobs never lose an entry. Table lists overflow into numbered rows as
+/// jobs never lose an entry. The write stamps the entity with a write id
+/// ([`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY)) its job carries, so a job delivered
+/// before its write has landed waits for it, up to a deadline past which the write can no
+/// longer land, and never lists the entity under a value it is about to lose. Table lists overflow into numbered rows as
 /// [`SamePartitionList`](crate::SamePartitionList)'s do; a blob has no size limit to speak of.
 pub struct EventualList<T> {
     context: Arc<Context<T>>,
     queue: Queue,
+    clock_skew: Duration,
 }
 
 impl<T> Clone for EventualList<T> {
@@ -43,6 +49,7 @@ impl<T> Clone for EventualList<T> {
         Self {
             context: Arc::clone(&self.context),
             queue: self.queue.clone(),
+            clock_skew: self.clock_skew,
         }
     }
 }
@@ -68,7 +75,18 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
                 store,
             }),
             queue,
+            clock_skew: DEFAULT_CLOCK_SKEW,
         }
+    }
+
+    /// Sets the allowance for clock skew between writers and the workers running the jobs
+    /// (default [`DEFAULT_CLOCK_SKEW`], 1 minute); see
+    /// [`InterPartitionIndexBuilder::clock_skew_allowance`](crate::InterPartitionIndexBuilder::clock_skew_allowance).
+    /// No request is sent.
+    #[must_use]
+    pub fn with_clock_skew_allowance(mut self, allowance: Duration) -> Self {
+        self.clock_skew = allowance;
+        self
     }
 
     /// Option 3: entities in `entities`, each value's list in its own partition of `lists`
@@ -132,34 +150,61 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
         self.jobs().create().await
     }
 
-    fn job(&self, keys: &Keys, stale: Option<String>, previous: Option<ETag>) -> ListJob {
+    /// A write of an entity about to be made, conditioned on `previous`; `stamp` unless it is
+    /// a delete.
+    fn pending(&self, previous: Option<ETag>, stamp: bool) -> Pending {
+        Pending::new(
+            &self.queue,
+            &self.context.entities,
+            previous,
+            stamp,
+            self.clock_skew,
+        )
+    }
+
+    /// `entity` as written: its properties stamped with `pending`'s write id, checked as an
+    /// insert would be.
+    fn row(keys: &Keys, entity: &T, pending: &Pending) -> Result<Entity<Properties>> {
+        let row = Entity::new(keys.clone(), pending.stamp(to_properties(entity)?)?);
+        Operation::insert(&row)?;
+        Ok(row)
+    }
+
+    fn job(&self, keys: &Keys, stale: Option<String>, pending: &Pending) -> ListJob {
         ListJob {
             index: self.context.name.clone(),
             partition: keys.pk().to_owned(),
             row_key: keys.rk().to_owned(),
             stale: stale.into_iter().collect(),
-            previous,
+            write: pending.write.clone(),
         }
     }
 
-    /// Stores a new entity: enqueues its list job, then inserts it. Returns its ETag.
+    /// Stores a new entity: enqueues its list job, then inserts it, stamped with the write id
+    /// the job carries. Returns its ETag.
     ///
     /// **Requests:** 2 (a queue put, an insert). **Consistency:** the entity at once; its
     /// list entry eventually.
     ///
     /// # Errors
-    /// Key and encoding errors before any request; [`Error::AlreadyExists`].
+    /// Key, encoding and size errors before any request (an entity with a property named
+    /// [`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY) is refused); [`Error::AlreadyExists`];
+    /// [`Error::Transport`], with nothing written, in the unlikely case that the enqueue took
+    /// longer than the job's deadline allows.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let keys = self.context.spec.entity_keys(entity)?;
-        let row = Entity::new(keys.clone(), entity);
-        Operation::insert(&row)?;
-        self.jobs().enqueue(&self.job(&keys, None, None)).await?;
+        let pending = self.pending(None, true);
+        let row = Self::row(&keys, entity, &pending)?;
+        self.jobs()
+            .enqueue(&self.job(&keys, None, &pending))
+            .await?;
+        pending.in_time()?;
         self.context.entities.insert(&row).await
     }
 
     /// Stores an entity, new or not: reads it (for the value it was listed under), enqueues
-    /// its list job, then writes it conditioned on the ETag read (or inserts it); retried
-    /// from the read on a conflict. Returns its new ETag.
+    /// its list job, then writes it, stamped with the job's write id, conditioned on the ETag
+    /// read (or inserts it); retried from the read on a conflict. Returns its new ETag.
     ///
     /// **Requests:** 3 (read, queue put, write), plus 3 per conflict retry.
     /// **Consistency:** the entity at once; the lists eventually.
@@ -169,26 +214,26 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// retries; [`Error::InvalidValue`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let keys = self.context.spec.entity_keys(entity)?;
-        let row = Entity::new(keys.clone(), entity);
-        Operation::insert(&row)?;
+        Self::row(&keys, entity, &self.pending(None, true))?;
         let table = &self.context.entities;
         let mut conflicts = table.account().conflict_loop();
         loop {
             let written = async {
-                Ok::<_, Error>(match table.get::<Properties>(&keys).await? {
-                    None => {
-                        self.jobs().enqueue(&self.job(&keys, None, None)).await?;
-                        table.insert(&row).await
-                    }
-                    Some(current) => {
-                        let old = self
-                            .context
-                            .spec
-                            .value_of(&from_properties::<T>(&current.value)?);
-                        let job = self.job(&keys, Some(old), Some(current.etag.clone()));
-                        self.jobs().enqueue(&job).await?;
-                        table.replace(&row, current.if_match()).await
-                    }
+                let current = table.get::<Properties>(&keys).await?;
+                let (old, previous) = match &current {
+                    None => (None, None),
+                    Some(c) => (
+                        Some(self.context.spec.value_of(&from_properties::<T>(&c.value)?)),
+                        Some(c.etag.clone()),
+                    ),
+                };
+                let pending = self.pending(previous, true);
+                let row = Self::row(&keys, entity, &pending)?;
+                self.jobs().enqueue(&self.job(&keys, old, &pending)).await?;
+                pending.in_time()?;
+                Ok::<_, Error>(match current {
+                    None => table.insert(&row).await,
+                    Some(current) => table.replace(&row, current.if_match()).await,
                 })
             };
             match written.await? {
@@ -205,7 +250,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
     ///
     /// # Errors
-    /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries.
+    /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;
+    /// [`Error::Transport`] as for [`insert`](Self::insert).
     pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
         let keys = Keys::new(partition, row_key)?;
         let table = &self.context.entities;
@@ -219,8 +265,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
                     .context
                     .spec
                     .value_of(&from_properties::<T>(&current.value)?);
-                let job = self.job(&keys, Some(old), Some(current.etag.clone()));
-                self.jobs().enqueue(&job).await?;
+                let pending = self.pending(Some(current.etag.clone()), false);
+                self.jobs()
+                    .enqueue(&self.job(&keys, Some(old), &pending))
+                    .await?;
+                pending.in_time()?;
                 Ok(Some(table.delete(&keys, current.if_match()).await))
             };
             match deleted.await? {

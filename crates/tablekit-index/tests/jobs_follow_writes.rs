@@ -1,0 +1,453 @@
+//! Queued jobs never complete against an older primary: jobs of the inter-partition index and
+//! of `EventualList` whose write lands after their first deliveries, after a lost dequeue
+//! response, or never — against Azurite, through fault proxies.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use common::{EmailCard, Employee, employee, employee_spec};
+use tablekit_azure::{RequestKind, Settings, Table};
+use tablekit_core::{ETag, Entity, Keys, Result};
+use tablekit_eventual::{Handler, HandlerRetry, Job, Steps, Worker, WorkerOptions};
+use tablekit_index::{CopyJob, EventualList, InterPartitionIndex, ListSpec};
+use tablekit_testkit::fixtures::{Proxied, assert_requests, fast_retries, proxied, table_on};
+use tablekit_testkit::{Fault, Matcher, Occurrences, Rule, unique_queue_name};
+
+/// How long the proxy holds the primary write: past the first deliveries of its job.
+const WRITE_DELAY: Duration = Duration::from_secs(3);
+
+/// Fast retries; `request_timeout` decides how long a write may take to land, and so the
+/// jobs' deadlines.
+fn settings(request_timeout: Duration) -> Settings {
+    Settings {
+        request_timeout,
+        ..fast_retries()
+    }
+}
+
+fn worker_options() -> WorkerOptions {
+    WorkerOptions {
+        visibility_timeout: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(20),
+        idle_backoff_max: Duration::from_millis(100),
+        handler_retry: HandlerRetry::none(),
+        max_dequeue_count: 10,
+        ..WorkerOptions::default()
+    }
+}
+
+/// A handler that records the dequeue count of every delivery it runs.
+struct Seen<H> {
+    inner: H,
+    attempts: Arc<Mutex<Vec<u64>>>,
+}
+
+impl<J: Job, H: Handler<J>> Handler<J> for Seen<H> {
+    async fn handle(&self, job: J, steps: &Steps) -> Result<()> {
+        self.attempts.lock().unwrap().push(steps.attempt());
+        self.inner.handle(job, steps).await
+    }
+}
+
+/// A rule for the first `method` request whose path contains `path`.
+fn first(method: &str, path: &str, fault: Fault) -> Rule {
+    Rule {
+        matcher: Matcher::any().with_method(method).with_path_contains(path),
+        occurrences: Occurrences::Nth(1),
+        fault,
+    }
+}
+
+/// Makes the response of the next dequeue that finds a message get lost: the message is
+/// hidden for the worker's visibility timeout, then delivered with dequeue count 2.
+fn lose_the_next_dequeue_response(p: &Proxied) {
+    p.queue.add_rule(Rule {
+        matcher: Matcher::any()
+            .with_method("GET")
+            .with_query_contains("numofmessages")
+            .with_path_contains("/messages"),
+        occurrences: Occurrences::Nth(1),
+        fault: Fault::DropResponse,
+    });
+}
+
+/// Waits (without asserting on time) until a job is on `queue`: its write is in flight.
+async fn job_enqueued(len: impl AsyncFn() -> usize) {
+    while len().await == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// --- The inter-partition index ---------------------------------------------------------
+
+async fn inter(p: &Proxied, prefix: &str) -> (InterPartitionIndex<Employee>, Table) {
+    let table = table_on(&p.account, prefix).await;
+    let queue = p.account.queue(&unique_queue_name(prefix)).unwrap();
+    // Writer and workers share one clock here.
+    let index = InterPartitionIndex::builder(table.clone(), employee_spec(), queue)
+        .clock_skew_allowance(Duration::ZERO)
+        .build()
+        .unwrap();
+    index.create().await.unwrap();
+    (index, table)
+}
+
+fn jones() -> Employee {
+    employee("Sales", 223, "Jones", "jonesj@contoso.com")
+}
+
+fn moved() -> Employee {
+    Employee {
+        email: "jun.jones@contoso.com".into(),
+        age: 35,
+        ..jones()
+    }
+}
+
+/// Stores Jones and runs its job, so its email copy exists before the write under test.
+async fn stored_jones(index: &InterPartitionIndex<Employee>) {
+    index.insert(&jones()).await.unwrap();
+    let done = index.worker(worker_options()).drain().await.unwrap();
+    assert_eq!(done.processed, 1);
+}
+
+/// Runs `options`' worker while `moved()` is put with its primary write delayed, and returns
+/// the dequeue counts of the deliveries the handler ran.
+async fn put_delayed(
+    p: &Proxied,
+    index: &InterPartitionIndex<Employee>,
+    options: WorkerOptions,
+    before_the_worker: impl FnOnce(),
+) -> Vec<u64> {
+    p.table
+        .add_rule(first("PUT", "empid_Sales", Fault::Delay(WRITE_DELAY)));
+    let writing = tokio::spawn({
+        let index = index.clone();
+        async move { index.put(&moved()).await }
+    });
+    job_enqueued(async || index.jobs().approximate_len().await.unwrap()).await;
+    before_the_worker();
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Seen {
+        inner: index.handler(),
+        attempts: Arc::clone(&attempts),
+    };
+    Worker::new(index.jobs(), seen, options)
+        .drain()
+        .await
+        .unwrap();
+    writing.await.unwrap().unwrap();
+    assert_eq!(p.table.stats().faults_injected.delay, 1);
+    attempts.lock().unwrap().clone()
+}
+
+/// The copies match the new primary, and the job is neither queued nor poisoned.
+async fn assert_copies_follow_the_move(index: &InterPartitionIndex<Employee>) {
+    let primary = index.get("Sales", "000223").await.unwrap().unwrap();
+    assert_eq!(primary.value, moved(), "the write landed");
+    let card = index
+        .get_by_as::<EmailCard>("email", "Sales", "jun.jones@contoso.com")
+        .await
+        .unwrap();
+    assert_eq!(
+        card.map(|c| c.value.email).as_deref(),
+        Some("jun.jones@contoso.com"),
+        "the copy of the new email"
+    );
+    let old = index
+        .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+        .await
+        .unwrap();
+    assert!(old.is_none(), "the old email's copy is gone: {old:?}");
+    let report = index.verify("Sales").await.unwrap();
+    assert!(report.is_consistent(), "{report:?}");
+    assert_eq!(index.jobs().approximate_len().await.unwrap(), 0);
+    assert!(index.jobs().peek_poisoned(1).await.unwrap().is_empty());
+}
+
+async fn cleanup(p: &Proxied, jobs: &tablekit_eventual::JobQueue<impl Job>, tables: &[&Table]) {
+    p.table.clear();
+    p.queue.clear();
+    jobs.delete().await.unwrap();
+    for table in tables {
+        table.delete_table().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_copy_job_whose_first_deliveries_give_up_before_its_write_lands_follows_the_write() {
+    let p = proxied(settings(Duration::from_secs(10)));
+    let (index, table) = inter(&p, "followslow").await;
+    stored_jones(&index).await;
+    // Deliveries 1 and 2 give up (handler timeout) while the write is held by the proxy.
+    let options = WorkerOptions {
+        handler_timeout: Some(Duration::from_millis(400)),
+        ..worker_options()
+    };
+    let attempts = put_delayed(&p, &index, options, || {}).await;
+    assert!(attempts.starts_with(&[1, 2]), "{attempts:?}");
+    assert_copies_follow_the_move(&index).await;
+    cleanup(&p, &index.jobs(), &[&table]).await;
+}
+
+#[tokio::test]
+async fn a_copy_job_first_seen_at_dequeue_count_2_follows_a_write_that_lands_later() {
+    let p = proxied(settings(Duration::from_secs(10)));
+    let (index, table) = inter(&p, "followlost").await;
+    stored_jones(&index).await;
+    let attempts = put_delayed(&p, &index, worker_options(), || {
+        lose_the_next_dequeue_response(&p)
+    })
+    .await;
+    assert_eq!(p.queue.stats().faults_injected.drop_response, 1);
+    assert_eq!(attempts.first(), Some(&2), "{attempts:?}");
+    assert_copies_follow_the_move(&index).await;
+    cleanup(&p, &index.jobs(), &[&table]).await;
+}
+
+#[tokio::test]
+async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_copies() {
+    // A short request timeout: the write settles, and the job's deadline passes, in seconds.
+    let p = proxied(settings(Duration::from_millis(500)));
+    let (index, table) = inter(&p, "follownever").await;
+    stored_jones(&index).await;
+    // Every attempt of the primary write is refused until the writer gives up.
+    p.table.add_rule(Rule {
+        matcher: Matcher::any()
+            .with_method("PUT")
+            .with_path_contains("empid_Sales"),
+        occurrences: Occurrences::All,
+        fault: Fault::Status(503),
+    });
+    let refused = index.put(&moved()).await.unwrap_err();
+    assert!(refused.is_retryable(), "{refused}");
+    let options = WorkerOptions {
+        max_dequeue_count: 2,
+        ..worker_options()
+    };
+    let report = index.worker(options).drain().await.unwrap();
+    assert_eq!((report.poisoned, report.processed), (1, 0), "{report:?}");
+    let record = index.jobs().peek_poisoned(1).await.unwrap().remove(0);
+    assert!(
+        record.reason.contains("did not land by"),
+        "{}",
+        record.reason
+    );
+    let job = record.job::<CopyJob>().unwrap();
+    assert!(
+        record.poisoned_at > job.write.deadline,
+        "given up only after the deadline: {record:?}, {job:?}"
+    );
+    // The copies still describe the primary as it is: the write that never landed is not
+    // in them.
+    let primary = index.get("Sales", "000223").await.unwrap().unwrap();
+    assert_eq!(primary.value, jones());
+    assert!(
+        index
+            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        index
+            .get_by_as::<EmailCard>("email", "Sales", "jun.jones@contoso.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+    cleanup(&p, &index.jobs(), &[&table]).await;
+}
+
+// --- EventualList ------------------------------------------------------------------------
+
+fn by_last_name() -> ListSpec<Employee> {
+    ListSpec::builder(
+        "lastname",
+        |e: &Employee| e.department.clone(),
+        |e: &Employee| e.id.clone(),
+        |e: &Employee| e.last_name.clone(),
+    )
+    .prefix("lastname_")
+    .build()
+    .unwrap()
+}
+
+async fn lists(p: &Proxied, prefix: &str) -> (EventualList<Employee>, Table, Table) {
+    let entities = table_on(&p.account, &format!("{prefix}e")).await;
+    let rows = table_on(&p.account, &format!("{prefix}l")).await;
+    let queue = p.account.queue(&unique_queue_name(prefix)).unwrap();
+    let list = EventualList::separate(entities.clone(), rows.clone(), by_last_name(), queue)
+        .with_clock_skew_allowance(Duration::ZERO);
+    list.create().await.unwrap();
+    (list, entities, rows)
+}
+
+fn smith() -> Employee {
+    Employee {
+        last_name: "Smith".into(),
+        ..jones()
+    }
+}
+
+/// As [`put_delayed`], for a list: Jones becomes Smith with the entity write delayed.
+async fn list_put_delayed(
+    p: &Proxied,
+    list: &EventualList<Employee>,
+    options: WorkerOptions,
+    before_the_worker: impl FnOnce(),
+) -> Vec<u64> {
+    list.insert(&jones()).await.unwrap();
+    list.worker(worker_options()).drain().await.unwrap();
+    assert_eq!(list.lookup("Jones").await.unwrap().len(), 1);
+    let entity_path = format!("{}(", list.table().name());
+    p.table
+        .add_rule(first("PUT", &entity_path, Fault::Delay(WRITE_DELAY)));
+    let writing = tokio::spawn({
+        let list = list.clone();
+        async move { list.put(&smith()).await }
+    });
+    job_enqueued(async || list.jobs().approximate_len().await.unwrap()).await;
+    before_the_worker();
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Seen {
+        inner: list.handler(),
+        attempts: Arc::clone(&attempts),
+    };
+    Worker::new(list.jobs(), seen, options)
+        .drain()
+        .await
+        .unwrap();
+    writing.await.unwrap().unwrap();
+    assert_eq!(p.table.stats().faults_injected.delay, 1);
+    attempts.lock().unwrap().clone()
+}
+
+async fn assert_listed_under_the_new_value(list: &EventualList<Employee>) {
+    let found = list.lookup("Smith").await.unwrap();
+    assert_eq!(
+        found.iter().map(|s| s.value.clone()).collect::<Vec<_>>(),
+        [smith()],
+        "lookup finds the entity under its new value"
+    );
+    assert!(list.ids("Jones").await.unwrap().is_empty());
+    assert_eq!(list.jobs().approximate_len().await.unwrap(), 0);
+    assert!(list.jobs().peek_poisoned(1).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_list_job_whose_first_deliveries_give_up_before_its_write_lands_follows_the_write() {
+    let p = proxied(settings(Duration::from_secs(10)));
+    let (list, entities, rows) = lists(&p, "followlistslow").await;
+    let options = WorkerOptions {
+        handler_timeout: Some(Duration::from_millis(400)),
+        ..worker_options()
+    };
+    let attempts = list_put_delayed(&p, &list, options, || {}).await;
+    assert!(attempts.starts_with(&[1, 2]), "{attempts:?}");
+    assert_listed_under_the_new_value(&list).await;
+    cleanup(&p, &list.jobs(), &[&entities, &rows]).await;
+}
+
+#[tokio::test]
+async fn a_list_job_first_seen_at_dequeue_count_2_follows_a_write_that_lands_later() {
+    let p = proxied(settings(Duration::from_secs(10)));
+    let (list, entities, rows) = lists(&p, "followlistlost").await;
+    let attempts = list_put_delayed(&p, &list, worker_options(), || {
+        lose_the_next_dequeue_response(&p)
+    })
+    .await;
+    assert_eq!(p.queue.stats().faults_injected.drop_response, 1);
+    assert_eq!(attempts.first(), Some(&2), "{attempts:?}");
+    assert_listed_under_the_new_value(&list).await;
+    cleanup(&p, &list.jobs(), &[&entities, &rows]).await;
+}
+
+/// The most reads a delivery makes while it waits `wait` for a write: the first, one after
+/// each pause (100 ms, doubling, at most 5 s, never past the deadline), and one more if the
+/// deadline passed while a read was in flight.
+fn most_reads_waiting(wait: Duration) -> u64 {
+    let (mut pause, mut waited, mut reads) = (Duration::from_millis(100), Duration::ZERO, 1);
+    while waited < wait {
+        waited += pause.min(wait - waited);
+        reads += 1;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+    reads + 1
+}
+
+#[tokio::test]
+async fn a_waiting_job_reads_once_per_pause_and_an_absent_insert_past_its_deadline_completes() {
+    let table = common::table("followreads").await;
+    let queue = table
+        .account()
+        .queue(&unique_queue_name("followreads"))
+        .unwrap();
+    let index = InterPartitionIndex::new(table.clone(), employee_spec(), queue);
+    let etag = table
+        .insert(&Entity::new(
+            Keys::new("empid_Sales", "000223").unwrap(),
+            jones(),
+        ))
+        .await
+        .unwrap();
+    let job = |id: &str, previous: Option<ETag>, deadline| CopyJob {
+        index: format!("{}/empid", table.name()),
+        partition: "Sales".into(),
+        id: id.into(),
+        stale: Vec::new(),
+        write: tablekit_index::FollowedWrite {
+            previous,
+            write_id: Some("never".into()),
+            deadline,
+        },
+    };
+    let metrics = table.account().metrics().clone();
+    let steps = Steps::detached();
+
+    // An update still pending past its deadline: one read, and the permanent failure.
+    metrics.reset();
+    let e = index
+        .handler()
+        .handle(job("000223", Some(etag.clone()), Utc::now()), &steps)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), tablekit_core::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("did not land by"), "{e}");
+    assert_requests(&metrics.snapshot(), None, 1);
+
+    // A second before its deadline: a read per pause, then the failure.
+    let wait = Duration::from_secs(1);
+    metrics.reset();
+    let deadline = Utc::now() + chrono::Duration::from_std(wait).unwrap();
+    let e = index
+        .handler()
+        .handle(job("000223", Some(etag), deadline), &steps)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("did not land by"), "{e}");
+    let spent = metrics.snapshot();
+    let reads = spent.requests_of(RequestKind::Get);
+    assert_eq!(spent.requests(), reads, "reads only");
+    // Every attempt is counted: a read the account retried adds one.
+    assert!(
+        (2..=most_reads_waiting(wait) + spent.retries).contains(&reads),
+        "{reads} reads: {spent:?}"
+    );
+
+    // An insert that finds no entity past its deadline never landed, or was deleted since:
+    // nothing to copy, the job completes (its read, and the read that confirms it).
+    metrics.reset();
+    index
+        .handler()
+        .handle(job("000224", None, Utc::now()), &steps)
+        .await
+        .unwrap();
+    assert_requests(&metrics.snapshot(), Some(RequestKind::Get), 2);
+    assert_requests(&metrics.snapshot(), None, 2);
+    table.delete_table().await.unwrap();
+}
