@@ -53,11 +53,12 @@ async fn encrypted_entities_round_trip_through_azurite_with_no_extra_request() -
     let encrypted = encrypted?;
     assert_requests(&encrypt_cost, None, 0);
 
-    let (inserted, insert_cost) = measured(
-        &account,
+    let (inserted, insert_cost) = measured(&account, async {
         // ANCHOR: insert
-        table.insert(&Entity::new(keys.clone(), encrypted)), // ANCHOR_END: insert
-    )
+        table.insert(&Entity::new(keys.clone(), encrypted)).await?;
+        // ANCHOR_END: insert
+        Ok::<_, tablekit_core::Error>(())
+    })
     .await;
     inserted?;
     assert_requests(&insert_cost, Some(RequestKind::Insert), 1);
