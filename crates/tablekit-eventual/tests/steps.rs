@@ -252,7 +252,7 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     ];
     for plan in &refused {
         let e = steps.submit(table, plan).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     }
     assert_eq!(metrics.snapshot().requests(), 0);
 

@@ -12,8 +12,6 @@ use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::Properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result};
 
-use crate::conflict::{as_conflict, is_race};
-
 /// How the source entity is written alongside its copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceWrite {
@@ -207,13 +205,12 @@ where
                         source: Box::new(missing(&source.keys)),
                     });
                 }
-                Err(e @ Error::BatchFailed { index: 1, .. }) if is_race(e.kind()) => {
-                    conflicts.retry(as_conflict(e)).await?
+                // A lost race on the target, or on the source when its condition is ours.
+                Err(e @ Error::BatchFailed { index: 1, .. }) => {
+                    conflicts.retry(e.not_found_as_conflict()).await?
                 }
-                Err(e @ Error::BatchFailed { index: 0, .. })
-                    if retry_source && is_race(e.kind()) =>
-                {
-                    conflicts.retry(as_conflict(e)).await?
+                Err(e @ Error::BatchFailed { index: 0, .. }) if retry_source => {
+                    conflicts.retry(e.not_found_as_conflict()).await?
                 }
                 Err(e) => return Err(e),
             }
@@ -259,8 +256,8 @@ where
                         target: etag_at(&outcomes, 1),
                     });
                 }
-                Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
-                    conflicts.retry(as_conflict(e)).await?
+                Err(e @ Error::BatchFailed { .. }) => {
+                    conflicts.retry(e.not_found_as_conflict()).await?
                 }
                 Err(e) => return Err(e),
             }

@@ -173,7 +173,7 @@ impl<U: DeserializeOwned + Send + 'static> IndexRange<U> {
     /// **Requests:** one per page.
     ///
     /// # Errors
-    /// [`tablekit_core::Error::InvalidValue`] when a row does not fit `U` (read a projected
+    /// [`tablekit_core::Error::Decode`] when a row does not fit `U` (read a projected
     /// copy with [`IndexRange::as_type`]); transport and service errors.
     pub async fn collect(self) -> Result<Vec<Stored<U>>> {
         self.stream().try_collect().await

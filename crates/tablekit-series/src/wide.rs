@@ -11,7 +11,7 @@ use tablekit_azure::{Table, TransactionOutcome};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties, to_properties_unbounded};
 use tablekit_core::filter::Filter;
-use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Target};
+use tablekit_core::{ETag, Error, Keys, Result, Target};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
@@ -132,8 +132,8 @@ impl WideEntities {
 
     fn encode_check(&self, ops: &[Operation]) -> Result<()> {
         let service = self.table.account().endpoints().table.as_str();
-        BatchPlan::atomic(ops.iter().cloned())?
-            .encode(service.trim_end_matches('/'), self.table.name())?;
+        let plan = BatchPlan::atomic(ops.iter().cloned())?;
+        tablekit_core::wire::encode(&plan, service.trim_end_matches('/'), self.table.name())?;
         Ok(())
     }
 
@@ -144,9 +144,9 @@ impl WideEntities {
     /// exists.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the shards still do not form one write after repeated
-    /// reads (damaged data), when a row in the shard range was not written as a shard, or
-    /// when the joined properties do not fit `T`; [`Error::NotFound`] if the table does not
+    /// [`Error::Corrupt`] when the shards still do not form one write after repeated reads
+    /// (damaged data) or when a row in the shard range was not written as a shard;
+    /// [`Error::Decode`] when the joined properties do not fit `T`; [`Error::NotFound`] if the table does not
     /// exist.
     pub async fn read<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<WideStored<T>>> {
         let span = tracing::debug_span!("tablekit.wide.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
@@ -155,7 +155,8 @@ impl WideEntities {
             return Ok(None);
         };
         Ok(Some(WideStored {
-            value: from_properties(&properties)?,
+            value: from_properties(&properties)
+                .map_err(|e| e.with_target(Target::entity(self.table.name(), keys.clone())))?,
             version,
         }))
     }
@@ -175,7 +176,9 @@ impl WideEntities {
             if version_only {
                 query = query.select([SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY]);
             }
-            match join(keys, query.collect().await?)? {
+            let joined = join(keys, query.collect().await?)
+                .map_err(|e| e.with_target(Target::table(self.table.name())))?;
+            match joined {
                 Joined::Absent => return Ok(None),
                 Joined::Whole {
                     write_id,
@@ -199,7 +202,10 @@ impl WideEntities {
                 }
             }
         }
-        Err(Error::invalid_value(WRITE_ID_PROPERTY, torn))
+        Err(Error::corrupt(
+            Target::entity(self.table.name(), keys.clone()),
+            format!("{WRITE_ID_PROPERTY}: {torn}"),
+        ))
     }
 
     /// Creates a logical entity; fails if it exists.
@@ -368,21 +374,15 @@ impl WideEntities {
         Ok(version_of(split, write_id, &outcomes))
     }
 
-    /// A shard that changed, appeared (409) or vanished (404) since the read: the logical
-    /// entity was written by someone else.
+    /// A shard that changed, appeared (409) or vanished (404) since the read means that the
+    /// logical entity was written by someone else: reported as the logical entity's conflict,
+    /// not the shard's.
     fn as_conflict(&self, keys: &Keys, error: Error) -> Error {
-        match &error {
-            Error::BatchFailed { .. }
-                if matches!(
-                    error.kind(),
-                    ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
-                ) =>
-            {
-                Error::PreconditionFailed {
-                    target: Target::entity(self.table.name(), keys.clone()),
-                }
-            }
-            _ => error,
+        match error.not_found_as_conflict() {
+            e @ Error::BatchFailed { .. } if e.is_conflict() => Error::PreconditionFailed {
+                target: Target::entity(self.table.name(), keys.clone()),
+            },
+            other => other,
         }
     }
 }

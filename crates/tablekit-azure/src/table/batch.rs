@@ -8,11 +8,12 @@ use std::time::Instant;
 use azure_core::Method;
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
-use tablekit_core::batch::{
-    BatchPlan, EncodedTransaction, Operation, PartResponse, parse_response,
-};
+use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
+use tablekit_core::wire::{
+    EncodedTransaction, PartResponse, encode, error_from_response, parse_response,
+};
 use tablekit_core::{ETag, Error, ErrorKind, Result, Stored, Target};
 use tracing::Instrument as _;
 
@@ -80,7 +81,7 @@ impl Table {
     /// A transport error or timeout that outlasts the retries leaves the failed transaction's
     /// outcome open: it may have been applied ([`Table::bulk_write`] reads it back).
     pub async fn submit(&self, plan: &BatchPlan) -> Result<Vec<TransactionOutcome>> {
-        let transactions = plan.encode(&self.service_url(), self.name())?;
+        let transactions = encode(plan, &self.service_url(), self.name())?;
         let mut outcomes = Vec::with_capacity(transactions.len());
         for tx in &transactions {
             outcomes.push(self.send_transaction(plan, tx).await?);
@@ -209,7 +210,7 @@ impl Table {
             Some(op) => Target::entity(self.name.as_ref(), op.keys().clone()),
             None => Target::table(self.name.as_ref()),
         };
-        let source = Error::from_response(
+        let source = error_from_response(
             part.status,
             part.code.clone(),
             part.message.clone().unwrap_or_default(),

@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use tablekit_core::batch::{BatchPlan, EncodedTransaction, Operation, OperationKind};
+use tablekit_core::batch::{BatchPlan, Operation, OperationKind};
+use tablekit_core::wire::{EncodedTransaction, encode};
 use tablekit_core::{ETag, Error, ErrorKind, Result, Target};
 
 use super::Table;
@@ -244,7 +245,7 @@ impl Table {
     ///
     /// # Errors
     /// Before any request: [`Error::DuplicateInTransaction`] for two operations on one entity,
-    /// [`Error::InvalidValue`] for an empty list. Per-operation failures are in the report.
+    /// [`Error::InvalidArgument`] for an empty list. Per-operation failures are in the report.
     pub async fn bulk_write(
         &self,
         operations: Vec<Operation>,
@@ -252,7 +253,7 @@ impl Table {
     ) -> Result<BulkReport> {
         let total = operations.len();
         let plan = BatchPlan::best_effort(operations)?;
-        let transactions = plan.encode(&self.service_url(), self.name())?;
+        let transactions = encode(&plan, &self.service_url(), self.name())?;
         let concurrency = options
             .concurrency
             .unwrap_or(self.account.settings().concurrency)
@@ -288,7 +289,11 @@ impl Table {
             .into_iter()
             .map(|o| {
                 o.unwrap_or_else(|| {
-                    OperationOutcome::Failed(Error::invalid_value("", "operation was not sent"))
+                    // Every transaction reports each of its operations; this is a guard.
+                    OperationOutcome::Failed(Error::Transport {
+                        message: "the operation was not sent".into(),
+                        source: None,
+                    })
                 })
             })
             .collect();
@@ -470,10 +475,10 @@ impl Table {
             .filter_map(|&i| plan.operation(i).cloned())
             .collect();
         let sub = BatchPlan::atomic(ops)?;
-        let mut encoded = sub.encode(&self.service_url(), self.name())?;
+        let mut encoded = encode(&sub, &self.service_url(), self.name())?;
         let mut tx = encoded
             .pop()
-            .ok_or_else(|| Error::invalid_value("", "empty transaction"))?;
+            .ok_or_else(|| Error::invalid_argument("operations", "no operation to send"))?;
         tx.indices = tx.indices.iter().map(|&i| indices[i]).collect();
         Ok(Some(tx))
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_core::batch::{Operation, OperationKind};
 use tablekit_core::edm::{Properties, parse_entity};
-use tablekit_core::resource::entity_path;
+use tablekit_core::wire::entity_path;
 use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 
@@ -142,7 +142,8 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::NotFound`] if the *table* does not exist (a missing entity is `Ok(None)`);
-    /// [`Error::InvalidValue`] naming the property when the stored data does not fit `T`.
+    /// [`Error::Decode`] naming the table, keys and property when the stored data does not
+    /// fit `T`.
     pub async fn get<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<Stored<T>>> {
         let url = self.url(&entity_path(&self.name, keys), &[]);
         let target = Target::entity(self.name.as_ref(), keys.clone());
@@ -161,7 +162,8 @@ impl Table {
             .await;
         match outcome.result {
             Ok(response) => {
-                let stored = parse_entity(&response.body, response.header("etag"))?;
+                let stored = parse_entity(&response.body, response.header("etag"))
+                    .map_err(|e| self.in_table(e))?;
                 self.account.metrics().entities_read(1);
                 Ok(Some(stored))
             }

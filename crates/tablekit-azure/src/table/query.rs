@@ -347,7 +347,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// # Errors
     /// Before any request: invalid filter or property names, page size out of range,
     /// [`Error::ScanDenied`]. Then [`Error::NotFound`] for a missing table,
-    /// [`Error::InvalidValue`] when an entity does not fit `T`.
+    /// [`Error::Decode`] naming the table, keys and property when an entity does not fit `T`.
     pub async fn page(&self) -> Result<Page<T>> {
         let filter = self.prepare()?;
         self.fetch(
@@ -414,7 +414,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     }
 
     fn parse(&self, raw: RawPage) -> Result<Page<T>> {
-        let items = parse_page::<T>(&raw.body)?;
+        let items = parse_page::<T>(&raw.body).map_err(|e| self.table.in_table(e))?;
         self.table.account().metrics().entities_read(items.len());
         Ok(Page {
             items,

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_core::{Entity, Error, ErrorKind, Keys, Result, Stored};
+use tablekit_core::{Entity, Error, Keys, Result, Stored};
 use tracing::Instrument as _;
 
 use super::Table;
@@ -30,15 +30,6 @@ pub struct ConflictLoop {
     attempt: u32,
 }
 
-/// Whether an error means "someone else wrote first": 412, or 409 when two writers insert the
-/// same new entity (also inside a transaction).
-pub fn is_conflict(error: &Error) -> bool {
-    matches!(
-        error.kind(),
-        ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
-    )
-}
-
 impl Account {
     /// A new optimistic-concurrency loop using this account's conflict retry settings.
     pub fn conflict_loop(&self) -> ConflictLoop {
@@ -57,7 +48,7 @@ impl ConflictLoop {
     /// `error` itself when it is not a conflict or the attempts are exhausted.
     pub async fn retry(&mut self, error: Error) -> Result<()> {
         let policy = &self.account.settings().conflict_retry;
-        if !is_conflict(&error) || self.attempt >= policy.max_attempts {
+        if !error.is_conflict() || self.attempt >= policy.max_attempts {
             return Err(error);
         }
         self.attempt += 1;

@@ -1,19 +1,13 @@
 //! Entity group transactions: planning (group by partition, split at 100 operations and below
-//! the 4 MiB body limit, refuse duplicates) and the multipart wire format.
+//! the 4 MiB body limit, refuse duplicates).
 //!
 //! A transaction is atomic within one partition of one table. [`BatchPlan::atomic`] refuses
 //! anything that cannot be one transaction; [`BatchPlan::best_effort`] groups and splits, and
 //! then each resulting transaction is atomic on its own — not the plan as a whole.
 
-mod multipart;
-mod response;
-
 use std::collections::HashMap;
 
 use serde::Serialize;
-
-pub use multipart::EncodedTransaction;
-pub use response::{PartResponse, parse_response};
 
 use crate::edm::{Properties, parse_entity, write_entity};
 use crate::entity::{Entity, IfMatch};
@@ -226,7 +220,7 @@ impl BatchPlan {
     /// Before any request: [`Error::LimitExceeded`] for more than 100 operations,
     /// [`Error::CrossPartitionTransaction`] for two partitions,
     /// [`Error::DuplicateInTransaction`] for two operations on one entity (with both caller
-    /// indices), [`Error::InvalidValue`] for an empty plan. The 4 MiB body limit is checked by
+    /// indices), [`Error::InvalidArgument`] for an empty plan. The 4 MiB body limit is checked by
     /// [`BatchPlan::encode`].
     pub fn atomic(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
         let plan = Self::group(operations, true)?;
@@ -256,7 +250,7 @@ impl BatchPlan {
     ///
     /// # Errors
     /// [`Error::DuplicateInTransaction`] for two operations on one entity,
-    /// [`Error::InvalidValue`] for an empty plan.
+    /// [`Error::InvalidArgument`] for an empty plan.
     pub fn best_effort(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
         Self::group(operations, false)
     }
@@ -286,8 +280,8 @@ impl BatchPlan {
             groups[slot].1.push(Planned { index, operation });
         }
         if groups.is_empty() {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "operations",
                 "a batch needs at least one operation",
             ));
         }
@@ -326,21 +320,6 @@ impl BatchPlan {
             .flat_map(|(_, ops)| ops)
             .find(|p| p.index == index)
             .map(|p| &p.operation)
-    }
-
-    /// Encodes the plan into transaction request bodies for `table` of the service at
-    /// `service_url` (e.g. `https://acct.table.core.windows.net`), splitting best-effort plans
-    /// at 100 operations and wherever the exact encoded body would reach 4 MiB.
-    ///
-    /// # Errors
-    /// [`Error::LimitExceeded`] with [`Limit::TransactionBytes`] when an atomic plan's body
-    /// would reach 4 MiB.
-    pub fn encode(&self, service_url: &str, table: &str) -> Result<Vec<EncodedTransaction>> {
-        let mut out = Vec::new();
-        for (pk, ops) in &self.groups {
-            multipart::encode_group(service_url, table, pk, ops, self.atomic, &mut out)?;
-        }
-        Ok(out)
     }
 }
 

@@ -150,7 +150,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     /// Makes the job's entity's copies match its primary copy.
     ///
     /// **Requests:** 2 point reads of the primary, 1 upsert per secondary copy, 1 delete per
-    /// stale copy. **Errors:** [`Error::InvalidValue`] for a job of another index or a
+    /// stale copy. **Errors:** [`Error::Decode`] for a job of another index or a
     /// primary that does not fit `T`; [`Error::Indeterminate`] while the write the job
     /// follows is not visible (first delivery only) or the primary keeps changing — the
     /// worker runs it again.

@@ -18,7 +18,6 @@ use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
 pub use job::{CopyHandler, CopyJob};
 
-use crate::conflict::{as_conflict, is_race};
 use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
 use crate::spec::{Family, IndexSpec, Layout};
 use job::Context;
@@ -90,13 +89,13 @@ impl<T> InterPartitionIndexBuilder<T> {
     /// Checks the placement and builds the index. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for a `copy_table` naming an unknown copy or the primary.
+    /// [`Error::InvalidArgument`] for a `copy_table` naming an unknown copy or the primary.
     pub fn build(self) -> Result<InterPartitionIndex<T>> {
         let mut tables = vec![self.table.clone(); self.spec.copies().len()];
         for (name, table) in self.tables {
             match self.spec.copy(&name)? {
                 (0, _) => {
-                    return Err(Error::invalid_value(
+                    return Err(Error::invalid_argument(
                         &name,
                         "the primary copy lives in the index's own table",
                     ));
@@ -155,7 +154,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// The table of the copy named `index`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown name.
+    /// [`Error::InvalidArgument`] for an unknown name.
     pub fn table_of(&self, index: &str) -> Result<&Table> {
         let (copy, _) = self.context.spec.copy(index)?;
         Ok(&self.context.tables[copy])
@@ -198,7 +197,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// `keys_by("email", "Sales", "jonesj@contoso.com")` is `email_Sales/jonesj@contoso.com`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index or a value of the wrong width; key errors.
+    /// [`Error::InvalidArgument`] for an unknown index, [`Error::Encode`] for a value of the
+    /// wrong width; key errors.
     pub fn keys_by(&self, index: &str, partition: &str, value: &str) -> Result<Keys> {
         let (copy, _) = self.context.spec.copy(index)?;
         self.context
@@ -263,8 +263,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
-    /// account's `conflict_retry` attempts; [`Error::InvalidValue`] when the stored entity
-    /// does not fit `T`.
+    /// account's `conflict_retry` attempts; [`Error::Decode`] when the stored entity does not
+    /// fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         let primary = Entity::new(new.primary().keys.clone(), &new.primary().props);
@@ -289,8 +289,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             };
             match written.await? {
                 Ok(etag) => return Ok(etag),
-                Err(e) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Err(e) => return Err(e),
+                Err(e) => conflicts.retry(e.not_found_as_conflict()).await?,
             }
         }
     }
@@ -324,8 +323,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             match deleted.await? {
                 None => return Ok(false),
                 Some(Ok(())) => return Ok(true),
-                Some(Err(e)) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Some(Err(e)) => return Err(e),
+                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
             }
         }
     }
@@ -335,7 +333,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// **Requests:** 1. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] when the stored entity does not fit `T`.
+    /// Key errors; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn get(&self, partition: &str, id: &str) -> Result<Option<Stored<T>>> {
         let name = self.context.spec.primary().name().to_owned();
         self.get_by(&name, partition, id).await
@@ -348,8 +346,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// primary until the entity's job has run), strong for the primary.
     ///
     /// # Errors
-    /// As [`get`](Self::get); [`Error::InvalidValue`] for an unknown index, or a projected
-    /// copy lacking fields `T` requires (use [`get_by_as`](Self::get_by_as)).
+    /// As [`get`](Self::get); [`Error::InvalidArgument`] for an unknown index,
+    /// [`Error::Decode`] for a projected copy lacking fields `T` requires (use [`get_by_as`](Self::get_by_as)).
     pub async fn get_by(
         &self,
         index: &str,
@@ -382,7 +380,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// **Requests:** one per page when read. **Consistency:** eventual for secondary copies.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index.
+    /// [`Error::InvalidArgument`] for an unknown index.
     pub fn range_by<'r>(
         &self,
         index: &str,

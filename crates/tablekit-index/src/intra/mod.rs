@@ -16,7 +16,6 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Stored};
 use tracing::Instrument as _;
 
-use crate::conflict::as_conflict;
 use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
 use crate::spec::{Family, IndexSpec, Layout};
 use crate::verify::{Audit, VerifyReport, audit};
@@ -54,13 +53,6 @@ impl<T> fmt::Debug for IntraPartitionIndex<T> {
             .field("spec", &self.spec)
             .finish()
     }
-}
-
-/// Whether a failed family transaction lost a race on its primary copy: someone else wrote,
-/// inserted or deleted the entity since it was read.
-fn lost_race(error: &Error) -> bool {
-    matches!(error, Error::BatchFailed { index: 0, source }
-        if matches!(source.kind(), ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound))
 }
 
 /// Submits a family transaction. A release whose row is already gone (a copy never written,
@@ -112,7 +104,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// `keys_by("email", "Sales", "jonesj@contoso.com")` is `Sales/email_jonesj@contoso.com`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index or a value of the wrong width; key errors.
+    /// [`Error::InvalidArgument`] for an unknown index, [`Error::Encode`] for a value of the
+    /// wrong width; key errors.
     pub fn keys_by(&self, index: &str, partition: &str, value: &str) -> Result<Keys> {
         let (copy, _) = self.spec.copy(index)?;
         self.spec.copy_keys(Layout::Intra, copy, partition, value)
@@ -163,8 +156,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// # Errors
     /// As [`insert`](Self::insert) for invalid input and for a secondary value another entity
     /// holds; [`Error::PreconditionFailed`] when conflicts outlast the account's
-    /// `conflict_retry` attempts; [`Error::InvalidValue`] when the stored entity does not fit
-    /// `T`.
+    /// `conflict_retry` attempts; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         let span = tracing::debug_span!("tablekit.index.put", table = %self.table.name(), keys = %new.primary().keys);
@@ -183,7 +175,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
                 };
                 match attempt.await {
                     Ok(etag) => return Ok(etag.unwrap_or_else(|| ETag::new(""))),
-                    Err(e) if lost_race(&e) => conflicts.retry(as_conflict(e)).await?,
+                    // A failure of the primary copy (index 0) is a lost race: someone else
+                    // wrote, inserted or deleted the entity since it was read.
+                    Err(e @ Error::BatchFailed { index: 0, .. }) => {
+                        conflicts.retry(e.not_found_as_conflict()).await?
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -198,7 +194,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// **Requests:** 1 (plus 1 if a stale copy was already missing). **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] before any request when `entity`'s primary keys differ from
+    /// [`Error::InvalidArgument`] before any request when `entity`'s primary keys differ from
     /// `current`'s (a move to another partition is [`relocate`](Self::relocate)); [`Error::BatchFailed`] with
     /// index 0 and [`Error::PreconditionFailed`] when the entity changed since `current` was
     /// read (read again and retry); otherwise as [`put`](Self::put).
@@ -206,8 +202,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         let old = self.family(&current.value)?;
         let new = self.family(entity)?;
         if new.primary().keys != current.keys || old.primary().keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "entity",
                 format!(
                     "replace keeps an entity where it is: {} is not {}; move it with relocate",
                     new.primary().keys,
@@ -244,7 +240,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
             };
             match attempt.await {
                 Ok(existed) => return Ok(existed),
-                Err(e) if lost_race(&e) => conflicts.retry(as_conflict(e)).await?,
+                Err(e @ Error::BatchFailed { index: 0, .. }) => {
+                    conflicts.retry(e.not_found_as_conflict()).await?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -270,7 +268,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     ///
     /// # Errors
     /// Key errors before any request; [`Error::NotFound`] if the table does not exist;
-    /// [`Error::InvalidValue`] when the stored entity does not fit `T`.
+    /// [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn get(&self, partition: &str, id: &str) -> Result<Option<Stored<T>>> {
         let name = self.spec.primary().name().to_owned();
         self.get_by(&name, partition, id).await
@@ -282,8 +280,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// **Requests:** 1. **Consistency:** strong.
     ///
     /// # Errors
-    /// As [`get`](Self::get); [`Error::InvalidValue`] for an unknown index, and when a
-    /// projected copy lacks fields `T` requires — read it with
+    /// As [`get`](Self::get); [`Error::InvalidArgument`] for an unknown index;
+    /// [`Error::Decode`] when a projected copy lacks fields `T` requires — read it with
     /// [`get_by_as`](Self::get_by_as).
     pub async fn get_by(
         &self,
@@ -317,7 +315,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// **Requests:** one per page when read. **Consistency:** as a query.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index; key errors for bounds too long to encode.
+    /// [`Error::InvalidArgument`] for an unknown index; key errors for bounds too long to
+    /// encode.
     pub fn range_by<'r>(
         &self,
         index: &str,
@@ -400,7 +399,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// show up as a transient issue.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] when a primary does not fit `T`; transport and
+    /// Key errors; [`Error::Decode`] when a primary does not fit `T`; transport and
     /// service errors.
     pub async fn verify(&self, partition: &str) -> Result<VerifyReport> {
         Ok(self.audit(partition).await?.report)

@@ -29,7 +29,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// both: delete one of them.
     ///
     /// # Errors
-    /// Before any request: key, value and size errors, and [`Error::InvalidValue`] when
+    /// Before any request: key, value and size errors, and [`Error::InvalidArgument`] when
     /// `current`'s keys are not those its value calls for. [`Error::BatchFailed`] with index 0
     /// and [`Error::AlreadyExists`] when the new partition already holds the entity (with a
     /// higher index when another entity there holds one of its secondary values): nothing is
@@ -41,8 +41,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         let old = self.family(&current.value)?;
         let new = self.family(entity)?;
         if old.primary().keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "current",
                 format!(
                     "{} holds an entity whose keys are {}",
                     current.keys,

@@ -178,8 +178,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// atomically with its guard; the backfill as a whole is not atomic.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index in `options.indexes` (before any request)
-    /// or an entity that does not fit `T`; checkpoint, transport and service errors (the
+    /// [`Error::InvalidArgument`] for an unknown index in `options.indexes` (before any
+    /// request), [`Error::Decode`] for an entity that does not fit `T`; checkpoint, transport and service errors (the
     /// checkpoint keeps the last completed page).
     pub async fn backfill<C: Checkpoint>(
         &self,

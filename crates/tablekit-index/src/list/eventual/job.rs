@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{ETag, Entity, Error, ErrorKind, Keys, Result, Stored, Target};
+use tablekit_core::{ETag, Entity, Error, Keys, ResourceKind, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
 use crate::effects::{Effects, check_index};
@@ -58,13 +58,6 @@ pub(crate) struct Context<T> {
     pub(crate) spec: Arc<ListSpec<T>>,
     pub(crate) entities: Table,
     pub(crate) store: Store,
-}
-
-fn is_lost_race(e: &Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
-    )
 }
 
 impl<T> Context<T> {
@@ -191,7 +184,7 @@ impl<T> Context<T> {
             match done {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
-                Err(e) if is_lost_race(&e) => {}
+                Err(e) if e.is_conflict() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -213,7 +206,10 @@ impl<T> Context<T> {
         let current = fx.get_blob(container, &name).await?;
         let items: Vec<Pair> = match &current {
             Some(blob) => serde_json::from_slice(&blob.data).map_err(|e| {
-                Error::invalid_value(&name, format!("not a list this index wrote: {e}"))
+                Error::corrupt(
+                    Target::resource(ResourceKind::Blob, &name),
+                    format!("not a list this index wrote: {e}"),
+                )
             })?,
             None => Vec::new(),
         };
@@ -230,8 +226,7 @@ impl<T> Context<T> {
             Some(blob) => BlobCondition::IfMatch(blob.info.etag),
             None => BlobCondition::IfNotExists,
         };
-        let data =
-            serde_json::to_vec(&next).map_err(|e| Error::invalid_value(&name, e.to_string()))?;
+        let data = serde_json::to_vec(&next).map_err(|e| Error::encode(&name, e.to_string()))?;
         let options = PutBlob {
             content_type: Some("application/json".into()),
             condition,
@@ -317,7 +312,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> f
     ///
     /// **Requests:** 2 point reads of the entity; per list touched, its reads (1, plus 1 per
     /// overflow row) and 1 write (2 when the list is created). **Errors:**
-    /// [`Error::InvalidValue`] for a job of another index; [`Error::Indeterminate`] while the
+    /// [`Error::Decode`] for a job of another index; [`Error::Indeterminate`] while the
     /// write the job follows is not visible (first delivery only) or things keep changing —
     /// the worker runs it again.
     async fn handle(&self, job: ListJob, steps: &Steps) -> Result<()> {
@@ -406,7 +401,7 @@ mod tests {
             .apply_rows(&Direct, &table, "Jones", writes)
             .await
             .unwrap_err();
-        assert!(is_lost_race(&e), "{e:?}");
+        assert!(e.is_conflict(), "{e:?}");
         let after = cx.read_rows(&Direct, &table, "Jones").await.unwrap();
         assert_eq!(after, before, "nothing written");
 
