@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Bound;
+use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -262,23 +263,18 @@ impl WideEntities {
     ) -> Result<WideVersion> {
         let split = self.split(keys, value)?;
         let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len());
-        async {
-            let mut conflicts = self.table.account().conflict_loop();
-            loop {
-                let attempt = async {
-                    let current = self.read_rows(keys, true).await?.map(|(v, _)| v);
-                    self.commit(&split, current.as_ref())
-                        .await
-                        .map_err(|e| self.as_conflict(keys, e))
-                };
-                match attempt.await {
-                    Ok(version) => return Ok(version),
-                    Err(e) => conflicts.retry(e).await?,
-                }
-            }
-        }
-        .instrument(span)
-        .await
+        let split = &split;
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
+                let current = self.read_rows(keys, true).await?.map(|(v, _)| v);
+                self.commit(split, current.as_ref())
+                    .await
+                    .map_err(|e| self.as_conflict(keys, e))
+            })
+            .instrument(span)
+            .await
     }
 
     /// Reads a logical entity, computes its new value with `change` (`None` when absent) and
@@ -291,34 +287,34 @@ impl WideEntities {
     /// # Errors
     /// As [`WideEntities::split`] for the new value (not retried), and as
     /// [`WideEntities::write`].
-    pub async fn update_with<T, F>(&self, keys: &Keys, mut change: F) -> Result<WideStored<T>>
+    pub async fn update_with<T, F>(&self, keys: &Keys, change: F) -> Result<WideStored<T>>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> T,
     {
         let span = tracing::debug_span!("tablekit.wide.update_with", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
-        async {
-            let mut conflicts = self.table.account().conflict_loop();
-            loop {
+        // `change` is called from each attempt in turn; the lock is never held across an
+        // await.
+        let change = &Mutex::new(change);
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
                 let current = self.read::<T>(keys).await?;
                 let (old, version) = match current {
                     Some(stored) => (Some(stored.value), Some(stored.version)),
                     None => (None, None),
                 };
-                let value = change(old);
+                let value = (*change.lock().unwrap_or_else(PoisonError::into_inner))(old);
                 let split = self.split(keys, &value)?;
-                match self
+                let version = self
                     .commit(&split, version.as_ref())
                     .await
-                    .map_err(|e| self.as_conflict(keys, e))
-                {
-                    Ok(version) => return Ok(WideStored { version, value }),
-                    Err(e) => conflicts.retry(e).await?,
-                }
-            }
-        }
-        .instrument(span)
-        .await
+                    .map_err(|e| self.as_conflict(keys, e))?;
+                Ok(WideStored { version, value })
+            })
+            .instrument(span)
+            .await
     }
 
     /// Deletes a logical entity: every shard in one transaction, under the ETags just read.
@@ -336,9 +332,10 @@ impl WideEntities {
     }
 
     async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async {
                 let Some((current, _)) = self.read_rows(keys, true).await? else {
                     return Ok(false);
                 };
@@ -351,12 +348,8 @@ impl WideEntities {
                     .await
                     .map_err(|e| self.as_conflict(keys, e))?;
                 Ok(true)
-            };
-            match attempt.await {
-                Ok(existed) => return Ok(existed),
-                Err(e) => conflicts.retry(e).await?,
-            }
-        }
+            })
+            .await
     }
 
     /// Sends the transaction that makes `split` the stored state (over `current`, if any).

@@ -55,6 +55,17 @@ impl<T> fmt::Debug for IntraPartitionIndex<T> {
     }
 }
 
+/// A family transaction's result, for [`ConflictLoop::run`](tablekit_azure::ConflictLoop::run):
+/// a failure of the primary copy (index 0) is a lost race — someone else wrote, inserted or
+/// deleted the entity since it was read — and is run again (`Err`); anything else is the
+/// answer (`Ok`), even a conflict on another copy (a secondary value another entity holds).
+fn lost_race_on_primary<R>(result: Result<R>) -> Result<Result<R>> {
+    match result {
+        Err(e @ Error::BatchFailed { index: 0, .. }) => Err(e.not_found_as_conflict()),
+        other => Ok(other),
+    }
+}
+
 /// Submits a family transaction. A release whose row is already gone (a copy never written,
 /// e.g. before a backfill) is dropped and the rest sent again: one more request, only then.
 /// Returns the primary copy's new ETag (none after a delete).
@@ -160,32 +171,24 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         let span = tracing::debug_span!("tablekit.index.put", table = %self.table.name(), keys = %new.primary().keys);
-        async {
-            let mut conflicts = self.table.account().conflict_loop();
-            loop {
-                let attempt = async {
-                    let plan = match self.table.get::<Properties>(&new.primary().keys).await? {
-                        None => plan::insert(&new)?,
-                        Some(current) => {
-                            let old = self.family_of_stored(&current.value)?;
-                            plan::change(&old, &current.etag, &new)?
-                        }
-                    };
-                    submit(&self.table, plan).await
-                };
-                match attempt.await {
-                    Ok(etag) => return Ok(etag.unwrap_or_else(|| ETag::new(""))),
-                    // A failure of the primary copy (index 0) is a lost race: someone else
-                    // wrote, inserted or deleted the entity since it was read.
-                    Err(e @ Error::BatchFailed { index: 0, .. }) => {
-                        conflicts.retry(e.not_found_as_conflict()).await?
+        let new = &new;
+        let etag = self
+            .table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
+                let plan = match self.table.get::<Properties>(&new.primary().keys).await? {
+                    None => plan::insert(new)?,
+                    Some(current) => {
+                        let old = self.family_of_stored(&current.value)?;
+                        plan::change(&old, &current.etag, new)?
                     }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        .instrument(span)
-        .await
+                };
+                lost_race_on_primary(submit(&self.table, plan).await)
+            })
+            .instrument(span)
+            .await??;
+        Ok(etag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Replaces an entity the caller has read (`current`, e.g. from [`get`](Self::get)) with
@@ -227,25 +230,19 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// Key errors before any request; [`Error::PreconditionFailed`] when conflicts outlast the
     /// retries; transport and service errors.
     pub async fn delete(&self, partition: &str, id: &str) -> Result<bool> {
-        let keys = self.spec.copy_keys(Layout::Intra, 0, partition, id)?;
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
-                let Some(current) = self.table.get::<Properties>(&keys).await? else {
-                    return Ok(false);
+        let keys = &self.spec.copy_keys(Layout::Intra, 0, partition, id)?;
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
+                let Some(current) = self.table.get::<Properties>(keys).await? else {
+                    return Ok(Ok(false));
                 };
                 let old = self.family_of_stored(&current.value)?;
-                submit(&self.table, plan::delete(&old, &current.etag)).await?;
-                Ok(true)
-            };
-            match attempt.await {
-                Ok(existed) => return Ok(existed),
-                Err(e @ Error::BatchFailed { index: 0, .. }) => {
-                    conflicts.retry(e.not_found_as_conflict()).await?
-                }
-                Err(e) => return Err(e),
-            }
-        }
+                let deleted = submit(&self.table, plan::delete(&old, &current.etag)).await;
+                lost_race_on_primary(deleted.map(|_| true))
+            })
+            .await?
     }
 
     /// Deletes an entity the caller has read, and every copy, in one transaction under its

@@ -178,17 +178,22 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R>>,
     {
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            match attempt().await {
-                Ok(r) => return Ok(r),
-                Err(e @ Error::BatchFailed { index: 0, .. }) if entity_final => return Err(e),
-                Err(e @ Error::BatchFailed { .. }) => {
-                    conflicts.retry(e.not_found_as_conflict()).await?
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| {
+                let attempt = attempt();
+                async move {
+                    match attempt.await {
+                        Ok(r) => Ok(Ok(r)),
+                        Err(e @ Error::BatchFailed { index: 0, .. }) if entity_final => Ok(Err(e)),
+                        // A row changed, appeared or went since it was read: run again.
+                        Err(e @ Error::BatchFailed { .. }) => Err(e.not_found_as_conflict()),
+                        Err(e) => Ok(Err(e)),
+                    }
                 }
-                Err(e) => return Err(e),
-            }
-        }
+            })
+            .await?
     }
 
     /// Inserts a new entity and adds its RowKey to its value's list, in one transaction:
