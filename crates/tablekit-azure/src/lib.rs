@@ -21,6 +21,6 @@ pub use sas::{AccountSas, SAS_VERSION, SasProtocol, SasServices, TablePermission
 pub use settings::{ScanAction, ScanPolicy, Settings};
 pub use table::{
     BulkOptions, BulkReport, ConflictLoop, ContinuationToken, OperationOutcome, Page, Progress,
-    Query, Table, TransactionOutcome,
+    Query, Table, TransactionOutcome, TypedTable, WriteMode,
 };
 pub use tablekit_core as core;

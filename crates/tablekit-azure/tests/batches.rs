@@ -96,7 +96,7 @@ async fn a_100_operation_transaction_commits_with_etags() {
             IfMatch::Any,
         )
         .unwrap(),
-        Operation::delete(Keys::new("p", "001").unwrap(), IfMatch::Any),
+        Operation::delete(("p", "001"), IfMatch::Any).unwrap(),
         Operation::upsert_replace(
             &Entity::try_new("p", "new", Properties::new().with("V", 3)).unwrap(),
         )

@@ -63,7 +63,7 @@ fn two_operations_on_one_entity_are_refused_with_both_indices() {
     let ops = vec![
         insert("p", 1, 1),
         insert("p", 2, 1),
-        Operation::delete(Keys::new("p", "000001").unwrap(), IfMatch::Any),
+        Operation::delete(("p", "000001"), IfMatch::Any).unwrap(),
     ];
     for plan in [BatchPlan::best_effort(ops.clone()), BatchPlan::atomic(ops)] {
         match plan {
@@ -154,7 +154,8 @@ fn the_body_is_a_well_formed_changeset() {
         Operation::delete(
             Keys::new("O'Brien", "r2").unwrap(),
             IfMatch::ETag(tablekit_core::ETag::new("W/\"x\"")),
-        ),
+        )
+        .unwrap(),
     ];
     let tx = encode(&BatchPlan::atomic(ops).unwrap(), SERVICE, "Emp")
         .unwrap()

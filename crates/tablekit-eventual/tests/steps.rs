@@ -243,7 +243,7 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     let new_b = Entity::new(b.clone(), employee(5));
     let refused = [
         BatchPlan::atomic([Operation::insert(&new_b).unwrap()]).unwrap(),
-        BatchPlan::atomic([Operation::delete(a.clone(), IfMatch::Any)]).unwrap(),
+        BatchPlan::atomic([Operation::delete(a.clone(), IfMatch::Any).unwrap()]).unwrap(),
         BatchPlan::atomic([
             Operation::replace(&Entity::new(a.clone(), employee(1)), IfMatch::Any).unwrap(),
         ])

@@ -245,7 +245,8 @@ async fn delete_chunk(table: &Table, mut pending: Vec<Keys>) -> Result<PurgeProg
         let plan = BatchPlan::atomic(
             pending
                 .iter()
-                .map(|k| Operation::delete(k.clone(), IfMatch::Any)),
+                .map(|k| Operation::delete(k.clone(), IfMatch::Any))
+                .collect::<Result<Vec<_>>>()?,
         )?;
         progress.transactions += 1;
         match table.submit(&plan).await {

@@ -191,7 +191,7 @@ impl WideSplit {
         for (&number, etag) in current.range(self.shards.len() + 1..) {
             let row_key = RowKey::new(shard_row_key(self.keys.rk(), number))?;
             let keys = Keys::from_parts(self.keys.partition_key.clone(), row_key);
-            ops.push(Operation::delete(keys, IfMatch::ETag(etag.clone())));
+            ops.push(Operation::delete(keys, IfMatch::ETag(etag.clone()))?);
         }
         Ok(ops)
     }

@@ -342,7 +342,8 @@ impl WideEntities {
                 let ops = current
                     .shards
                     .iter()
-                    .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()));
+                    .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()))
+                    .collect::<Result<Vec<_>>>()?;
                 self.table
                     .submit(&BatchPlan::atomic(ops)?)
                     .await

@@ -59,6 +59,7 @@ pub mod prelude {
     pub use tablekit_azure::{
         Account, BulkOptions, Container, ContinuationToken, PutBlob, PutOptions, Queue,
         RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions, TableSas,
+        TypedTable,
     };
     #[cfg(feature = "eventual")]
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};

@@ -80,6 +80,25 @@ impl Table {
     /// and its cause (e.g. [`Error::AlreadyExists`]); nothing of that transaction was written.
     /// A transport error or timeout that outlasts the retries leaves the failed transaction's
     /// outcome open: it may have been applied ([`Table::bulk_write`] reads it back).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::batch::{BatchPlan, Operation};
+    /// use tablekit_core::{Entity, IfMatch, Keys, Properties};
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // Two writes in one partition: both happen or neither does.
+    /// let moved = Entity::new(
+    ///     Keys::new("Sales", "email_jonesj@contoso.com")?,
+    ///     Properties::new().with("EmployeeId", "000223"),
+    /// );
+    /// let plan = BatchPlan::atomic([
+    ///     Operation::insert(&moved)?,
+    ///     Operation::delete(("Sales", "email_jones@contoso.com"), IfMatch::Any)?,
+    /// ])?;
+    /// table.submit(&plan).await?; // one request
+    /// # Ok(()) }
+    /// ```
     pub async fn submit(&self, plan: &BatchPlan) -> Result<Vec<TransactionOutcome>> {
         let transactions = encode(plan, &self.service_url(), self.name())?;
         let mut outcomes = Vec::with_capacity(transactions.len());

@@ -5,6 +5,7 @@ mod bulk;
 mod entity;
 mod list;
 mod query;
+mod typed;
 mod update;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use tracing::Instrument as _;
 pub use batch::TransactionOutcome;
 pub use bulk::{BulkOptions, BulkReport, OperationOutcome, Progress};
 pub use query::{ContinuationToken, Page, Query};
+pub use typed::{TypedTable, WriteMode};
 pub use update::ConflictLoop;
 
 use crate::account::Account;

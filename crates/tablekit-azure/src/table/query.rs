@@ -207,7 +207,27 @@ impl<T> fmt::Debug for Query<T> {
 
 impl Table {
     /// A query returning entities as `T` (use [`tablekit_core::Properties`] for untyped
-    /// access). Without a filter it reads the whole table (a table scan).
+    /// access; [`Table::typed`] names `T` once for every call). Without a filter it reads the
+    /// whole table (a table scan). Nothing is sent until a page or the stream is asked for.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use futures::TryStreamExt as _;
+    /// use tablekit_core::Properties;
+    /// use tablekit_core::filter::Filter;
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // A partition scan, page by page (≤ 1,000 entities per request).
+    /// let mut sales = std::pin::pin!(table
+    ///     .query::<Properties>()
+    ///     .filter(Filter::partition("Sales").and(Filter::ge("Age", 30)))
+    ///     .select(["Email"])
+    ///     .stream());
+    /// while let Some(employee) = sales.try_next().await? {
+    ///     println!("{}: {:?}", employee.keys, employee.value.get_str("Email"));
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn query<T>(&self) -> Query<T> {
         Query {
             table: self.clone(),

@@ -5,7 +5,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_core::{Entity, Error, Keys, Result, Stored};
+use tablekit_core::{Entity, Error, IntoKeys, Result, Stored};
 use tracing::Instrument as _;
 
 use super::Table;
@@ -130,13 +130,37 @@ impl Table {
     /// `tablekit_series::Series::add` does (see the book's Guarantees chapter).
     ///
     /// # Errors
-    /// [`Error::PreconditionFailed`] or [`Error::AlreadyExists`] when conflicts outlast the
-    /// account's [`crate::ConflictRetry`] attempts; encoding, transport and service errors.
-    pub async fn update_with<T, F>(&self, keys: &Keys, change: F) -> Result<Stored<T>>
+    /// Key errors before any request; [`Error::PreconditionFailed`] or
+    /// [`Error::AlreadyExists`] when conflicts outlast the account's [`crate::ConflictRetry`]
+    /// attempts; [`Error::Decode`] when the stored entity does not fit `T`; encoding,
+    /// transport and service errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Default, Serialize, Deserialize)]
+    /// #[serde(rename_all = "PascalCase")]
+    /// struct Department {
+    ///     employee_count: i64,
+    /// }
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // Concurrent callers each add one; none overwrites another's increment.
+    /// let stored = table
+    ///     .update_with(("Sales", "Department"), |d: Option<Department>| Department {
+    ///         employee_count: d.unwrap_or_default().employee_count + 1,
+    ///     })
+    ///     .await?;
+    /// println!("{} employees", stored.value.employee_count);
+    /// # Ok(()) }
+    /// ```
+    pub async fn update_with<T, F>(&self, keys: impl IntoKeys, change: F) -> Result<Stored<T>>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> T,
     {
+        let keys = keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.update_with", table = %self.name(), pk = %keys.pk(), rk = %keys.rk());
         // `change` is called from each attempt in turn; the lock is never held across an
         // await.
@@ -157,7 +181,7 @@ impl Table {
                     }
                     None => (apply(None), None),
                 };
-                let entity = Entity::new(Keys::clone(keys), value);
+                let entity = Entity::new(keys.clone(), value);
                 let etag = match if_match {
                     Some(if_match) => self.replace(&entity, if_match).await?,
                     None => self.insert(&entity).await?,

@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::edm::{Properties, parse_entity, write_entity};
-use crate::entity::{Entity, IfMatch};
+use crate::entity::IfMatch;
 use crate::error::{Error, Limit, Result};
 use crate::keys::{Keys, PartitionKey};
 use crate::limits::MAX_TRANSACTION_OPERATIONS;
+use crate::table_entity::{AsEntity, IntoKeys};
 
 /// What an operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,15 +77,17 @@ impl Operation {
         })
     }
 
-    /// Insert `entity`; fails if it exists.
+    /// Insert `entity` — an [`Entity`] or a [`TableEntity`](crate::TableEntity) — ; fails if
+    /// it exists.
     ///
     /// # Errors
-    /// Encoding errors of [`crate::edm::write_entity`] (invalid values, names, limits).
-    pub fn insert<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+    /// The entity's key errors; encoding errors of [`crate::edm::write_entity`] (values that
+    /// cannot be stored, property names, limits).
+    pub fn insert(entity: &impl AsEntity) -> Result<Self> {
         Self::with_body(
             OperationKind::Insert,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             None,
         )
     }
@@ -93,11 +96,11 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn replace<T: Serialize>(entity: &Entity<T>, if_match: IfMatch) -> Result<Self> {
+    pub fn replace(entity: &impl AsEntity, if_match: IfMatch) -> Result<Self> {
         Self::with_body(
             OperationKind::Replace,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             Some(if_match),
         )
     }
@@ -106,11 +109,11 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn merge<T: Serialize>(entity: &Entity<T>, if_match: IfMatch) -> Result<Self> {
+    pub fn merge(entity: &impl AsEntity, if_match: IfMatch) -> Result<Self> {
         Self::with_body(
             OperationKind::Merge,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             Some(if_match),
         )
     }
@@ -119,11 +122,11 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn upsert_replace<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+    pub fn upsert_replace(entity: &impl AsEntity) -> Result<Self> {
         Self::with_body(
             OperationKind::UpsertReplace,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             None,
         )
     }
@@ -132,23 +135,27 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn upsert_merge<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+    pub fn upsert_merge(entity: &impl AsEntity) -> Result<Self> {
         Self::with_body(
             OperationKind::UpsertMerge,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             None,
         )
     }
 
-    /// Delete the entity at `keys` if `if_match` holds.
-    pub fn delete(keys: Keys, if_match: IfMatch) -> Self {
-        Self {
+    /// Delete the entity at `keys` — [`Keys`], a `(partition_key, row_key)` pair, or a
+    /// [`TableEntity`](crate::TableEntity) — if `if_match` holds.
+    ///
+    /// # Errors
+    /// Key errors of `keys` ([`IntoKeys::into_keys`]).
+    pub fn delete(keys: impl IntoKeys, if_match: IfMatch) -> Result<Self> {
+        Ok(Self {
             kind: OperationKind::Delete,
-            keys,
+            keys: keys.into_keys()?,
             if_match: Some(if_match),
             body: None,
-        }
+        })
     }
 
     /// What the operation does.
@@ -326,7 +333,7 @@ impl BatchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entity::ETag;
+    use crate::entity::{ETag, Entity};
 
     fn entity(v: i64) -> Entity<Properties> {
         Entity::try_new("p", "r", Properties::new().with("V", v).with("W", "w")).unwrap()
@@ -357,10 +364,7 @@ mod tests {
             !replace.is_in_place(Some(&stored)),
             "a replace leaves no other property"
         );
-        let delete = Operation::delete(
-            Keys::new("p", "r").unwrap(),
-            IfMatch::ETag(ETag::new("W/\"1\"")),
-        );
+        let delete = Operation::delete(("p", "r"), IfMatch::ETag(ETag::new("W/\"1\""))).unwrap();
         assert!(delete.is_in_place(None));
         assert!(!delete.is_in_place(Some(&stored)));
     }

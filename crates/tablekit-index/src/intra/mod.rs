@@ -239,7 +239,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
                     return Ok(Ok(false));
                 };
                 let old = self.family_of_stored(&current.value)?;
-                let deleted = submit(&self.table, plan::delete(&old, &current.etag)).await;
+                let deleted = submit(&self.table, plan::delete(&old, &current.etag)?).await;
                 lost_race_on_primary(deleted.map(|_| true))
             })
             .await?
@@ -255,7 +255,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// [`Error::NotFound`]) when the entity changed (or went) since it was read.
     pub async fn delete_stored(&self, current: &Stored<T>) -> Result<()> {
         let old = self.family(&current.value)?;
-        submit(&self.table, plan::delete(&old, &current.etag)).await?;
+        submit(&self.table, plan::delete(&old, &current.etag)?).await?;
         Ok(())
     }
 

@@ -60,13 +60,16 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
             to = %new.primary().keys
         );
         async {
-            let etag = submit(&self.table, plan::insert(&new)?)
+            // Both plans are made before the first request: nothing half-written by a refusal.
+            let (insert, delete) = (plan::insert(&new)?, plan::delete(&old, &current.etag)?);
+            let etag = submit(&self.table, insert)
                 .await?
                 .unwrap_or_else(|| ETag::new(""));
-            let Err(failed) = submit(&self.table, plan::delete(&old, &current.etag)).await else {
+            let Err(failed) = submit(&self.table, delete).await else {
                 return Ok(etag);
             };
-            match submit(&self.table, plan::delete(&new, &etag)).await {
+            let undo = async { submit(&self.table, plan::delete(&new, &etag)?).await };
+            match undo.await {
                 Ok(_) => Err(failed),
                 Err(undo) => Err(Error::Indeterminate {
                     target: Target::entity(self.table.name(), new.primary().keys.clone()),

@@ -136,7 +136,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
                 .orphans
                 .iter()
                 .map(|o| Operation::delete(o.keys.clone(), IfMatch::ETag(o.etag.clone())))
-                .collect();
+                .collect::<Result<Vec<_>>>()?;
             let outcome = self
                 .table
                 .bulk_write(deletes, BulkOptions::default())

@@ -136,7 +136,7 @@ impl<I: Item> RowWrite<I> {
                 IfMatch::ETag(etag.clone()),
             )?,
             RowWrite::Delete(rk, etag) => {
-                Operation::delete(Keys::new(pk, rk)?, IfMatch::ETag(etag.clone()))
+                Operation::delete(Keys::new(pk, rk)?, IfMatch::ETag(etag.clone()))?
             }
         })
     }

@@ -157,7 +157,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         ops.push(match (write, entity) {
             (EntityWrite::Insert, Some(e)) => Operation::insert(e)?,
             (EntityWrite::Replace(etag), Some(e)) => Operation::replace(e, IfMatch::ETag(etag))?,
-            (EntityWrite::Delete(etag), _) => Operation::delete(keys.clone(), IfMatch::ETag(etag)),
+            (EntityWrite::Delete(etag), _) => Operation::delete(keys.clone(), IfMatch::ETag(etag))?,
             (_, None) => return Err(Error::invalid_argument("entity", "no entity to write")),
         });
         for w in &lists {
