@@ -132,7 +132,7 @@ impl<U: DeserializeOwned + Send + 'static> IndexRange<U> {
     /// At most `n` rows per page (1 to 1,000).
     #[must_use]
     pub fn page_size(mut self, n: usize) -> Self {
-        self.query = self.query.page_size(n);
+        self.query = self.query.with_page_size(n);
         self
     }
 

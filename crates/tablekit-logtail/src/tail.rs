@@ -348,7 +348,7 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
     pub(crate) fn query(&self, filter: Filter) -> Query<T> {
         let query = self.table.query::<T>().filter(filter);
         match self.page_size {
-            Some(n) => query.page_size(n),
+            Some(n) => query.with_page_size(n),
             None => query,
         }
     }

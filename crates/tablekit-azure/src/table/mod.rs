@@ -21,7 +21,7 @@ use tablekit_core::{Error, ErrorKind, Result, Target};
 use tracing::Instrument as _;
 
 pub use batch::TransactionOutcome;
-pub use bulk::{BulkOptions, BulkReport, OperationOutcome, Progress};
+pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
 pub use query::{ContinuationToken, Page, Query};
 pub use typed::{TypedTable, WriteMode};
 pub use update::ConflictLoop;

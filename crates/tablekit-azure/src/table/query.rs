@@ -287,9 +287,16 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
 
     /// At most `n` entities per page (1 to 1,000).
     #[must_use]
-    pub fn page_size(mut self, n: usize) -> Self {
+    pub fn with_page_size(mut self, n: usize) -> Self {
         self.page_size = Some(n);
         self
+    }
+
+    /// At most `n` entities per page: renamed [`Query::with_page_size`].
+    #[deprecated(note = "renamed `with_page_size`")]
+    #[must_use]
+    pub fn page_size(self, n: usize) -> Self {
+        self.with_page_size(n)
     }
 
     /// Whether [`Query::pages`] and [`Query::stream`] request the next page as soon as a page
@@ -297,9 +304,16 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// page and send no request before the caller needs it — for example when many queries
     /// are consumed side by side and memory matters more than latency.
     #[must_use]
-    pub fn read_ahead(mut self, on: bool) -> Self {
+    pub fn with_read_ahead(mut self, on: bool) -> Self {
         self.read_ahead = on;
         self
+    }
+
+    /// Whether to request the next page early: renamed [`Query::with_read_ahead`].
+    #[deprecated(note = "renamed `with_read_ahead`")]
+    #[must_use]
+    pub fn read_ahead(self, on: bool) -> Self {
+        self.with_read_ahead(on)
     }
 
     /// Continue where an earlier page left off.
@@ -447,7 +461,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     ///
     /// Without `top`, the next page is requested as soon as a page arrives, so the service
     /// works on it while this one is parsed and consumed; dropping the stream cancels it.
-    /// [`Query::read_ahead`] turns this off.
+    /// [`Query::with_read_ahead`] turns this off.
     ///
     /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
     /// most two pages (one without read-ahead).

@@ -134,7 +134,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             .filter(filter)
             .allow_scan();
         if let Some(n) = options.page_size {
-            query = query.page_size(n);
+            query = query.with_page_size(n);
         }
         let bulk = BulkOptions {
             concurrency: options.concurrency,

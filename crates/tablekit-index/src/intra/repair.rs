@@ -197,7 +197,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         }
         let mut query = self.table.query::<Properties>().filter(filter).allow_scan();
         if let Some(n) = options.page_size {
-            query = query.page_size(n);
+            query = query.with_page_size(n);
         }
         let concurrency = options
             .concurrency

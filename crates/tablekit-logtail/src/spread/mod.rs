@@ -312,7 +312,7 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
             .iter()
             // The merge asks each bucket for its next page only when it needs it, which keeps
             // memory at one page per bucket; reading ahead in every bucket would double that.
-            .map(|pk| filter(pk).map(|f| self.tail.query(f).read_ahead(false)))
+            .map(|pk| filter(pk).map(|f| self.tail.query(f).with_read_ahead(false)))
             .collect();
         match queries {
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
