@@ -118,7 +118,7 @@ impl Table {
             .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
-    /// Deletes an entity if `if_match` holds. `keys` is anything [`IntoKeys`]: [`Keys`], a
+    /// Deletes an entity if `if_match` holds. `keys` is anything [`IntoKeys`]: [`Keys`](tablekit_core::Keys), a
     /// `(partition_key, row_key)` pair, or a `&TableEntity`.
     ///
     /// Requests: 1.
@@ -147,7 +147,7 @@ impl Table {
         }
     }
 
-    /// Reads one entity as `T`: a point query. `keys` is anything [`IntoKeys`]: [`Keys`], a
+    /// Reads one entity as `T`: a point query. `keys` is anything [`IntoKeys`]: [`Keys`](tablekit_core::Keys), a
     /// `(partition_key, row_key)` pair, or a `&TableEntity`. For a `#[derive(TableEntity)]`
     /// type, [`Table::typed`] reads without naming the type at each call.
     ///

@@ -77,8 +77,8 @@ impl Operation {
         })
     }
 
-    /// Insert `entity` — an [`Entity`] or a [`TableEntity`](crate::TableEntity) — ; fails if
-    /// it exists.
+    /// Insert `entity` (an [`Entity`](crate::Entity) or a
+    /// [`TableEntity`](crate::TableEntity)); fails if it exists.
     ///
     /// # Errors
     /// The entity's key errors; encoding errors of [`crate::edm::write_entity`] (values that
@@ -227,8 +227,8 @@ impl BatchPlan {
     /// Before any request: [`Error::LimitExceeded`] for more than 100 operations,
     /// [`Error::CrossPartitionTransaction`] for two partitions,
     /// [`Error::DuplicateInTransaction`] for two operations on one entity (with both caller
-    /// indices), [`Error::InvalidArgument`] for an empty plan. The 4 MiB body limit is checked by
-    /// [`BatchPlan::encode`].
+    /// indices), [`Error::InvalidArgument`] for an empty plan. The 4 MiB body limit is checked
+    /// when the plan is encoded for sending.
     pub fn atomic(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
         let plan = Self::group(operations, true)?;
         if plan.groups.len() > 1 {
