@@ -114,7 +114,7 @@ pub(crate) async fn table_operations(account: &Account) -> Result<Vec<PatternCou
             table
                 .query::<Properties>()
                 .filter(Filter::partition("q"))
-                .page_size(1_000)
+                .with_page_size(1_000)
                 .collect(),
         )
         .await?,

@@ -110,9 +110,9 @@ async fn bulk_write_reports_failed_only_what_is_not_stored() {
         0xc1a55,
     );
     let last = Arc::new(Mutex::new(None));
-    let options = BulkOptions::default().on_progress({
+    let options = BulkOptions::default().with_progress({
         let last = last.clone();
-        move |progress| *last.lock().unwrap() = Some(progress)
+        move |progress| *last.lock().unwrap() = Some(*progress)
     });
     let report = table.bulk_write(ops, options).await.unwrap();
     let faults = p.table.stats().faults_injected;
@@ -153,17 +153,17 @@ async fn bulk_write_reports_failed_only_what_is_not_stored() {
     assert_eq!(
         (
             last.done,
-            last.written(),
+            last.succeeded(),
             last.failed,
             last.unknown,
-            last.transactions
+            last.requests
         ),
         (
             n,
             counts.written,
             counts.failed,
             counts.unknown,
-            report.transactions
+            report.transactions + report.read_backs
         ),
         "the last progress is the report's"
     );

@@ -98,10 +98,7 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<()> {
     for (k, v) in metadata {
         validate_property_identifier(k)?;
         if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-            return Err(Error::invalid_value(
-                k,
-                "metadata values must be printable ASCII",
-            ));
+            return Err(Error::encode(k, "metadata values must be printable ASCII"));
         }
     }
     Ok(())

@@ -3,6 +3,7 @@
 mod account;
 mod container;
 mod metrics;
+mod progress;
 mod queue;
 mod retry;
 mod sas;
@@ -20,12 +21,13 @@ pub use account::{
 };
 pub use container::{Blob, BlobCondition, BlobInfo, Container, PutBlob};
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
+pub use progress::{Progress, ProgressCallback};
 pub use queue::{MAX_VISIBILITY, Message, MessageTtl, PutOptions, Queue};
 pub use retry::{ConflictRetry, RetryPolicy};
 pub use sas::{AccountSas, SAS_VERSION, SasProtocol, SasServices, TablePermissions, TableSas};
 pub use settings::{ScanAction, ScanPolicy, Settings};
 pub use table::{
-    BulkOptions, BulkReport, ConflictLoop, ContinuationToken, OperationOutcome, Page, Progress,
-    Query, Table, TransactionOutcome, is_conflict,
+    BulkOptions, BulkReport, ConflictLoop, ContinuationToken, OperationOutcome, Page, Query, Table,
+    TransactionOutcome, TypedTable, WriteMode,
 };
 pub use tablekit_core as core;

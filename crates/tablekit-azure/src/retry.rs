@@ -158,7 +158,13 @@ mod tests {
     use tablekit_core::Target;
 
     fn status(code: u16) -> Error {
-        Error::from_response(code, None, String::new(), Target::table("t"), None)
+        tablekit_core::wire::error_from_response(
+            code,
+            None,
+            String::new(),
+            Target::table("t"),
+            None,
+        )
     }
 
     #[test]

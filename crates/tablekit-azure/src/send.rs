@@ -79,7 +79,7 @@ pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
                 ),
                 _ => target.clone(),
             };
-            Error::from_response(
+            tablekit_core::wire::error_from_response(
                 u16::from(*status),
                 error_code.clone(),
                 message,
@@ -197,7 +197,7 @@ mod tests {
     fn only_throttling_refusals_are_known_not_to_have_applied() {
         let t = || Target::table("T");
         let status = |s: u16, code: &str| {
-            Error::from_response(s, Some(code.into()), String::new(), t(), None)
+            tablekit_core::wire::error_from_response(s, Some(code.into()), String::new(), t(), None)
         };
         assert!(!may_have_applied(&status(503, "ServerBusy")));
         assert!(!may_have_applied(&status(429, "TooManyRequests")));

@@ -15,7 +15,7 @@ pub enum ScanAction {
     Deny,
 }
 
-/// Which query shapes are allowed (PATTERNS.md §2.1). Point and range queries always are.
+/// Which query shapes are allowed. Point and range queries always are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ScanPolicy {
     /// Queries that do not fix the PartitionKey (they read every partition).

@@ -96,7 +96,7 @@ async fn a_100_operation_transaction_commits_with_etags() {
             IfMatch::Any,
         )
         .unwrap(),
-        Operation::delete(Keys::new("p", "001").unwrap(), IfMatch::Any),
+        Operation::delete(("p", "001"), IfMatch::Any).unwrap(),
         Operation::upsert_replace(
             &Entity::try_new("p", "new", Properties::new().with("V", 3)).unwrap(),
         )
@@ -134,10 +134,13 @@ async fn bulk_write_of_10000_entities_writes_each_once_and_reports_progress() {
     let (c, d) = (calls.clone(), last_done.clone());
     let options = BulkOptions::default()
         .with_concurrency(8)
-        .on_progress(move |p| {
+        .with_progress(move |p| {
             c.fetch_add(1, Ordering::Relaxed);
             d.fetch_max(p.done, Ordering::Relaxed);
-            assert!(p.done <= p.total);
+            assert_eq!(p.total, Some(10_000));
+            assert!(p.done <= 10_000);
+            // One transaction per call and no read-back: requests follow the calls.
+            assert_eq!(p.requests * 100, p.done);
         });
     let report = table.bulk_write(ops, options).await.unwrap();
     assert!(report.is_complete());

@@ -54,7 +54,7 @@ async fn claims_50_and_53_paging_returns_everything_once_and_tokens_resume_elsew
     let query = table
         .query::<Row>()
         .filter(Filter::partition("p"))
-        .page_size(1_000);
+        .with_page_size(1_000);
     let metrics = table.account().metrics().clone();
     metrics.reset();
     let all: Vec<_> = query.clone().stream().try_collect().await.unwrap();
@@ -82,7 +82,7 @@ async fn claims_50_and_53_paging_returns_everything_once_and_tokens_resume_elsew
     let rest: Vec<_> = fresh
         .query::<Row>()
         .filter(Filter::partition("p"))
-        .page_size(1_000)
+        .with_page_size(1_000)
         .resume(token)
         .collect()
         .await
@@ -104,8 +104,8 @@ async fn the_next_page_is_read_ahead_and_a_dropped_stream_costs_at_most_one_more
             table
                 .query::<Row>()
                 .filter(Filter::partition("p"))
-                .page_size(100)
-                .read_ahead(ahead)
+                .with_page_size(100)
+                .with_read_ahead(ahead)
                 .pages(),
         )
     };
@@ -146,7 +146,7 @@ async fn claim_52_page_size_caps_each_page_and_top_caps_the_total() {
     let pages: Vec<_> = table
         .query::<Row>()
         .filter(Filter::partition("p"))
-        .page_size(50)
+        .with_page_size(50)
         .pages()
         .try_collect()
         .await
@@ -159,14 +159,14 @@ async fn claim_52_page_size_caps_each_page_and_top_caps_the_total() {
         .query::<Row>()
         .filter(Filter::partition("p"))
         .top(70)
-        .page_size(50)
+        .with_page_size(50)
         .collect()
         .await
         .unwrap();
     assert_eq!(top.len(), 70);
     let err = table
         .query::<Row>()
-        .page_size(1_001)
+        .with_page_size(1_001)
         .page()
         .await
         .unwrap_err();

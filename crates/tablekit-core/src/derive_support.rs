@@ -38,7 +38,7 @@ pub fn push_padded<T: ZeroPad + ?Sized>(
 /// sort oldest first.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] naming `property` when `t` is outside .NET's range
+/// [`Error::Encode`] naming `property` when `t` is outside .NET's range
 /// (0001-01-01 to 9999-12-31).
 pub fn push_ticks(out: &mut String, t: &DateTime<Utc>, property: &str) -> Result<()> {
     let ticks = checked_ticks(t, property)?;
@@ -62,7 +62,7 @@ fn checked_ticks(t: &DateTime<Utc>, property: &str) -> Result<i64> {
     if (0..=DOTNET_MAX_TICKS).contains(&ticks) {
         Ok(ticks)
     } else {
-        Err(Error::invalid_value(
+        Err(Error::encode(
             property,
             format!(
                 "{} is outside .NET's DateTime range 0001-01-01..9999-12-31, so it has no ticks key",
@@ -83,7 +83,7 @@ pub trait ZeroPad {
     ///
     /// # Errors
     /// [`Error::LimitExceeded`] when the value has more than `width` digits (the key would no
-    /// longer sort numerically); [`Error::InvalidValue`] naming `property` for a negative
+    /// longer sort numerically); [`Error::Encode`] naming `property` for a negative
     /// value, which cannot sort numerically as text.
     fn zero_pad(&self, width: usize, property: &str) -> Result<String>;
 }
@@ -105,7 +105,7 @@ macro_rules! zero_pad_signed {
             fn zero_pad(&self, width: usize, property: &str) -> Result<String> {
                 match u64::try_from(*self) {
                     Ok(n) => pad_number(n, width),
-                    Err(_) => Err(Error::invalid_value(
+                    Err(_) => Err(Error::encode(
                         property,
                         format!(
                             "{self} is negative: zero-padded keys sort numerically only for \
@@ -140,7 +140,7 @@ mod tests {
             })
         ));
         match push_padded(&mut out, &-1i32, 6, "Id") {
-            Err(Error::InvalidValue { property, .. }) => assert_eq!(property, "Id"),
+            Err(Error::Encode { property, .. }) => assert_eq!(property, "Id"),
             other => panic!("{other:?}"),
         }
     }
@@ -160,7 +160,7 @@ mod tests {
             push_inverted_ticks(&mut out, &too_late, "At"),
         ] {
             match result {
-                Err(Error::InvalidValue { property, .. }) => assert_eq!(property, "At"),
+                Err(Error::Encode { property, .. }) => assert_eq!(property, "At"),
                 other => panic!("{other:?}"),
             }
         }

@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use crate::edm::{Properties, from_properties};
+use crate::edm::Properties;
+use crate::edm::read::decode_properties;
 use crate::keys::Keys;
 
 /// The name of the discriminator property that tells entity types apart in a heterogeneous
@@ -179,6 +180,11 @@ impl<T> Stored<T> {
 
 /// A heterogeneous-table read: the entity as `T` (typically an internally tagged enum over
 /// [`ENTITY_TYPE`]) or, when it is of a type `T` does not know, its raw properties.
+///
+/// An entity is [`OrUnknown::Unknown`] only when its [`ENTITY_TYPE`] property is missing or
+/// names a type `T` does not know. An entity of a type `T` knows that does not fit it — a
+/// property missing or of another type — fails the read with [`crate::Error::Decode`], so
+/// that broken data is not mistaken for a foreign type and skipped.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OrUnknown<T> {
     /// An entity type `T` understands.
@@ -201,9 +207,10 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for OrUnknown<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // Read once as a typed bag, then try the known types: types are kept exactly.
         let props = Properties::deserialize(d)?;
-        match from_properties::<T>(&props) {
+        match decode_properties::<T>(&props) {
             Ok(value) => Ok(OrUnknown::Known(value)),
-            Err(_) => Ok(OrUnknown::Unknown(props)),
+            Err(e) if e.is_unknown_discriminator(ENTITY_TYPE) => Ok(OrUnknown::Unknown(props)),
+            Err(e) => Err(serde::de::Error::custom(e)),
         }
     }
 }

@@ -1,10 +1,15 @@
 //! The one error type shared by every tablekit crate.
+//!
+//! This module depends only on the plain data it names ([`Keys`], [`QueryShape`]); the
+//! modules that validate keys, names and limits depend on it, not the other way round. The
+//! limits' maximums ([`Limit::max`]) are implemented next to their constants in
+//! [`crate::limits`].
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::filter::QueryShape;
-use crate::keys::Keys;
+use crate::address::Keys;
+use crate::query_shape::QueryShape;
 
 /// A boxed error from a lower layer (HTTP client, I/O).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -90,44 +95,6 @@ pub enum Limit {
         /// The largest value allowed.
         max: usize,
     },
-}
-
-impl Limit {
-    /// The largest value allowed.
-    pub fn max(&self) -> usize {
-        match self {
-            Limit::KeyBytes(_) => crate::limits::MAX_KEY_BYTES,
-            Limit::UserProperties => crate::limits::MAX_USER_PROPERTIES,
-            Limit::EntityBytes => crate::limits::MAX_ENTITY_BYTES,
-            Limit::PropertyBytes { .. } => crate::limits::MAX_PROPERTY_BYTES,
-            Limit::PropertyNameChars => crate::limits::MAX_PROPERTY_NAME_CHARS,
-            Limit::TransactionOperations => crate::limits::MAX_TRANSACTION_OPERATIONS,
-            Limit::TransactionBytes => crate::limits::MAX_TRANSACTION_BYTES,
-            Limit::PageSize => crate::limits::MAX_PAGE_SIZE,
-            Limit::QueueMessageBytes => crate::limits::MAX_QUEUE_MESSAGE_BYTES,
-            Limit::Custom { max, .. } => *max,
-        }
-    }
-}
-
-impl fmt::Display for Limit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Limit::KeyBytes(kind) => write!(f, "{kind} size in bytes"),
-            Limit::UserProperties => f.write_str("user properties per entity"),
-            Limit::EntityBytes => f.write_str("entity size in bytes"),
-            Limit::PropertyBytes { property } => {
-                write!(f, "size in bytes of property `{property}`")
-            }
-            Limit::PropertyNameChars => f.write_str("property name length"),
-            Limit::TransactionOperations => f.write_str("operations per transaction"),
-            Limit::TransactionBytes => f.write_str("transaction body size in bytes"),
-            Limit::PageSize => f.write_str("entities per page"),
-            Limit::QueueMessageBytes => f.write_str("queue message size in bytes"),
-            Limit::Custom { what, .. } => f.write_str(what),
-        }?;
-        write!(f, " (max {})", self.max())
-    }
 }
 
 /// The kind of resource a request addressed.
@@ -269,12 +236,44 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// A value cannot be represented in the Table service's type system (or read back into the
-    /// requested Rust type).
-    #[error("property `{property}`: {reason}")]
-    InvalidValue {
-        /// The property (empty for a whole entity).
+    /// A value cannot be stored: it has no representation in the Table service's type system
+    /// (a `u64` above `i64::MAX`, a date before 1601, a nested struct), or cannot become a
+    /// key (a negative zero-padded number, a time outside .NET's range). Refused before any
+    /// request.
+    #[error("{}", describe_encode(property, reason))]
+    Encode {
+        /// The property (or key component); empty for a whole entity.
         property: String,
+        /// Why.
+        reason: String,
+    },
+    /// Stored data does not fit the requested type: a property missing or of another type
+    /// than the field it is read into, JSON that is not an entity.
+    #[error("{}", describe_decode(target, property, reason))]
+    Decode {
+        /// The entity read, when known (the table is empty when not).
+        target: Target,
+        /// The property; empty for the entity as a whole.
+        property: String,
+        /// Why.
+        reason: String,
+    },
+    /// Stored data breaks a pattern's own invariants: a blob reference to a missing blob, a
+    /// checksum that does not match, a torn wide entity, a row of another shape where a
+    /// pattern's row is expected. Nothing was written over it.
+    #[error("{} is corrupt: {reason}", describe_target(target))]
+    Corrupt {
+        /// What was read.
+        target: Target,
+        /// Which invariant it breaks.
+        reason: String,
+    },
+    /// An argument outside its domain: an unknown name, a width of 0, options that contradict
+    /// each other. Refused before any request.
+    #[error("invalid argument `{argument}`: {reason}")]
+    InvalidArgument {
+        /// The argument (or option) at fault.
+        argument: String,
         /// Why.
         reason: String,
     },
@@ -411,8 +410,16 @@ pub enum ErrorKind {
     PreconditionFailed,
     /// 429/500/503: the service asks us to slow down.
     Throttled,
-    /// Bad input refused before any request (keys, names, filters, values, config).
+    /// Bad input refused before any request (keys, names, filters, transactions, config).
     InvalidInput,
+    /// A value cannot be stored ([`Error::Encode`]); nothing was sent.
+    Encode,
+    /// Stored data does not fit the requested type ([`Error::Decode`]).
+    Decode,
+    /// Stored data breaks a pattern's invariants ([`Error::Corrupt`]).
+    Corrupt,
+    /// An argument outside its domain ([`Error::InvalidArgument`]); nothing was sent.
+    InvalidArgument,
     /// A service limit would be exceeded; nothing was sent.
     LimitExceeded,
     /// 401 or 403 `AuthenticationFailed`: the credentials were not accepted.
@@ -438,11 +445,14 @@ impl Error {
             Error::InvalidKey { .. }
             | Error::InvalidName { .. }
             | Error::InvalidFilter { .. }
-            | Error::InvalidValue { .. }
             | Error::DuplicateInTransaction { .. }
             | Error::CrossPartitionTransaction { .. }
             | Error::ScanDenied { .. }
             | Error::InvalidConfig { .. } => ErrorKind::InvalidInput,
+            Error::Encode { .. } => ErrorKind::Encode,
+            Error::Decode { .. } => ErrorKind::Decode,
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
             Error::LimitExceeded { .. } => ErrorKind::LimitExceeded,
             Error::BatchFailed { source, .. } => source.kind(),
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
@@ -488,84 +498,140 @@ impl Error {
         }
     }
 
-    /// An [`Error::InvalidValue`].
-    pub fn invalid_value(property: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidValue {
+    /// An [`Error::Encode`]: `property`'s value cannot be stored.
+    pub fn encode(property: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Encode {
             property: property.into(),
             reason: reason.into(),
         }
     }
 
-    /// Maps an error response of the service to the matching variant.
-    ///
-    /// `code` is the service's error code (`x-ms-error-code` or the body's `odata.error.code`).
-    pub fn from_response(
-        status: u16,
-        code: Option<String>,
-        message: String,
-        target: Target,
-        retry_after: Option<Duration>,
-    ) -> Self {
-        let code_is = |c: &str| code.as_deref() == Some(c);
-        match status {
-            404 => Error::NotFound { target },
-            409 if code_is("EntityAlreadyExists")
-                || code_is("TableAlreadyExists")
-                || code_is("QueueAlreadyExists")
-                || code_is("ContainerAlreadyExists")
-                || code_is("BlobAlreadyExists") =>
-            {
-                Error::AlreadyExists { target }
-            }
-            409 if code.is_none() => Error::AlreadyExists { target },
-            412 => Error::PreconditionFailed { target },
-            // A stale queue-message receipt: another consumer dequeued the message since.
-            400 if code_is("PopReceiptMismatch") => Error::PreconditionFailed { target },
-            401 => Error::Unauthorized {
-                target,
-                status,
-                code,
-                message,
-            },
-            // Azure answers 403 `AuthenticationFailed` for a bad signature or an expired SAS,
-            // and Azurite also for a refused bearer token: those are credential failures, not
-            // missing permissions. Azurite reports a bad table-SAS signature as
-            // `AuthorizationFailure`, with the message of an authentication failure.
-            403 if code_is("AuthenticationFailed")
-                || code_is("InvalidAuthenticationInfo")
-                || code_is("KeyBasedAuthenticationNotPermitted")
-                || message.starts_with("Server failed to authenticate the request") =>
-            {
-                Error::Unauthorized {
-                    target,
-                    status,
-                    code,
-                    message,
-                }
-            }
-            403 => Error::Forbidden {
-                target,
-                status,
-                code,
-                message,
-            },
-            429 | 503 => Error::Throttled {
-                status,
-                code,
-                retry_after,
-            },
-            500 if code_is("OperationTimedOut") || code_is("InternalError") => Error::Throttled {
-                status,
-                code,
-                retry_after,
-            },
-            _ => Error::Service {
-                target,
-                status,
-                code,
-                message,
-            },
+    /// An [`Error::Decode`]: `property` of the entity at `target` does not fit the requested
+    /// type. Use [`Target::default`] when the entity is not known.
+    pub fn decode(target: Target, property: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Decode {
+            target,
+            property: property.into(),
+            reason: reason.into(),
         }
+    }
+
+    /// An [`Error::Corrupt`]: what was read at `target` breaks a pattern's invariants.
+    pub fn corrupt(target: Target, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            target,
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::InvalidArgument`]: `argument` is outside its domain.
+    pub fn invalid_argument(argument: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            argument: argument.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// This error with the gaps of its target filled in from `target`: the table (and kind)
+    /// when it names none, the keys when it has none. For [`Error::Decode`] and
+    /// [`Error::Corrupt`] found in a body or a property bag, which does not say where it was
+    /// read from, by the caller who knows. Other errors are returned unchanged.
+    #[must_use]
+    pub fn with_target(self, target: Target) -> Self {
+        let fill = |mut t: Target| {
+            if t.table.is_empty() {
+                t.kind = target.kind;
+                t.table = target.table;
+            }
+            if t.keys.is_none() {
+                t.keys = target.keys;
+            }
+            t
+        };
+        match self {
+            Error::Decode {
+                target: t,
+                property,
+                reason,
+            } => Error::Decode {
+                target: fill(t),
+                property,
+                reason,
+            },
+            Error::Corrupt { target: t, reason } => Error::Corrupt {
+                target: fill(t),
+                reason,
+            },
+            other => other,
+        }
+    }
+
+    /// Whether this error means "another writer got there first", the signal an optimistic
+    /// concurrency loop retries on: a 412 (the ETag changed since the read), or a 409 on an
+    /// insert (an entity — or a create-only blob — was created since the read); also as the
+    /// cause of [`Error::BatchFailed`]. Not a 409 on creating a table, queue or container.
+    ///
+    /// A 404 on a conditional write of a row read a moment ago is also a lost race (the row
+    /// was deleted since); code that knows it wrote conditionally turns it into a conflict
+    /// with [`Error::not_found_as_conflict`].
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            Error::PreconditionFailed { .. } => true,
+            Error::AlreadyExists { target } => {
+                target.keys.is_some() || target.kind == ResourceKind::Blob
+            }
+            Error::BatchFailed { source, .. } => source.is_conflict(),
+            _ => false,
+        }
+    }
+
+    /// This error, with a 404 about an entity (also as the cause of [`Error::BatchFailed`])
+    /// turned into [`Error::PreconditionFailed`] for the same entity.
+    ///
+    /// For the error of a write conditioned on an ETag just read: a 404 then means another
+    /// writer deleted the entity in between, the same lost race as a changed ETag, so an
+    /// optimistic-concurrency loop should start again from the read. A 404 about the table
+    /// is left as it is.
+    #[must_use]
+    pub fn not_found_as_conflict(self) -> Self {
+        match self {
+            Error::NotFound { target } if target.keys.is_some() => {
+                Error::PreconditionFailed { target }
+            }
+            Error::BatchFailed { index, source } => Error::BatchFailed {
+                index,
+                source: Box::new(source.not_found_as_conflict()),
+            },
+            other => other,
+        }
+    }
+}
+
+fn describe_target(target: &Target) -> String {
+    if target.table.is_empty() {
+        match &target.keys {
+            Some(keys) => format!("entity {keys}"),
+            None => "the value".to_owned(),
+        }
+    } else {
+        target.to_string()
+    }
+}
+
+fn describe_encode(property: &str, reason: &str) -> String {
+    if property.is_empty() {
+        format!("cannot store the value: {reason}")
+    } else {
+        format!("cannot store property `{property}`: {reason}")
+    }
+}
+
+fn describe_decode(target: &Target, property: &str, reason: &str) -> String {
+    let what = describe_target(target);
+    if property.is_empty() {
+        format!("cannot read {what}: {reason}")
+    } else {
+        format!("cannot read property `{property}` of {what}: {reason}")
     }
 }
 
@@ -584,60 +650,94 @@ mod tests {
     }
 
     #[test]
-    fn statuses_map_to_variants_and_retryability() {
-        let t = || Target::entity("Employees", keys());
-        let e = Error::from_response(
-            404,
-            Some("ResourceNotFound".into()),
-            String::new(),
-            t(),
-            None,
-        );
-        assert_eq!(e.kind(), ErrorKind::NotFound);
-        assert!(!e.is_retryable());
-        let e = Error::from_response(
-            409,
-            Some("EntityAlreadyExists".into()),
-            String::new(),
-            t(),
-            None,
-        );
-        assert_eq!(e.kind(), ErrorKind::AlreadyExists);
-        let e = Error::from_response(409, Some("TableBeingDeleted".into()), "x".into(), t(), None);
-        assert_eq!(
-            e.kind(),
-            ErrorKind::Service,
-            "a table being deleted is not `exists`"
-        );
-        let e = Error::from_response(412, None, String::new(), t(), None);
-        assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
-        assert!(!e.is_retryable());
-        for status in [429, 503] {
-            let e =
-                Error::from_response(status, Some("ServerBusy".into()), String::new(), t(), None);
-            assert_eq!(e.kind(), ErrorKind::Throttled);
-            assert!(e.is_retryable());
+    fn conflicts_are_412s_and_409s_on_inserts_also_inside_a_transaction() {
+        let entity = || Target::entity("T", keys());
+        let precondition = Error::PreconditionFailed { target: entity() };
+        let inserted = Error::AlreadyExists { target: entity() };
+        let blob = Error::AlreadyExists {
+            target: Target::resource(ResourceKind::Blob, "c/b"),
+        };
+        for e in [&precondition, &inserted, &blob] {
+            assert!(e.is_conflict(), "{e}");
         }
-        let e = Error::from_response(
-            500,
-            Some("OperationTimedOut".into()),
-            String::new(),
-            t(),
-            None,
+        let in_batch = Error::BatchFailed {
+            index: 3,
+            source: Box::new(Error::AlreadyExists { target: entity() }),
+        };
+        assert!(in_batch.is_conflict());
+        for e in [
+            Error::AlreadyExists {
+                target: Target::table("T"),
+            },
+            Error::AlreadyExists {
+                target: Target::resource(ResourceKind::Queue, "q"),
+            },
+            Error::NotFound { target: entity() },
+            Error::Throttled {
+                status: 503,
+                code: None,
+                retry_after: None,
+            },
+            Error::encode("P", "x"),
+        ] {
+            assert!(!e.is_conflict(), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_entity_404_becomes_a_conflict_on_request_and_a_table_404_does_not() {
+        let gone = Error::NotFound {
+            target: Target::entity("T", keys()),
+        };
+        assert!(gone.not_found_as_conflict().is_conflict());
+        let in_batch = Error::BatchFailed {
+            index: 1,
+            source: Box::new(Error::NotFound {
+                target: Target::entity("T", keys()),
+            }),
+        }
+        .not_found_as_conflict();
+        assert!(
+            matches!(&in_batch, Error::BatchFailed { index: 1, source } if source.kind() == ErrorKind::PreconditionFailed)
         );
-        assert!(e.is_retryable());
-        let e = Error::from_response(400, Some("InvalidInput".into()), "bad".into(), t(), None);
-        assert!(!e.is_retryable());
-        let e = Error::from_response(
-            403,
-            Some("AuthenticationFailed".into()),
-            "no".into(),
-            t(),
-            None,
+        let table = Error::NotFound {
+            target: Target::table("T"),
+        }
+        .not_found_as_conflict();
+        assert_eq!(table.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn each_new_variant_has_its_own_kind_and_says_what_happened() {
+        let e = Error::encode("Salary", "18446744073709551615 is above i64::MAX");
+        assert_eq!(e.kind(), ErrorKind::Encode);
+        assert_eq!(
+            e.to_string(),
+            "cannot store property `Salary`: 18446744073709551615 is above i64::MAX"
         );
-        assert_eq!(e.kind(), ErrorKind::Unauthorized);
-        let e = Error::from_response(504, None, "gw".into(), t(), None);
-        assert!(e.is_retryable());
+        let e = Error::decode(Target::entity("Employees", keys()), "Age", "not a number");
+        assert_eq!(e.kind(), ErrorKind::Decode);
+        assert!(
+            e.to_string().contains("Employees") && e.to_string().contains("`Age`"),
+            "{e}"
+        );
+        let e = Error::corrupt(Target::entity("Employees", keys()), "checksum mismatch");
+        assert_eq!(e.kind(), ErrorKind::Corrupt);
+        assert!(
+            e.to_string().ends_with("is corrupt: checksum mismatch"),
+            "{e}"
+        );
+        let e = Error::invalid_argument("width", "must be 1 to 512");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(e.to_string(), "invalid argument `width`: must be 1 to 512");
+        for e in [
+            Error::encode("", ""),
+            Error::decode(Target::default(), "", ""),
+            Error::corrupt(Target::default(), ""),
+            Error::invalid_argument("", ""),
+        ] {
+            assert!(!e.is_retryable() && e.status().is_none(), "{e}");
+        }
     }
 
     #[test]
@@ -662,7 +762,13 @@ mod tests {
             (403, Some("AuthenticationFailed")),
             (403, Some("KeyBasedAuthenticationNotPermitted")),
         ] {
-            let e = Error::from_response(status, code.map(Into::into), "no".into(), t(), None);
+            let e = crate::wire::error_from_response(
+                status,
+                code.map(Into::into),
+                "no".into(),
+                t(),
+                None,
+            );
             check(&e, ErrorKind::Unauthorized, status);
         }
         // Accepted credentials without the right to do this: a missing role assignment, a
@@ -672,7 +778,8 @@ mod tests {
             Some("AuthorizationFailure"),
             None,
         ] {
-            let e = Error::from_response(403, code.map(Into::into), "no".into(), t(), None);
+            let e =
+                crate::wire::error_from_response(403, code.map(Into::into), "no".into(), t(), None);
             check(&e, ErrorKind::Forbidden, 403);
         }
         // Azurite's answer to a bad table-SAS signature is `AuthorizationFailure` with the
@@ -685,7 +792,7 @@ mod tests {
             (refused, ErrorKind::Forbidden),
         ] {
             let code = Some("AuthorizationFailure".to_owned());
-            let e = Error::from_response(403, code, message.into(), t(), None);
+            let e = crate::wire::error_from_response(403, code, message.into(), t(), None);
             check(&e, kind, 403);
         }
     }

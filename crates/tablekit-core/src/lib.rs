@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod address;
 pub mod batch;
 pub mod edm;
 pub mod entity;
@@ -7,8 +8,10 @@ pub mod error;
 pub mod filter;
 pub mod keys;
 pub mod limits;
-pub mod resource;
+mod query_shape;
 mod table_entity;
+#[doc(hidden)]
+pub mod wire;
 
 /// Support for the code `#[derive(TableEntity)]` generates; not a public API.
 #[doc(hidden)]

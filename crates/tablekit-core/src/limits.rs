@@ -29,7 +29,47 @@ pub const TARGET_ENTITIES_PER_SEC_PARTITION: u32 = 2_000;
 /// Entities per second one account is designed to serve (1 KiB entities).
 pub const TARGET_ENTITIES_PER_SEC_ACCOUNT: u32 = 20_000;
 
+use std::fmt;
+
 use crate::error::{Error, Limit, NameKind, Result};
+
+impl Limit {
+    /// The largest value allowed.
+    pub fn max(&self) -> usize {
+        match self {
+            Limit::KeyBytes(_) => MAX_KEY_BYTES,
+            Limit::UserProperties => MAX_USER_PROPERTIES,
+            Limit::EntityBytes => MAX_ENTITY_BYTES,
+            Limit::PropertyBytes { .. } => MAX_PROPERTY_BYTES,
+            Limit::PropertyNameChars => MAX_PROPERTY_NAME_CHARS,
+            Limit::TransactionOperations => MAX_TRANSACTION_OPERATIONS,
+            Limit::TransactionBytes => MAX_TRANSACTION_BYTES,
+            Limit::PageSize => MAX_PAGE_SIZE,
+            Limit::QueueMessageBytes => MAX_QUEUE_MESSAGE_BYTES,
+            Limit::Custom { max, .. } => *max,
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::KeyBytes(kind) => write!(f, "{kind} size in bytes"),
+            Limit::UserProperties => f.write_str("user properties per entity"),
+            Limit::EntityBytes => f.write_str("entity size in bytes"),
+            Limit::PropertyBytes { property } => {
+                write!(f, "size in bytes of property `{property}`")
+            }
+            Limit::PropertyNameChars => f.write_str("property name length"),
+            Limit::TransactionOperations => f.write_str("operations per transaction"),
+            Limit::TransactionBytes => f.write_str("transaction body size in bytes"),
+            Limit::PageSize => f.write_str("entities per page"),
+            Limit::QueueMessageBytes => f.write_str("queue message size in bytes"),
+            Limit::Custom { what, .. } => f.write_str(what),
+        }?;
+        write!(f, " (max {})", self.max())
+    }
+}
 
 /// Names the service reserves for system properties.
 pub const SYSTEM_PROPERTIES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"];

@@ -1,8 +1,9 @@
 //! Batch planning: splitting at 100 operations and below 4 MiB of real body, duplicates and
 //! partitions refused with the caller's indices (PATTERNS.md claim 56).
 
-use tablekit_core::batch::{BatchPlan, Operation, parse_response};
+use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::limits::MAX_TRANSACTION_BYTES;
+use tablekit_core::wire::{encode, parse_response};
 use tablekit_core::{Entity, Error, IfMatch, Keys, Limit, Properties};
 
 const SERVICE: &str = "http://127.0.0.1:10002/devstoreaccount1";
@@ -16,7 +17,7 @@ fn insert(pk: &str, rk: usize, payload: usize) -> Operation {
 #[test]
 fn two_hundred_fifty_operations_split_100_100_50_in_order() {
     let plan = BatchPlan::best_effort((0..250).map(|i| insert("p", i, 10))).unwrap();
-    let txs = plan.encode(SERVICE, "T").unwrap();
+    let txs = encode(&plan, SERVICE, "T").unwrap();
     let sizes: Vec<usize> = txs.iter().map(|t| t.indices.len()).collect();
     assert_eq!(sizes, [100, 100, 50]);
     let all: Vec<usize> = txs.iter().flat_map(|t| t.indices.iter().copied()).collect();
@@ -33,7 +34,7 @@ fn bodies_that_would_reach_4_mib_are_split_just_below_it() {
     // 60,000 bytes are 80,000 on the wire (base64): about 52 fit one body.
     let ops: Vec<Operation> = (0..100).map(|i| insert("p", i, 60_000)).collect();
     let plan = BatchPlan::best_effort(ops.clone()).unwrap();
-    let txs = plan.encode(SERVICE, "T").unwrap();
+    let txs = encode(&plan, SERVICE, "T").unwrap();
     assert!(txs.len() >= 2, "100 × 80 KB needs more than one 4 MiB body");
     let mut next = 0;
     for tx in &txs {
@@ -48,10 +49,7 @@ fn bodies_that_would_reach_4_mib_are_split_just_below_it() {
             let mut with_next: Vec<Operation> =
                 tx.indices.iter().map(|&i| ops[i].clone()).collect();
             with_next.push(ops[next].clone());
-            let err = BatchPlan::atomic(with_next)
-                .unwrap()
-                .encode(SERVICE, "T")
-                .unwrap_err();
+            let err = encode(&BatchPlan::atomic(with_next).unwrap(), SERVICE, "T").unwrap_err();
             assert!(
                 matches!(err, Error::LimitExceeded { limit: Limit::TransactionBytes, actual } if actual > MAX_TRANSACTION_BYTES)
             );
@@ -65,7 +63,7 @@ fn two_operations_on_one_entity_are_refused_with_both_indices() {
     let ops = vec![
         insert("p", 1, 1),
         insert("p", 2, 1),
-        Operation::delete(Keys::new("p", "000001").unwrap(), IfMatch::Any),
+        Operation::delete(("p", "000001"), IfMatch::Any).unwrap(),
     ];
     for plan in [BatchPlan::best_effort(ops.clone()), BatchPlan::atomic(ops)] {
         match plan {
@@ -109,10 +107,8 @@ fn atomic_plans_refuse_what_cannot_be_one_transaction() {
         ),
         "{err}"
     );
-    let err = BatchPlan::atomic((0..80).map(|i| insert("p", i, 60_000)))
-        .unwrap()
-        .encode(SERVICE, "T")
-        .unwrap_err();
+    let plan = BatchPlan::atomic((0..80).map(|i| insert("p", i, 60_000))).unwrap();
+    let err = encode(&plan, SERVICE, "T").unwrap_err();
     assert!(
         matches!(
             err,
@@ -133,7 +129,7 @@ fn atomic_plans_refuse_what_cannot_be_one_transaction() {
 fn best_effort_groups_by_partition_in_order_of_appearance() {
     let plan =
         BatchPlan::best_effort([insert("b", 0, 1), insert("a", 1, 1), insert("b", 2, 1)]).unwrap();
-    let txs = plan.encode(SERVICE, "T").unwrap();
+    let txs = encode(&plan, SERVICE, "T").unwrap();
     let groups: Vec<(&str, Vec<usize>)> = txs
         .iter()
         .map(|t| (t.partition_key.as_str(), t.indices.clone()))
@@ -158,11 +154,10 @@ fn the_body_is_a_well_formed_changeset() {
         Operation::delete(
             Keys::new("O'Brien", "r2").unwrap(),
             IfMatch::ETag(tablekit_core::ETag::new("W/\"x\"")),
-        ),
+        )
+        .unwrap(),
     ];
-    let tx = BatchPlan::atomic(ops)
-        .unwrap()
-        .encode(SERVICE, "Emp")
+    let tx = encode(&BatchPlan::atomic(ops).unwrap(), SERVICE, "Emp")
         .unwrap()
         .remove(0);
     let body = String::from_utf8(tx.body).unwrap();

@@ -169,7 +169,7 @@ fn datetimes_keep_100ns_precision() {
     let too_early = Utc.with_ymd_and_hms(1600, 12, 31, 23, 59, 59).unwrap();
     let err = to_entity_json(&keys(), &D { at: too_early }).unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidValue { property, .. } if property == "at"),
+        matches!(&err, Error::Encode { property, .. } if property == "at"),
         "{err}"
     );
 }
@@ -182,7 +182,7 @@ fn unrepresentable_values_are_typed_errors() {
     }
     let err = to_entity_json(&keys(), &U { u: u64::MAX }).unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidValue { property, .. } if property == "u"),
+        matches!(&err, Error::Encode { property, .. } if property == "u"),
         "{err}"
     );
     assert!(to_entity_json(&keys(), &U { u: i64::MAX as u64 }).is_ok());
@@ -535,9 +535,79 @@ fn map_keys_must_be_strings() {
     let by_number: std::collections::BTreeMap<u32, i32> = [(1, 2)].into();
     let err = to_entity_json(&keys(), &by_number).unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidValue { reason, .. } if reason.contains("map keys")),
+        matches!(&err, Error::Encode { reason, .. } if reason.contains("map keys")),
         "{err}"
     );
     let by_name: std::collections::BTreeMap<String, i32> = [("Count".to_owned(), 2)].into();
     assert!(to_entity_json(&keys(), &by_name).is_ok());
+}
+
+#[test]
+fn or_unknown_falls_back_only_for_a_missing_or_unknown_entity_type() {
+    let read = |props: Properties| {
+        let (json, _) = to_entity_json(&keys(), &props).unwrap();
+        parse_entity::<OrUnknown<AnyEntity>>(&json, Some("W/\"1\"")).map(|s| s.value)
+    };
+    // A type the enum does not know, or no discriminator at all: a property bag.
+    let project = Properties::new()
+        .with("EntityType", "Project")
+        .with("Budget", 5_000_000_000i64);
+    assert_eq!(read(project.clone()).unwrap(), OrUnknown::Unknown(project));
+    let untyped = Properties::new().with("Budget", 5i64);
+    assert_eq!(read(untyped.clone()).unwrap(), OrUnknown::Unknown(untyped));
+
+    // A type it knows whose data does not fit: a decode error naming the entity, not a silent
+    // fallback that would let a reader skip broken data. (Serde reads a tagged enum's fields
+    // from a buffer, so a field of the wrong type is not named; a missing one is.)
+    let broken = Properties::new()
+        .with("EntityType", "Employee")
+        .with("FirstName", "Don")
+        .with("Salary", "a lot");
+    let err = read(broken).unwrap_err();
+    assert_eq!(err.kind(), tablekit_core::ErrorKind::Decode, "{err}");
+    match &err {
+        Error::Decode { target, .. } => {
+            assert_eq!(target.keys.as_deref(), Some(&keys()), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let incomplete = Properties::new()
+        .with("EntityType", "Department")
+        .with("DepartmentName", "Marketing");
+    let err = read(incomplete).unwrap_err();
+    assert!(
+        matches!(&err, Error::Decode { property, .. } if property == "EmployeeCount"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_read_that_does_not_fit_is_a_decode_error_naming_the_keys() {
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Wanted {
+        n: i64,
+    }
+    let body = br#"{"PartitionKey":"Sales","RowKey":"000223","odata.etag":"W/\"1\"","n":"seven"}"#;
+    let err = parse_entity::<Wanted>(body, None).unwrap_err();
+    assert_eq!(err.kind(), tablekit_core::ErrorKind::Decode);
+    match &err {
+        Error::Decode {
+            target, property, ..
+        } => {
+            assert_eq!(property, "n");
+            assert_eq!(
+                target.keys.as_deref(),
+                Some(&Keys::new("Sales", "000223").unwrap())
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("000223"), "{err}");
+    let missing = br#"{"PartitionKey":"Sales","RowKey":"000223","odata.etag":"W/\"1\""}"#;
+    let err = parse_entity::<Wanted>(missing, None).unwrap_err();
+    assert!(
+        matches!(&err, Error::Decode { property, .. } if property == "n"),
+        "{err}"
+    );
 }

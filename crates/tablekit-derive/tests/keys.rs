@@ -131,7 +131,7 @@ fn a_time_dotnet_cannot_represent_is_refused() {
         at: DateTime::<Utc>::MAX_UTC,
     };
     match event.keys() {
-        Err(Error::InvalidValue { property, .. }) => assert_eq!(property, "At"),
+        Err(Error::Encode { property, .. }) => assert_eq!(property, "At"),
         other => panic!("{other:?}"),
     }
 }
@@ -149,7 +149,7 @@ fn negative_numbers_are_not_zero_padded() {
         Keys::new("0042", "").unwrap()
     );
     match (Account { balance: -42 }).keys() {
-        Err(Error::InvalidValue { property, reason }) => {
+        Err(Error::Encode { property, reason }) => {
             assert_eq!(property, "Balance");
             assert!(reason.contains("negative"), "{reason}");
         }

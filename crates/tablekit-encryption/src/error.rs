@@ -71,9 +71,9 @@ impl fmt::Display for Cause {
 /// A stored entity that cannot be decrypted: corrupt, tampered with, or written under a key the
 /// resolver does not know. Never a wrong plaintext.
 ///
-/// Converts into [`Error::InvalidValue`] naming the property, with a reason that names the
-/// entity ([`Target::entity`]) and says the decryption failed; that is what every function of
-/// this crate returns.
+/// Converts into [`Error::Corrupt`] naming the entity ([`Target::entity`]), with a reason that
+/// names the property and says the decryption failed; that is what every function of this
+/// crate returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecryptionFailure {
     /// The entity (table and keys).
@@ -109,11 +109,11 @@ impl std::error::Error for DecryptionFailure {}
 impl From<DecryptionFailure> for Error {
     fn from(failure: DecryptionFailure) -> Self {
         let reason = format!(
-            "decryption failed for {} (corrupt or tampered data, or an unknown key): {}",
-            failure.target, failure.cause
+            "decryption of property `{}` failed (corrupt or tampered data, or an unknown key): {}",
+            failure.property, failure.cause
         );
-        Error::InvalidValue {
-            property: failure.property,
+        Error::Corrupt {
+            target: failure.target,
             reason,
         }
     }
@@ -121,7 +121,7 @@ impl From<DecryptionFailure> for Error {
 
 /// The reason a value selected for encryption is refused: only strings are encrypted.
 pub(crate) fn not_a_string(property: &str, ty: EdmType) -> Error {
-    Error::invalid_value(
+    Error::encode(
         property,
         format!(
             "selected for encryption, but it is {ty}; only Edm.String properties can be encrypted"

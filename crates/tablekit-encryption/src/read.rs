@@ -43,7 +43,7 @@ impl EncryptionPolicy {
     /// (local keys send no request).
     ///
     /// # Errors
-    /// A [`DecryptionFailure`] converted into [`tablekit_core::Error::InvalidValue`], naming
+    /// A [`DecryptionFailure`] converted into [`tablekit_core::Error::Corrupt`], naming
     /// the entity and the property, when the metadata is malformed or of an unknown version,
     /// its key id is unknown, the content key does not unwrap, a value does not authenticate
     /// (altered, or moved from another property or entity), or a property this policy

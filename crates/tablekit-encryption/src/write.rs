@@ -27,7 +27,7 @@ impl EncryptionPolicy {
     /// so that plaintexts are encrypted in place rather than copied.
     ///
     /// # Errors
-    /// Before any key call: [`Error::InvalidValue`] when a selected property is not an
+    /// Before any key call: [`Error::Encode`] when a selected property is not an
     /// `Edm.String`; [`Error::InvalidName`] when the bag already holds an encryption metadata
     /// property (`_TablekitEncryption`, `_ClientEncryptionMetadata1`/`2`);
     /// [`Error::LimitExceeded`] when an encrypted value exceeds 64 KiB
@@ -96,7 +96,7 @@ impl EncryptionPolicy {
             seal: BASE64.encode(seal),
         };
         let json = serde_json::to_string(&metadata)
-            .map_err(|e| Error::invalid_value(METADATA_PROPERTY, e.to_string()))?;
+            .map_err(|e| Error::encode(METADATA_PROPERTY, e.to_string()))?;
         out.insert(METADATA_PROPERTY, json);
         // The service's rules exactly as tablekit's writer applies them: entity size,
         // property count and sizes, names.

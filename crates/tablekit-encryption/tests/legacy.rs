@@ -219,15 +219,13 @@ async fn entities_written_by_the_legacy_python_client_decrypt_exactly() {
 /// Asserts a decryption failure naming the entity, the property and the cause.
 #[track_caller]
 fn assert_failure(error: Error, table: &str, keys: &Keys, property: &str, cause: &str) {
-    let entity = Target::entity(table, keys.clone()).to_string();
+    let entity = Target::entity(table, keys.clone());
     match &error {
-        Error::InvalidValue {
-            property: p,
-            reason,
-        } if p == property
-            && reason.contains("decryption failed")
-            && reason.contains(&entity)
-            && reason.contains(cause) => {}
+        Error::Corrupt { target, reason }
+            if *target == entity
+                && reason.contains("decryption")
+                && reason.contains(&format!("`{property}`"))
+                && reason.contains(cause) => {}
         other => panic!("expected a decryption failure of {property} ({cause}), got {other}"),
     }
 }

@@ -208,9 +208,9 @@ async fn a_selected_property_that_is_not_a_string_is_refused_before_the_key_is_u
         .with("Email", "jun@contoso.example")
         .with("Salary", 123_456_789i64);
     let error = policy.encrypt(&keys(), entity).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    assert_eq!(error.kind(), ErrorKind::Encode);
     match &error {
-        Error::InvalidValue { property, reason } => {
+        Error::Encode { property, reason } => {
             assert_eq!(property, "Salary");
             assert!(
                 reason.contains("Edm.Int64") && reason.contains("Edm.String"),

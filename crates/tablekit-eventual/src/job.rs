@@ -141,7 +141,7 @@ struct EnvelopeIn<J> {
 /// queue later.
 pub(crate) fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
     let bytes = serde_json::to_vec(&EnvelopeOut { kind: J::KIND, job })
-        .map_err(|e| Error::invalid_value("", format!("the job does not serialize: {e}")))?;
+        .map_err(|e| Error::encode("", format!("the job does not serialize: {e}")))?;
     if bytes.len() > MAX_JOB_BYTES {
         return Err(Error::LimitExceeded {
             limit: Limit::Custom {

@@ -276,7 +276,15 @@ mod tests {
 
     #[test]
     fn handler_retries_cover_transient_failures_and_conflicts_only() {
-        let status = |s| Error::from_response(s, None, String::new(), Target::table("t"), None);
+        let status = |s| {
+            tablekit_core::wire::error_from_response(
+                s,
+                None,
+                String::new(),
+                Target::table("t"),
+                None,
+            )
+        };
         for s in [412, 409, 503, 500, 408] {
             assert!(HandlerRetry::retries(&status(s)), "{s}");
         }

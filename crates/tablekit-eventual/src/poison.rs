@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tablekit_azure::Message;
 use tablekit_core::limits::MAX_QUEUE_MESSAGE_BYTES;
-use tablekit_core::{Error, Limit, Result};
+use tablekit_core::{Error, Limit, Result, Target};
 
 use crate::job::{Job, decode};
 
@@ -110,7 +110,7 @@ impl PoisonRecord {
         let mut record = self.clone();
         loop {
             let header = serde_json::to_string(&record)
-                .map_err(|e| Error::invalid_value("reason", e.to_string()))?;
+                .map_err(|e| Error::encode("reason", e.to_string()))?;
             let line_len = POISON_MAGIC.len() + header.len();
             if line_len <= budget {
                 let mut out = Vec::with_capacity(line_len + 1 + self.payload.len());
@@ -137,10 +137,11 @@ impl PoisonRecord {
     /// Reads a poison message's bytes back.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when `bytes` is not a poison record (a message someone put on
+    /// [`Error::Decode`] when `bytes` is not a poison record (a message someone put on
     /// the poison queue by hand, or another format).
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        let invalid = |why: &str| Error::invalid_value("", format!("not a poison record: {why}"));
+        let invalid =
+            |why: &str| Error::decode(Target::default(), "", format!("not a poison record: {why}"));
         let rest = bytes
             .strip_prefix(POISON_MAGIC.as_bytes())
             .ok_or_else(|| invalid("missing the `tablekit-poison/1` header"))?;
@@ -157,9 +158,9 @@ impl PoisonRecord {
     /// Decodes the original payload as a job of type `J`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the payload is not a `J` job envelope.
+    /// [`Error::Decode`] when the payload is not a `J` job envelope.
     pub fn job<J: Job>(&self) -> Result<J> {
-        decode::<J>(&self.payload).map_err(|why| Error::invalid_value("", why))
+        decode::<J>(&self.payload).map_err(|why| Error::decode(Target::default(), "", why))
     }
 }
 
@@ -254,7 +255,7 @@ mod tests {
         ] {
             assert!(matches!(
                 PoisonRecord::parse(bytes),
-                Err(Error::InvalidValue { .. })
+                Err(Error::Decode { .. })
             ));
         }
     }

@@ -130,7 +130,7 @@ impl<J: Job> JobQueue<J> {
     ///
     /// **Errors:** before any request, [`tablekit_core::Error::LimitExceeded`] when the
     /// encoded job exceeds [`crate::MAX_JOB_BYTES`] and
-    /// [`tablekit_core::Error::InvalidValue`] when it does not serialize;
+    /// [`tablekit_core::Error::Encode`] when it does not serialize;
     /// [`tablekit_core::Error::NotFound`] if the queue does not exist.
     pub async fn enqueue(&self, job: &J) -> Result<()> {
         self.put(encode(job)?, None).await

@@ -92,7 +92,7 @@ impl Steps {
     /// including this handler's earlier steps.
     ///
     /// **Errors:** as [`Table::get`]: a missing *table* is [`Error::NotFound`], stored data
-    /// that does not fit `T` is [`Error::InvalidValue`].
+    /// that does not fit `T` is [`Error::Decode`].
     pub async fn get<T: DeserializeOwned>(
         &self,
         table: &Table,
@@ -220,7 +220,7 @@ impl Steps {
     /// **Requests: 1.** **Consistency:** all-or-nothing; optimistic (ETag) for the
     /// conditioned operations.
     ///
-    /// **Errors:** before any request, [`Error::InvalidValue`] for a best-effort plan or an
+    /// **Errors:** before any request, [`Error::InvalidArgument`] for a best-effort plan or an
     /// insert or `IfMatch::Any` operation; then as [`Table::submit`]:
     /// [`Error::BatchFailed`] with the refused operation's index and cause (its
     /// [`kind`](Error::kind) is [`ErrorKind::PreconditionFailed`](tablekit_core::ErrorKind)
@@ -228,8 +228,8 @@ impl Steps {
     /// nothing of the transaction is written.
     pub async fn submit(&self, table: &Table, plan: &BatchPlan) -> Result<()> {
         if !plan.is_atomic() {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "plan",
                 "a step's transaction must be an atomic plan (BatchPlan::atomic)",
             ));
         }
@@ -245,8 +245,8 @@ impl Steps {
                 }
             };
             if !repeatable {
-                return Err(Error::invalid_value(
-                    "",
+                return Err(Error::invalid_argument(
+                    "plan",
                     format!(
                         "operation {index} ({:?} of {}) is not safe to repeat: use an upsert or \
                          an ETag condition",

@@ -35,7 +35,8 @@ impl Handler<Invoice> for Broken {
     async fn handle(&self, job: Invoice, steps: &Steps) -> Result<()> {
         self.attempts.lock().unwrap().push(steps.attempt());
         if !self.fixed.load(Ordering::SeqCst) {
-            return Err(Error::invalid_value(
+            return Err(Error::decode(
+                tablekit_core::Target::default(),
                 "note",
                 format!("invoice {} has no customer", job.number),
             ));

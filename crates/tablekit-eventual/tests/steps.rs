@@ -246,7 +246,7 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     let new_b = Entity::new(b.clone(), employee(5));
     let refused = [
         BatchPlan::atomic([Operation::insert(&new_b).unwrap()]).unwrap(),
-        BatchPlan::atomic([Operation::delete(a.clone(), IfMatch::Any)]).unwrap(),
+        BatchPlan::atomic([Operation::delete(a.clone(), IfMatch::Any).unwrap()]).unwrap(),
         BatchPlan::atomic([
             Operation::replace(&Entity::new(a.clone(), employee(1)), IfMatch::Any).unwrap(),
         ])
@@ -255,7 +255,7 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     ];
     for plan in &refused {
         let e = steps.submit(table, plan).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     }
     assert_eq!(metrics.snapshot().requests(), 0);
 
@@ -319,7 +319,7 @@ impl Retirer {
         let mut marker = Properties::new();
         marker.insert("Retired", "000001");
         BatchPlan::atomic([
-            Operation::delete(keys(1), IfMatch::ETag(etag.clone())),
+            Operation::delete(keys(1), IfMatch::ETag(etag.clone())).unwrap(),
             Operation::upsert_replace(&Entity::new(keys(5), marker)).unwrap(),
         ])
         .unwrap()

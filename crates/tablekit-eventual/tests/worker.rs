@@ -248,7 +248,7 @@ impl Handler<Probe> for Flaky {
 }
 
 fn busy() -> Error {
-    Error::from_response(
+    tablekit_core::wire::error_from_response(
         503,
         Some("ServerBusy".into()),
         String::new(),
@@ -258,7 +258,7 @@ fn busy() -> Error {
 }
 
 fn bad() -> Error {
-    Error::invalid_value("Age", "not a number")
+    Error::decode(Target::default(), "Age", "not a number")
 }
 
 #[tokio::test]

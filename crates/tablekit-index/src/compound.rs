@@ -104,7 +104,7 @@ impl CompoundRows {
     /// **Requests:** 1. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors before any request; [`tablekit_core::Error::InvalidValue`] when the row
+    /// Key errors before any request; [`tablekit_core::Error::Decode`] when the row
     /// does not fit `T`.
     pub async fn get<T: DeserializeOwned, I, S>(
         &self,

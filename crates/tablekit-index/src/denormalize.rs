@@ -12,8 +12,6 @@ use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::Properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result};
 
-use crate::conflict::{as_conflict, is_race};
-
 /// How the source entity is written alongside its copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceWrite {
@@ -162,9 +160,12 @@ where
         let missing = |keys: &Keys| Error::NotFound {
             target: tablekit_core::Target::entity(self.table.name(), keys.clone()),
         };
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
+        let (how, missing) = (&how, &missing);
+        let outcome = self
+            .table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
                 let (before, current) = match how {
                     SourceWrite::Insert => (None, self.table.get::<D>(target).await?),
                     _ => futures::try_join!(
@@ -173,10 +174,10 @@ where
                     )?,
                 };
                 let mut current = current.ok_or_else(|| missing(target))?;
-                let source_op = match (&how, &before) {
+                let source_op = match (how, &before) {
                     (SourceWrite::Insert | SourceWrite::Upsert, None) => Operation::insert(source)?,
                     // Nothing to replace: answered below as the service would, unsent.
-                    (SourceWrite::Replace(IfMatch::Any), None) => return Ok(None),
+                    (SourceWrite::Replace(IfMatch::Any), None) => return Ok(Ok(None)),
                     (SourceWrite::Replace(IfMatch::ETag(etag)), _) => {
                         Operation::replace(source, IfMatch::ETag(etag.clone()))?
                     }
@@ -192,31 +193,28 @@ where
                     current.if_match(),
                 )?;
                 let batch = BatchPlan::atomic([source_op, target_op])?;
-                self.table.submit(&batch).await.map(Some)
-            };
-            match attempt.await {
-                Ok(Some(outcomes)) => {
-                    return Ok(DenormalizedWrite {
-                        source: etag_at(&outcomes, 0),
-                        target: etag_at(&outcomes, 1),
-                    });
+                match self.table.submit(&batch).await {
+                    Ok(outcomes) => Ok(Ok(Some(outcomes))),
+                    // A lost race on the target, or on the source when its condition is
+                    // ours: run again from the reads.
+                    Err(e @ Error::BatchFailed { index: 1, .. }) => Err(e.not_found_as_conflict()),
+                    Err(e @ Error::BatchFailed { index: 0, .. }) if retry_source => {
+                        Err(e.not_found_as_conflict())
+                    }
+                    // The caller's own condition failed, or anything else: the answer.
+                    Err(e) => Ok(Err(e)),
                 }
-                Ok(None) => {
-                    return Err(Error::BatchFailed {
-                        index: 0,
-                        source: Box::new(missing(&source.keys)),
-                    });
-                }
-                Err(e @ Error::BatchFailed { index: 1, .. }) if is_race(e.kind()) => {
-                    conflicts.retry(as_conflict(e)).await?
-                }
-                Err(e @ Error::BatchFailed { index: 0, .. })
-                    if retry_source && is_race(e.kind()) =>
-                {
-                    conflicts.retry(as_conflict(e)).await?
-                }
-                Err(e) => return Err(e),
-            }
+            })
+            .await??;
+        match outcome {
+            Some(outcomes) => Ok(DenormalizedWrite {
+                source: etag_at(&outcomes, 0),
+                target: etag_at(&outcomes, 1),
+            }),
+            None => Err(Error::BatchFailed {
+                index: 0,
+                source: Box::new(missing(&source.keys)),
+            }),
         }
     }
 
@@ -237,9 +235,12 @@ where
         let missing = |keys: &Keys| Error::NotFound {
             target: tablekit_core::Target::entity(self.table.name(), keys.clone()),
         };
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
+        let missing = &missing;
+        let outcomes = self
+            .table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
                 let (s, d) =
                     futures::try_join!(self.table.get::<S>(source), self.table.get::<D>(target))?;
                 let s = s.ok_or_else(|| missing(source))?;
@@ -250,20 +251,16 @@ where
                     s.if_match(),
                 )?;
                 let write = Operation::merge(&Entity::new(target.clone(), &d.value), d.if_match())?;
-                self.table.submit(&BatchPlan::atomic([guard, write])?).await
-            };
-            match attempt.await {
-                Ok(outcomes) => {
-                    return Ok(DenormalizedWrite {
-                        source: etag_at(&outcomes, 0),
-                        target: etag_at(&outcomes, 1),
-                    });
-                }
-                Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
-                    conflicts.retry(as_conflict(e)).await?
-                }
-                Err(e) => return Err(e),
-            }
-        }
+                // Both writes are under ETags just read: any conflict is a lost race.
+                self.table
+                    .submit(&BatchPlan::atomic([guard, write])?)
+                    .await
+                    .map_err(Error::not_found_as_conflict)
+            })
+            .await?;
+        Ok(DenormalizedWrite {
+            source: etag_at(&outcomes, 0),
+            target: etag_at(&outcomes, 1),
+        })
     }
 }

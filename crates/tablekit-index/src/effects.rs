@@ -65,12 +65,13 @@ pub(crate) trait Effects: Sync {
 /// would otherwise apply each other's jobs.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] naming both indexes.
+/// [`Error::Decode`] naming both indexes.
 pub(crate) fn check_index(job: &str, handler: &str) -> Result<()> {
     if job == handler {
         return Ok(());
     }
-    Err(Error::invalid_value(
+    Err(Error::decode(
+        tablekit_core::Target::default(),
         "index",
         format!("a job of index {job:?} reached the handler of {handler:?}"),
     ))

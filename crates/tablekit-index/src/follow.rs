@@ -97,7 +97,7 @@ impl FollowedWrite {
     /// Requests: 1 read, plus 1 per pause while waiting.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] (a permanent failure: the worker does not re-run it at once,
+    /// [`Error::InvalidArgument`] naming the job (a permanent failure: the worker does not re-run it at once,
     /// and moves the job to the poison queue after its last delivery) when an update or a
     /// delete did not land by the deadline; transport and service errors of the reads.
     pub(crate) async fn settle<E: Effects>(
@@ -134,8 +134,8 @@ impl FollowedWrite {
     }
 
     fn did_not_land(&self, table: &Table, keys: &Keys) -> Error {
-        Error::invalid_value(
-            WRITE_ID_PROPERTY,
+        Error::invalid_argument(
+            "job",
             format!(
                 "the write this job follows did not land by {} (entity {keys} in `{}`): its \
                  writer failed or gave up, so the job leaves the copies as they are, matching \
@@ -191,10 +191,10 @@ impl Pending {
     /// `props` with the write id stamped in.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the entity has a property named [`WRITE_ID_PROPERTY`].
+    /// [`Error::Encode`] when the entity has a property named [`WRITE_ID_PROPERTY`].
     pub(crate) fn stamp(&self, mut props: Properties) -> Result<Properties> {
         if props.contains(WRITE_ID_PROPERTY) {
-            return Err(Error::invalid_value(
+            return Err(Error::encode(
                 WRITE_ID_PROPERTY,
                 "reserved for the index's write id: rename the entity's field",
             ));

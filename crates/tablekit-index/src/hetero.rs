@@ -7,7 +7,7 @@ use tablekit_azure::{Query, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{EdmValue, Properties, to_properties};
 use tablekit_core::filter::Filter;
-use tablekit_core::{ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, Stored};
+use tablekit_core::{ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, Stored, Target};
 
 /// An entity type that shares partitions with others: its discriminator value (stored in the
 /// [`ENTITY_TYPE`] property) and the RowKey prefix that keeps its rows together.
@@ -65,8 +65,8 @@ impl TypedRows {
     /// The row as written: `value`'s properties plus `EntityType`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when `value` has its own `EntityType` property with another
-    /// value; encoding errors.
+    /// [`Error::Encode`] when `value` has its own `EntityType` property with another value;
+    /// encoding errors.
     pub fn entity<K: EntityKind>(
         partition: &str,
         id: &str,
@@ -79,7 +79,7 @@ impl TypedRows {
                 props.insert(ENTITY_TYPE, K::ENTITY_TYPE);
             }
             Some(other) => {
-                return Err(Error::invalid_value(
+                return Err(Error::encode(
                     ENTITY_TYPE,
                     format!(
                         "the value says {other:?}, its kind says {:?}",
@@ -143,8 +143,7 @@ impl TypedRows {
     /// **Requests:** 1. **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the row's `EntityType` is not `K`'s, or it does not fit
-    /// `K`.
+    /// [`Error::Decode`] when the row's `EntityType` is not `K`'s, or it does not fit `K`.
     pub async fn get<K: EntityKind>(&self, partition: &str, id: &str) -> Result<Option<Stored<K>>> {
         let Some(row) = self
             .table
@@ -186,13 +185,15 @@ fn typed<K: EntityKind>(row: Stored<Properties>) -> Result<Stored<K>> {
     match row.value.get_str(ENTITY_TYPE) {
         Some(t) if t == K::ENTITY_TYPE => {}
         other => {
-            return Err(Error::invalid_value(
+            return Err(Error::decode(
+                Target::entity("", row.keys.clone()),
                 ENTITY_TYPE,
-                format!("{} is {other:?}, not {:?}", row.keys, K::ENTITY_TYPE),
+                format!("{other:?}, not {:?}", K::ENTITY_TYPE),
             ));
         }
     }
-    let value = tablekit_core::edm::from_properties::<K>(&row.value)?;
+    let value = tablekit_core::edm::from_properties::<K>(&row.value)
+        .map_err(|e| e.with_target(Target::entity("", row.keys.clone())))?;
     Ok(Stored {
         keys: row.keys,
         etag: row.etag,

@@ -3,7 +3,6 @@
 
 mod backfill;
 mod compound;
-mod conflict;
 mod denormalize;
 mod effects;
 mod follow;

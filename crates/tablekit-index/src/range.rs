@@ -132,7 +132,7 @@ impl<U: DeserializeOwned + Send + 'static> IndexRange<U> {
     /// At most `n` rows per page (1 to 1,000).
     #[must_use]
     pub fn page_size(mut self, n: usize) -> Self {
-        self.query = self.query.page_size(n);
+        self.query = self.query.with_page_size(n);
         self
     }
 
@@ -173,7 +173,7 @@ impl<U: DeserializeOwned + Send + 'static> IndexRange<U> {
     /// **Requests:** one per page.
     ///
     /// # Errors
-    /// [`tablekit_core::Error::InvalidValue`] when a row does not fit `U` (read a projected
+    /// [`tablekit_core::Error::Decode`] when a row does not fit `U` (read a projected
     /// copy with [`IndexRange::as_type`]); transport and service errors.
     pub async fn collect(self) -> Result<Vec<Stored<U>>> {
         self.stream().try_collect().await

@@ -101,7 +101,7 @@ struct Expected<'a> {
 /// [`IndexSpec::value_in`]) are ignored.
 ///
 /// # Errors
-/// [`tablekit_core::Error::InvalidValue`] when a primary does not fit `T`.
+/// [`tablekit_core::Error::Decode`] when a primary does not fit `T`.
 pub(crate) fn audit<T: Serialize + DeserializeOwned>(
     spec: &IndexSpec<T>,
     layout: Layout,

@@ -169,7 +169,10 @@ impl Checkpoint for Flaky {
 
     async fn save(&self, state: &BackfillState) -> Result<()> {
         if self.fail_next_save.swap(false, Ordering::SeqCst) {
-            return Err(Error::invalid_value("checkpoint", "simulated crash"));
+            return Err(Error::Indeterminate {
+                target: tablekit_core::Target::default(),
+                reason: "simulated crash".into(),
+            });
         }
         self.inner.save(state).await
     }

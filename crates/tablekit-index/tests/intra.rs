@@ -158,7 +158,7 @@ async fn replace_and_delete_use_the_etag_read() {
     };
     let fresh = index.get("Sales", "000223").await.unwrap().unwrap();
     let (r, spent) = measured(&table, index.replace(&fresh, &moved)).await;
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
     assert_eq!(spent.requests(), 0);
 
     let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
@@ -314,7 +314,7 @@ async fn compound_rows_next_to_fixed_width_copies_are_not_taken_for_copies() {
         }),
     )
     .await;
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Encode);
     assert_eq!(spent.requests(), 0);
     table.delete_table().await.unwrap();
 }
@@ -464,7 +464,7 @@ async fn a_partition_change_moves_the_whole_family_or_leaves_it_where_it_was() {
     // `replace` keeps an entity in its partition: refused unsent, pointing at `relocate`.
     let (r, spent) = measured(&table, index.replace(&current, &jones)).await;
     let err = r.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("relocate"), "{err}");
     assert_eq!(spent.requests(), 0);
 

@@ -357,7 +357,7 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
     let odd = employee("Sales", 223, "000152", "odd@x");
     let (r, spent) = measured(&table, list.insert(&odd)).await;
     let err = r.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err:?}");
     assert!(
         err.to_string().contains(&taken.to_string()),
         "names the row: {err}"
@@ -380,11 +380,11 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
     );
     // `put` and `ids` read the same row and refuse it the same way.
     let (r, spent) = measured(&table, list.put(&odd)).await;
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Corrupt);
     assert_eq!(spent.requests_of(RequestKind::Transaction), 0);
     assert_eq!(
         list.ids("Sales", "000152").await.unwrap_err().kind(),
-        ErrorKind::InvalidInput
+        ErrorKind::Corrupt
     );
     assert_eq!(
         table.get::<Properties>(&taken).await.unwrap().unwrap().etag,
@@ -419,9 +419,9 @@ async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
         )
     })
     .await;
-    assert_eq!(r.0.unwrap_err().kind(), ErrorKind::InvalidInput);
-    assert_eq!(r.1.unwrap_err().kind(), ErrorKind::InvalidInput);
-    assert_eq!(r.2.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(r.0.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(r.1.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(r.2.unwrap_err().kind(), ErrorKind::InvalidArgument);
     assert_eq!(spent.requests(), 0);
 
     // With the prefix, a last name equal to another employee's id lists beside it.
@@ -459,7 +459,7 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
     // `replace` keeps an entity in its partition: refused unsent, pointing at `relocate`.
     let (r, spent) = measured(&table, list.replace(&current, &jun)).await;
     let err = r.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("relocate"), "{err}");
     assert_eq!(spent.requests(), 0);
 

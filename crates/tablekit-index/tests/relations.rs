@@ -583,7 +583,7 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
             .await
             .unwrap_err()
             .kind(),
-        ErrorKind::InvalidInput
+        ErrorKind::Decode
     );
     table.delete_table().await.unwrap();
 }

@@ -78,7 +78,7 @@ impl LargeEntitiesBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidName`] when the property name does not make valid property names or
-    /// the prefix is not a valid start of a blob name; [`Error::InvalidValue`] for an inline
+    /// the prefix is not a valid start of a blob name; [`Error::InvalidArgument`] for an inline
     /// limit above 64 KiB; [`Error::InvalidConfig`] for a commit deadline or a clock allowance
     /// under 1 second.
     pub fn build(self) -> Result<LargeEntities> {
@@ -104,8 +104,8 @@ impl LargeEntitiesBuilder {
             });
         }
         if self.inline_max > tablekit_core::limits::MAX_PROPERTY_BYTES {
-            return Err(Error::invalid_value(
-                names.inline.as_str(),
+            return Err(Error::invalid_argument(
+                "inline_max",
                 "an inline payload is one Edm.Binary property: at most 64 KiB",
             ));
         }

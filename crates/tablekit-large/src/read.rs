@@ -5,7 +5,7 @@ use std::fmt;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{Error, Keys, Result, Stored};
+use tablekit_core::{Error, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use crate::reference::{BlobRef, Payload};
@@ -45,9 +45,9 @@ impl LargeEntities {
     /// `None` when the entity does not exist.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the entity has no valid reference, the blob does not
-    /// match it, the referenced blob is missing (which the write order rules out; only
-    /// deleting blobs by hand causes it), or the properties do not fit `M`.
+    /// [`Error::Corrupt`] when the entity has no valid reference, the blob does not match it,
+    /// or the referenced blob is missing (which the write order rules out; only deleting
+    /// blobs by hand causes it); [`Error::Decode`] when the properties do not fit `M`.
     pub async fn get<M: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<Large<M>>> {
         let span = tracing::debug_span!("tablekit.large.get", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         async {
@@ -82,10 +82,11 @@ impl LargeEntities {
                     None => break,
                 }
             }
-            Err(Error::invalid_value(
-                self.names.blob.as_str(),
+            Err(Error::corrupt(
+                Target::entity(self.table.name(), keys.clone()),
                 format!(
-                    "entity {keys} references blob {} which does not exist",
+                    "its property {} references blob {} which does not exist",
+                    self.names.blob,
                     missing.unwrap_or_default()
                 ),
             ))
@@ -120,8 +121,12 @@ impl LargeEntities {
         let Some(mut stored) = self.table.get::<Properties>(keys).await? else {
             return Ok(None);
         };
-        let payload = self.names.take(keys, &mut stored.value)?;
-        let value = from_properties::<M>(&stored.value)?;
+        let at = || Target::entity(self.table.name(), keys.clone());
+        let payload = self
+            .names
+            .take(keys, &mut stored.value)
+            .map_err(|e| e.with_target(at()))?;
+        let value = from_properties::<M>(&stored.value).map_err(|e| e.with_target(at()))?;
         Ok(Some((stored.map(|_| value), payload)))
     }
 }

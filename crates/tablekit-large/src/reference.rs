@@ -4,7 +4,7 @@ use std::fmt;
 
 use sha2::{Digest as _, Sha256};
 use tablekit_core::edm::{EdmValue, Properties};
-use tablekit_core::{Error, Keys, Result};
+use tablekit_core::{Error, Keys, ResourceKind, Result, Target};
 
 /// Blob metadata naming the PartitionKey of the entity a blob was uploaded for.
 pub const PK_METADATA: &str = "tablekit_pk";
@@ -36,11 +36,12 @@ impl BlobRef {
     /// Checks that `data` is the content this reference names.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] naming the blob when the length or the hash differ.
+    /// [`Error::Corrupt`] naming the blob when the length or the hash differ.
     pub fn verify(&self, data: &[u8]) -> Result<()> {
+        let blob = || Target::resource(ResourceKind::Blob, self.name.as_str());
         if data.len() as u64 != self.len {
-            return Err(Error::invalid_value(
-                self.name.as_str(),
+            return Err(Error::corrupt(
+                blob(),
                 format!(
                     "blob has {} bytes, the entity expects {}",
                     data.len(),
@@ -49,8 +50,8 @@ impl BlobRef {
             ));
         }
         if sha256_hex(data) != self.sha256 {
-            return Err(Error::invalid_value(
-                self.name.as_str(),
+            return Err(Error::corrupt(
+                blob(),
                 "blob content does not match the SHA-256 the entity records",
             ));
         }
@@ -132,7 +133,7 @@ impl Names {
     /// Takes the payload's properties out of `props`, leaving the caller's properties.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the entity has no payload or a malformed reference.
+    /// [`Error::Corrupt`] naming the entity when it has no payload or a malformed reference.
     pub(crate) fn take(&self, keys: &Keys, props: &mut Properties) -> Result<Payload> {
         let blob = props.remove(&self.blob);
         let length = props.remove(&self.length);
@@ -144,15 +145,18 @@ impl Names {
                     .as_i64()
                     .and_then(|l| u64::try_from(l).ok())
                     .ok_or_else(|| {
-                        Error::invalid_value(self.length.as_str(), format!("malformed in {keys}"))
+                        Error::corrupt(
+                            Target::entity("", keys.clone()),
+                            format!("its property {} is malformed", self.length),
+                        )
                     })?;
                 Ok(Payload::Blob(BlobRef { name, len, sha256 }))
             }
             (None, None, None, Some(EdmValue::Binary(bytes))) => Ok(Payload::Inline(bytes)),
-            _ => Err(Error::invalid_value(
-                self.blob.as_str(),
+            _ => Err(Error::corrupt(
+                Target::entity("", keys.clone()),
                 format!(
-                    "entity {keys} has no valid payload reference ({}, {}, {}) or inline {}",
+                    "it has no valid payload reference ({}, {}, {}) or inline {}",
                     self.blob, self.length, self.sha256, self.inline
                 ),
             )),

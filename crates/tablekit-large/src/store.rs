@@ -402,9 +402,11 @@ impl LargeEntities {
     }
 
     async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
+        let deleted = self
+            .table
+            .account()
+            .conflict_loop()
+            .run(|_| async {
                 let Some(stored) = self.table.get::<Properties>(keys).await? else {
                     return Ok(None);
                 };
@@ -420,16 +422,15 @@ impl LargeEntities {
                     Err(e) if e.kind() == ErrorKind::NotFound => Ok(Some(None)),
                     Err(e) => Err(e),
                 }
-            };
-            match attempt.await {
-                Ok(None) => return Ok(false),
-                Ok(Some(old)) => {
-                    if let Some(old) = old {
-                        self.discard(&old).await;
-                    }
-                    return Ok(true);
+            })
+            .await?;
+        match deleted {
+            None => Ok(false),
+            Some(old) => {
+                if let Some(old) = old {
+                    self.discard(&old).await;
                 }
-                Err(e) => conflicts.retry(e).await?,
+                Ok(true)
             }
         }
     }

@@ -253,11 +253,18 @@ async fn a_tampered_or_missing_blob_is_an_error_not_wrong_data() {
         .unwrap();
     let err = store.get::<Employee>(&keys()).await.unwrap_err();
     assert!(err.to_string().contains("SHA-256"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     store.container().delete_blob(&name, None).await.unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
     let err = store.get::<Employee>(&keys()).await.unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(
+        matches!(&err, tablekit_core::Error::Corrupt { target, .. }
+            if target.table == store.table().name() && target.keys.as_deref() == Some(&keys())),
+        "{err}"
+    );
     assert_eq!(
         metrics.snapshot().requests(),
         4,

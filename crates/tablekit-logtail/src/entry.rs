@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use tablekit_azure::BulkReport;
 use tablekit_azure::OperationOutcome;
-use tablekit_core::{ETag, Error, Keys, Result, Stored};
+use tablekit_core::{ETag, Error, Keys, Result, Stored, Target};
 
 use crate::key::{AppendId, time_of};
 
@@ -37,10 +37,16 @@ impl<T> LogEntry<T> {
     /// An entry from a stored entity whose RowKey is a log-tail key.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the RowKey does not start with inverted ticks.
+    /// [`Error::Decode`] naming the entity when the RowKey does not start with inverted ticks.
     pub fn from_stored(stored: Stored<T>) -> Result<Self> {
+        let time = time_of(stored.keys.rk()).map_err(|e| match e {
+            Error::Decode {
+                property, reason, ..
+            } => Error::decode(Target::entity("", stored.keys.clone()), property, reason),
+            other => other,
+        })?;
         Ok(Self {
-            time: time_of(stored.keys.rk())?,
+            time,
             keys: stored.keys,
             etag: stored.etag,
             value: stored.value,

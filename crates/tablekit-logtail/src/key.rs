@@ -15,7 +15,7 @@ use tablekit_core::filter::Filter;
 use tablekit_core::keys::{
     DOTNET_MAX_TICKS, dotnet_ticks, from_inverted_ticks, try_inverted_ticks,
 };
-use tablekit_core::{Error, Result, RowKey};
+use tablekit_core::{Error, Result, RowKey, Target};
 
 /// The number of digits of the time part of a key.
 pub const TICK_DIGITS: usize = 19;
@@ -26,7 +26,7 @@ pub const SUFFIX_SEPARATOR: char = '_';
 /// `time` truncated to .NET's 100 ns tick: the precision a key keeps.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] for instants outside .NET's range (0001-01-01 to 9999-12-31).
+/// [`Error::Encode`] for instants outside .NET's range (0001-01-01 to 9999-12-31).
 pub fn truncate_to_tick(time: DateTime<Utc>) -> Result<DateTime<Utc>> {
     time_of(&try_inverted_ticks(time)?)
 }
@@ -35,7 +35,7 @@ pub fn truncate_to_tick(time: DateTime<Utc>) -> Result<DateTime<Utc>> {
 /// given. Later instants give smaller keys, so a partition reads newest first.
 ///
 /// # Errors
-/// Before any request: [`Error::InvalidValue`] for instants outside .NET's range, and the key
+/// Before any request: [`Error::Encode`] for instants outside .NET's range, and the key
 /// errors of [`RowKey::new`] for a suffix with forbidden characters or too long a key.
 ///
 /// # Example
@@ -59,7 +59,7 @@ pub fn row_key(time: DateTime<Utc>, suffix: Option<&str>) -> Result<RowKey> {
 /// 19-digit keys and keys with any suffix that does not start with a digit.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] when the key does not start with 19 digits of inverted ticks (at
+/// [`Error::Decode`] when the key does not start with 19 digits of inverted ticks (at
 /// most `DateTime.MaxValue.Ticks`), or when a digit follows them.
 pub fn time_of(row_key: &str) -> Result<DateTime<Utc>> {
     let ticks = row_key
@@ -72,7 +72,8 @@ pub fn time_of(row_key: &str) -> Result<DateTime<Utc>> {
 }
 
 fn malformed(row_key: &str) -> Error {
-    Error::invalid_value(
+    Error::decode(
+        Target::default(),
         "RowKey",
         format!(
             "{row_key:?} is not a log-tail key (19 digits of inverted ticks, optionally `_suffix`)"
@@ -89,8 +90,8 @@ fn malformed(row_key: &str) -> Error {
 /// fall on the same side of both bounds.
 ///
 /// # Errors
-/// Before any request: [`Error::InvalidValue`] when `from > to` or either is outside .NET's
-/// range.
+/// Before any request: [`Error::InvalidArgument`] when `from > to`, [`Error::Encode`] when
+/// either is outside .NET's range.
 pub fn window_filter(pk: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Filter> {
     let (lower, upper) = window_bounds(from, to)?;
     Ok(Filter::row_range(
@@ -103,7 +104,7 @@ pub fn window_filter(pk: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Result
 /// The RowKey bounds `[lower, upper)` of the window `[from, to)`.
 pub(crate) fn window_bounds(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(String, String)> {
     if from > to {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             "window",
             format!("the window starts ({from}) after it ends ({to})"),
         ));
@@ -138,7 +139,7 @@ impl AppendId {
     /// An id of your own: 1 to [`AppendId::MAX_LEN`] ASCII letters, digits, `-`, `_` or `.`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for anything else.
+    /// [`Error::InvalidArgument`] for anything else.
     ///
     /// # Example
     /// ```
@@ -152,7 +153,7 @@ impl AppendId {
         let id = id.into();
         let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if id.is_empty() || id.len() > Self::MAX_LEN || !id.chars().all(allowed) {
-            return Err(Error::invalid_value(
+            return Err(Error::invalid_argument(
                 "AppendId",
                 format!(
                     "{id:?}: an append id is 1 to {} ASCII letters, digits, '-', '_' or '.'",

@@ -92,7 +92,7 @@ impl<T> LogTail<T> {
     ///
     /// # Errors
     /// [`tablekit_core::Error::InvalidKey`] for a bad partition key,
-    /// [`tablekit_core::Error::InvalidValue`] for a time outside .NET's range.
+    /// [`tablekit_core::Error::Encode`] for a time outside .NET's range.
     pub fn entity<V>(&self, partition: &str, time: DateTime<Utc>, value: V) -> Result<Entity<V>> {
         self.entity_with_id(partition, &self.append_id(), time, value)
     }
@@ -139,7 +139,7 @@ impl<T: Serialize> LogTail<T> {
     /// Requests: 1. Consistency: strong.
     ///
     /// # Errors
-    /// As [`LogTail::append`], plus [`tablekit_core::Error::InvalidValue`] for a time outside
+    /// As [`LogTail::append`], plus [`tablekit_core::Error::Encode`] for a time outside
     /// .NET's range (0001-01-01 to 9999-12-31), before any request.
     pub async fn append_at(
         &self,
@@ -280,7 +280,7 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
     ///
     /// # Errors
     /// Before any request: an invalid partition key. [`tablekit_core::Error::NotFound`] if
-    /// the table does not exist; [`tablekit_core::Error::InvalidValue`] for an entity whose
+    /// the table does not exist; [`tablekit_core::Error::Decode`] for an entity whose
     /// RowKey is not a log-tail key or whose properties do not fit `T`.
     pub async fn latest(&self, partition: &str, n: usize) -> Result<Vec<LogEntry<T>>> {
         if n == 0 {
@@ -348,7 +348,7 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
     pub(crate) fn query(&self, filter: Filter) -> Query<T> {
         let query = self.table.query::<T>().filter(filter);
         match self.page_size {
-            Some(n) => query.page_size(n),
+            Some(n) => query.with_page_size(n),
             None => query,
         }
     }

@@ -320,7 +320,7 @@ async fn bad_input_and_failures_are_typed_and_keep_the_buffer() {
             BlobLogWriter::new(container.clone(), prefix, never())
                 .unwrap_err()
                 .kind(),
-            ErrorKind::InvalidInput
+            ErrorKind::InvalidArgument
         );
     }
     let reader = BlobLogReader::new(container.clone(), "queue").unwrap();
@@ -329,7 +329,7 @@ async fn bad_input_and_failures_are_typed_and_keep_the_buffer() {
         .read(now, now - chrono::Duration::seconds(1))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 
     // A missing container fails the flush; the records stay buffered for the next attempt.
     let missing = common::account()

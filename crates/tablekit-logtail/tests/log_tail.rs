@@ -274,14 +274,14 @@ async fn bad_input_is_refused_before_any_request() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     let too_early = common::at("0001-01-01T00:00:00Z") - Duration::seconds(1);
     let err = tail.append_at("p", too_early, &claim(1)).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::Encode);
     let now = Utc::now();
     let err = tail
         .window("p", now, now - Duration::seconds(1))
         .try_collect::<Vec<_>>()
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(tail.latest("a#b", 10).await.is_err());
     common::assert_requests(&metrics.snapshot(), None, 0);
 
@@ -294,6 +294,6 @@ async fn bad_input_is_refused_before_any_request() {
         .await
         .unwrap();
     let err = tail.latest("p", 1).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::Decode);
     table.delete_table().await.unwrap();
 }

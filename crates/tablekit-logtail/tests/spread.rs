@@ -166,7 +166,7 @@ fn bad_layouts_are_refused() {
             .unwrap_err()
             .kind()
     };
-    assert_eq!(kind("netlog", 0), ErrorKind::InvalidInput);
+    assert_eq!(kind("netlog", 0), ErrorKind::InvalidArgument);
     assert_eq!(kind("netlog", 1_001), ErrorKind::LimitExceeded);
     assert_eq!(kind("net/log", 16), ErrorKind::InvalidInput);
     assert_eq!(kind(&"n".repeat(510), 16), ErrorKind::LimitExceeded);

@@ -5,7 +5,7 @@ mod purge;
 mod tables;
 
 pub use period::Period;
-pub use purge::{PurgeOptions, PurgeProgress, delete_keys, purge_partition, purge_where};
+pub use purge::{PurgeOptions, PurgeReport, delete_keys, purge_partition, purge_where};
 pub use tables::{DropReport, PeriodTable, PeriodTables};
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ impl fmt::Display for Period {
 }
 
 fn out_of_range(t: DateTime<Utc>) -> Error {
-    Error::invalid_value(
+    Error::invalid_argument(
         "time",
         format!("{t} is outside the years 0001-9999 that period table names can hold"),
     )
@@ -46,7 +46,7 @@ impl Period {
     /// The start of the period `t` falls in (UTC).
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] outside the years 1 to 9999.
+    /// [`Error::InvalidArgument`] outside the years 1 to 9999.
     pub fn start_of(self, t: DateTime<Utc>) -> Result<DateTime<Utc>> {
         if !(1..=9999).contains(&t.year()) {
             return Err(out_of_range(t));
@@ -65,7 +65,7 @@ impl Period {
     /// The start of the period after the one starting at `start`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] past 9999-12-31.
+    /// [`Error::InvalidArgument`] past 9999-12-31.
     pub fn next(self, start: DateTime<Utc>) -> Result<DateTime<Utc>> {
         let next = match self {
             Period::Hour => start.checked_add_signed(TimeDelta::hours(1)),

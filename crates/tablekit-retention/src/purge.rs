@@ -8,7 +8,7 @@ use std::ops::{AddAssign, Bound};
 use std::sync::Arc;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use tablekit_azure::{Page, Table};
+use tablekit_azure::{Page, Progress, ProgressCallback, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::MAX_TRANSACTION_OPERATIONS;
@@ -17,9 +17,10 @@ use tablekit_core::{Error, IfMatch, Keys, Properties, Result};
 /// How many times one chunk is re-sent after entities in it turned out to be gone already.
 const MAX_ROUNDS: usize = 4;
 
-/// How far a purge has got. Reported after each page of keys, and returned at the end.
+/// What a purge did: returned at the end. While it runs, [`PurgeOptions::with_progress`]
+/// reports the same counts as a [`Progress`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PurgeProgress {
+pub struct PurgeReport {
     /// Pages of keys read (scan requests).
     pub pages: usize,
     /// Keys read by the scan (or given).
@@ -38,7 +39,22 @@ pub struct PurgeProgress {
     pub rechecks: usize,
 }
 
-impl AddAssign for PurgeProgress {
+impl PurgeReport {
+    /// These counts as a [`Progress`]: entities deleted or already gone are done, requests
+    /// are scan pages, transactions and rechecks; `total` is the number of entities when it
+    /// is known before the purge starts.
+    pub fn progress(&self, total: Option<usize>) -> Progress {
+        Progress {
+            done: self.deleted + self.already_gone,
+            failed: 0,
+            unknown: 0,
+            total,
+            requests: self.pages + self.transactions + self.rechecks,
+        }
+    }
+}
+
+impl AddAssign for PurgeReport {
     fn add_assign(&mut self, other: Self) {
         self.pages += other.pages;
         self.scanned += other.scanned;
@@ -57,8 +73,9 @@ pub struct PurgeOptions {
     /// Keys per scan page, 1 to 1,000 (default 1,000). A multiple of 100 keeps every
     /// transaction full.
     pub page_size: Option<usize>,
-    /// Called after each page with the progress so far.
-    pub on_progress: Option<Arc<dyn Fn(PurgeProgress) + Send + Sync>>,
+    /// Called after each page of keys with the progress so far. See
+    /// [`PurgeOptions::with_progress`].
+    pub progress: Option<ProgressCallback>,
 }
 
 impl fmt::Debug for PurgeOptions {
@@ -66,7 +83,7 @@ impl fmt::Debug for PurgeOptions {
         f.debug_struct("PurgeOptions")
             .field("concurrency", &self.concurrency)
             .field("page_size", &self.page_size)
-            .field("on_progress", &self.on_progress.is_some())
+            .field("progress", &self.progress.is_some())
             .finish()
     }
 }
@@ -86,10 +103,14 @@ impl PurgeOptions {
         self
     }
 
-    /// Sets the progress callback.
+    /// Sets the progress callback, called after each page of keys (and once by
+    /// [`delete_keys`]) with the totals so far: [`Progress::done`] entities deleted or already
+    /// gone, [`Progress::requests`] scan pages, transactions and rechecks sent.
+    /// [`Progress::total`] is `None` for [`purge_partition`] and [`purge_where`], which find
+    /// the entities as they go, and the number of keys for [`delete_keys`].
     #[must_use]
-    pub fn on_progress(mut self, f: impl Fn(PurgeProgress) + Send + Sync + 'static) -> Self {
-        self.on_progress = Some(Arc::new(f));
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
         self
     }
 }
@@ -117,7 +138,7 @@ pub async fn purge_partition(
     table: &Table,
     partition: &str,
     options: &PurgeOptions,
-) -> Result<PurgeProgress> {
+) -> Result<PurgeReport> {
     let pk = tablekit_core::PartitionKey::new(partition)?;
     purge_where(table, Filter::partition(pk), options).await
 }
@@ -138,29 +159,29 @@ pub async fn purge_where(
     table: &Table,
     filter: Filter,
     options: &PurgeOptions,
-) -> Result<PurgeProgress> {
+) -> Result<PurgeReport> {
     let mut query = table
         .query::<Properties>()
         .filter(filter)
         .select(Vec::<String>::new());
-    query = query.page_size(options.page_size.unwrap_or(1_000));
+    query = query.with_page_size(options.page_size.unwrap_or(1_000));
     let mut pages = query.pages().boxed();
-    let mut progress = PurgeProgress::default();
+    let mut progress = PurgeReport::default();
     let mut next: Option<Result<Page<Properties>>> = pages.next().await;
     while let Some(page) = next.take() {
         let keys: Vec<Keys> = page?.items.into_iter().map(|s| s.keys).collect();
-        let mut step = PurgeProgress {
+        let mut step = PurgeReport {
             pages: 1,
             scanned: keys.len(),
-            ..PurgeProgress::default()
+            ..PurgeReport::default()
         };
         // Delete this page while the next one is read.
         let (deleted, following) = futures::join!(delete_all(table, keys, options), pages.next());
         step += deleted?;
         progress += step;
         next = following;
-        if let Some(callback) = &options.on_progress {
-            callback(progress);
+        if let Some(callback) = &options.progress {
+            callback(&progress.progress(None));
         }
     }
     Ok(progress)
@@ -182,7 +203,7 @@ pub async fn delete_keys(
     table: &Table,
     keys: Vec<Keys>,
     options: &PurgeOptions,
-) -> Result<PurgeProgress> {
+) -> Result<PurgeReport> {
     let mut seen = HashSet::with_capacity(keys.len());
     for (second, k) in keys.iter().enumerate() {
         if !seen.insert(k) {
@@ -196,18 +217,14 @@ pub async fn delete_keys(
     }
     let mut progress = delete_all(table, keys.clone(), options).await?;
     progress.scanned = keys.len();
-    if let Some(callback) = &options.on_progress {
-        callback(progress);
+    if let Some(callback) = &options.progress {
+        callback(&progress.progress(Some(keys.len())));
     }
     Ok(progress)
 }
 
 /// Deletes distinct keys: grouped by partition, chunked by 100, chunks sent concurrently.
-async fn delete_all(
-    table: &Table,
-    keys: Vec<Keys>,
-    options: &PurgeOptions,
-) -> Result<PurgeProgress> {
+async fn delete_all(table: &Table, keys: Vec<Keys>, options: &PurgeOptions) -> Result<PurgeReport> {
     let mut by_partition: BTreeMap<String, Vec<Keys>> = BTreeMap::new();
     for k in keys {
         by_partition.entry(k.pk().to_owned()).or_default().push(k);
@@ -227,7 +244,7 @@ async fn delete_all(
     futures::stream::iter(chunks)
         .map(|chunk| delete_chunk(table, chunk))
         .buffer_unordered(concurrency)
-        .try_fold(PurgeProgress::default(), |mut total, step| async move {
+        .try_fold(PurgeReport::default(), |mut total, step| async move {
             total += step;
             Ok(total)
         })
@@ -236,8 +253,8 @@ async fn delete_all(
 
 /// Deletes up to 100 keys of one partition in one transaction; when the service refuses it
 /// because an entity is gone, finds the survivors and tries again with them.
-async fn delete_chunk(table: &Table, mut pending: Vec<Keys>) -> Result<PurgeProgress> {
-    let mut progress = PurgeProgress::default();
+async fn delete_chunk(table: &Table, mut pending: Vec<Keys>) -> Result<PurgeReport> {
+    let mut progress = PurgeReport::default();
     for _ in 0..MAX_ROUNDS {
         if pending.is_empty() {
             return Ok(progress);
@@ -245,7 +262,8 @@ async fn delete_chunk(table: &Table, mut pending: Vec<Keys>) -> Result<PurgeProg
         let plan = BatchPlan::atomic(
             pending
                 .iter()
-                .map(|k| Operation::delete(k.clone(), IfMatch::Any)),
+                .map(|k| Operation::delete(k.clone(), IfMatch::Any))
+                .collect::<Result<Vec<_>>>()?,
         )?;
         progress.transactions += 1;
         match table.submit(&plan).await {

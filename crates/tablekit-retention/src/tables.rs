@@ -110,7 +110,7 @@ impl PeriodTables {
     /// The name of the table holding `time`, e.g. `Signins20261122`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] outside the years 1 to 9999.
+    /// [`Error::InvalidArgument`] outside the years 1 to 9999.
     pub fn table_name(&self, time: DateTime<Utc>) -> Result<String> {
         let start = self.period.start_of(time)?;
         Ok(format!("{}{}", self.prefix, self.period.suffix(start)))
@@ -139,10 +139,10 @@ impl PeriodTables {
     /// The tables of the periods `[from, to)` touches, oldest first. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when `from > to` or outside the years 1 to 9999.
+    /// [`Error::InvalidArgument`] when `from > to` or outside the years 1 to 9999.
     pub fn tables_between(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<Table>> {
         if from > to {
-            return Err(Error::invalid_value(
+            return Err(Error::invalid_argument(
                 "range",
                 format!("the range starts ({from}) after it ends ({to})"),
             ));
@@ -245,7 +245,7 @@ impl PeriodTables {
         };
         let end = self.period.next(self.period.start_of(time)?)?;
         if end <= Utc::now() - keep {
-            return Err(Error::invalid_value(
+            return Err(Error::invalid_argument(
                 "time",
                 format!(
                     "{time} is in an expired period (older than the retention of {keep}); its table may already be dropped"

@@ -220,7 +220,7 @@ async fn the_next_period_is_created_ahead_and_expired_periods_refuse_writes() {
         .insert(long_ago, &signin("erin", long_ago))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     common::assert_requests(&metrics.snapshot(), None, 0); // refused before any request
     metrics.reset();
     let report = months.drop_expired(now).await.unwrap();

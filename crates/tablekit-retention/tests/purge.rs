@@ -9,7 +9,7 @@ use tablekit_azure::{RequestKind, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
-use tablekit_retention::{PurgeOptions, PurgeProgress, delete_keys, purge_partition, purge_where};
+use tablekit_retention::{PurgeOptions, PurgeReport, delete_keys, purge_partition, purge_where};
 
 async fn fill(table: &Table, pk: &str, n: usize) -> Vec<Keys> {
     let keys: Vec<Keys> = (0..n)
@@ -48,7 +48,7 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
     fill(&table, "user43", 50).await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let options = PurgeOptions::default().on_progress(move |p| log.lock().unwrap().push(p));
+    let options = PurgeOptions::default().with_progress(move |p| log.lock().unwrap().push(*p));
 
     metrics.reset();
     let done = purge_partition(&table, "user42", &options).await.unwrap();
@@ -58,7 +58,7 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
     common::assert_requests(&spent, None, 28);
     assert_eq!(
         done,
-        PurgeProgress {
+        PurgeReport {
             pages: 3,
             scanned: 2_500,
             deleted: 2_500,
@@ -67,8 +67,17 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
             rechecks: 0,
         }
     );
-    let reported: Vec<usize> = seen.lock().unwrap().iter().map(|p| p.deleted).collect();
-    assert_eq!(reported, [1_000, 2_000, 2_500]);
+    let reported: Vec<(usize, usize, Option<usize>)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| (p.done, p.requests, p.total))
+        .collect();
+    // After each page: the entities gone so far, and the scan pages and transactions sent.
+    assert_eq!(
+        reported,
+        [(1_000, 11, None), (2_000, 22, None), (2_500, 28, None)]
+    );
     assert_eq!(count(&table, "user42").await, 0);
     assert_eq!(
         count(&table, "user43").await,
@@ -131,7 +140,7 @@ async fn two_purges_racing_on_one_partition_both_finish() {
     }
     // Each entity was deleted by one of them; a transaction retried after a transient failure
     // may also count, as deleted, entities the other purge deleted in between (see
-    // `PurgeProgress::deleted`).
+    // `PurgeReport::deleted`).
     assert!(a.deleted + b.deleted >= 1_000, "{a:?} {b:?}");
     assert_eq!(count(&table, "p").await, 0);
     table.delete_table().await.unwrap();
@@ -178,7 +187,7 @@ async fn bad_input_and_missing_tables_are_reported() {
     common::assert_requests(&metrics.snapshot(), None, 0);
     assert_eq!(
         delete_keys(&table, Vec::new(), &options).await.unwrap(),
-        PurgeProgress::default()
+        PurgeReport::default()
     );
     common::assert_requests(&metrics.snapshot(), None, 0);
 

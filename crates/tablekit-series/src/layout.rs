@@ -134,7 +134,7 @@ impl SeriesLayout {
     /// # Errors
     /// [`Error::LimitExceeded`] with [`Limit::UserProperties`] for more than 252 slots;
     /// [`Error::InvalidName`] for a name that is not a valid property name;
-    /// [`Error::InvalidValue`] for no slots or a name given twice.
+    /// [`Error::InvalidArgument`] for no slots or a name given twice.
     pub fn new<I, S>(slots: I) -> Result<Self>
     where
         I: IntoIterator<Item = S>,
@@ -142,14 +142,17 @@ impl SeriesLayout {
     {
         let slots: Vec<String> = slots.into_iter().map(Into::into).collect();
         if slots.is_empty() {
-            return Err(Error::invalid_value("", "a series needs at least one slot"));
+            return Err(Error::invalid_argument(
+                "slots",
+                "a series needs at least one slot",
+            ));
         }
         check_fits(slots.len(), 0)?;
         let mut seen = HashSet::with_capacity(slots.len());
         for slot in &slots {
             validate_property_name(slot)?;
             if !seen.insert(slot.as_str()) {
-                return Err(Error::invalid_value(
+                return Err(Error::invalid_argument(
                     slot.as_str(),
                     "the slot is declared twice",
                 ));
@@ -289,7 +292,7 @@ mod tests {
     fn names_are_checked() {
         assert!(matches!(
             SeriesLayout::new(["H00", "H00"]),
-            Err(Error::InvalidValue { .. })
+            Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(
             SeriesLayout::new(["H-00"]),

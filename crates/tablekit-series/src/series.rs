@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use tablekit_azure::Table;
 use tablekit_core::edm::Properties;
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use crate::layout::{SeriesLayout, SlotValue};
@@ -177,7 +177,7 @@ impl<V: SlotValue> Series<V> {
     ///
     /// # Errors
     /// Before any request: [`Error::InvalidName`] for a slot not in the layout,
-    /// [`Error::InvalidValue`] for no slot or a slot given twice. Then as [`Series::set`].
+    /// [`Error::InvalidArgument`] for no slot or a slot given twice. Then as [`Series::set`].
     pub async fn set_many<'a, I>(&self, keys: &Keys, values: I) -> Result<ETag>
     where
         I: IntoIterator<Item = (&'a str, V)>,
@@ -186,11 +186,11 @@ impl<V: SlotValue> Series<V> {
         for (slot, value) in values {
             self.layout.require(slot)?;
             if props.insert(slot, value.to_edm()).is_some() {
-                return Err(Error::invalid_value(slot, "the slot is given twice"));
+                return Err(Error::invalid_argument(slot, "the slot is given twice"));
             }
         }
         if props.is_empty() {
-            return Err(Error::invalid_value("", "no slot to set"));
+            return Err(Error::invalid_argument("values", "no slot to set"));
         }
         let span = tracing::debug_span!("tablekit.series.set", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), slots = props.len());
         self.table
@@ -222,8 +222,8 @@ impl<V: SlotValue> Series<V> {
     ///
     /// # Errors
     /// Before any request: [`Error::InvalidName`] for a slot not in the layout. Then
-    /// [`Error::InvalidValue`] when the stored slot is not a number of this type or the sum
-    /// overflows; [`Error::PreconditionFailed`]/[`Error::AlreadyExists`] when conflicts
+    /// [`Error::Decode`] when the stored slot is not a number of this type,
+    /// [`Error::Encode`] when the sum overflows; [`Error::PreconditionFailed`]/[`Error::AlreadyExists`] when conflicts
     /// outlast the retry limit; transport and service errors.
     pub async fn add(&self, keys: &Keys, slot: &str, delta: V) -> Result<V> {
         self.layout.require(slot)?;
@@ -262,13 +262,13 @@ impl<V: SlotValue> Series<V> {
             }
         }
         let stored = match &current {
-            Some(entity) => read_slot::<V>(&entity.value, slot)?,
+            Some(entity) => read_slot::<V>(&entity.value, slot, &self.target(keys))?,
             None => None,
         };
         let value = stored
             .unwrap_or(V::ZERO)
             .checked_add(delta)
-            .ok_or_else(|| Error::invalid_value(slot, format!("{stored:?} + {delta} overflows")))?;
+            .ok_or_else(|| Error::encode(slot, format!("{stored:?} + {delta} overflows")))?;
         let mut props = Properties::new().with(slot, value.to_edm());
         if ledger {
             props.insert(
@@ -285,13 +285,18 @@ impl<V: SlotValue> Series<V> {
         Ok(value)
     }
 
+    /// The series entity at `keys`, as the target of an error.
+    fn target(&self, keys: &Keys) -> Target {
+        Target::entity(self.table.name(), keys.clone())
+    }
+
     /// Reads the whole series: one point query.
     ///
     /// **Requests: 1.** **Consistency:** strong — reflects every acknowledged write.
     /// Returns `None` when the series entity does not exist.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] naming the slot when a stored slot is not a number of this
+    /// [`Error::Decode`] naming the slot when a stored slot is not a number of this
     /// type; [`Error::NotFound`] if the table does not exist.
     pub async fn read(&self, keys: &Keys) -> Result<Option<Stored<SeriesValues<V>>>> {
         let span = tracing::debug_span!("tablekit.series.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
@@ -301,7 +306,7 @@ impl<V: SlotValue> Series<V> {
         let mut other = stored.value.clone();
         let mut values = Vec::with_capacity(self.layout.len());
         for slot in self.layout.slots() {
-            values.push(read_slot::<V>(&stored.value, slot)?);
+            values.push(read_slot::<V>(&stored.value, slot, &self.target(keys))?);
             other.remove(slot);
         }
         if self.layout.keeps_add_ledger() {
@@ -336,11 +341,12 @@ impl<V: SlotValue> Series<V> {
 }
 
 /// A slot's stored value: `None` when absent, an error when it is not a number of type `V`.
-fn read_slot<V: SlotValue>(props: &Properties, slot: &str) -> Result<Option<V>> {
+fn read_slot<V: SlotValue>(props: &Properties, slot: &str, at: &Target) -> Result<Option<V>> {
     match props.get(slot) {
         None => Ok(None),
         Some(value) => V::from_edm(value).map(Some).ok_or_else(|| {
-            Error::invalid_value(
+            Error::decode(
+                at.clone(),
                 slot,
                 format!(
                     "stored as {}, which does not convert to {}",

@@ -6,7 +6,9 @@ use tablekit_core::batch::Operation;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::keys::utf16_bytes;
 use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_USER_PROPERTIES};
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Limit, NameKind, Result, RowKey, Stored};
+use tablekit_core::{
+    ETag, Entity, Error, IfMatch, Keys, Limit, NameKind, Result, RowKey, Stored, Target,
+};
 use uuid::Uuid;
 
 /// The property every shard carries with the number of shards of its logical entity
@@ -189,7 +191,7 @@ impl WideSplit {
         for (&number, etag) in current.range(self.shards.len() + 1..) {
             let row_key = RowKey::new(shard_row_key(self.keys.rk(), number))?;
             let keys = Keys::from_parts(self.keys.partition_key.clone(), row_key);
-            ops.push(Operation::delete(keys, IfMatch::ETag(etag.clone())));
+            ops.push(Operation::delete(keys, IfMatch::ETag(etag.clone()))?);
         }
         Ok(ops)
     }
@@ -213,8 +215,8 @@ pub(crate) enum Joined {
 /// Joins the rows of a wide entity's key range (other rows in the range are ignored).
 ///
 /// # Errors
-/// [`Error::InvalidValue`] for a shard row without valid bookkeeping properties (a row
-/// tablekit did not write) or a property held by two shards.
+/// [`Error::Corrupt`] for a shard row without valid bookkeeping properties (a row tablekit
+/// did not write) or a property held by two shards.
 pub(crate) fn join(base: &Keys, rows: Vec<Stored<Properties>>) -> Result<Joined> {
     let mut shards = BTreeMap::new();
     let mut properties = Properties::new();
@@ -228,21 +230,20 @@ pub(crate) fn join(base: &Keys, rows: Vec<Stored<Properties>>) -> Result<Joined>
         let count = value.remove(SHARD_COUNT_PROPERTY).and_then(|v| v.as_i64());
         let id = value.remove(WRITE_ID_PROPERTY).and_then(|v| v.as_guid());
         let (Some(count), Some(id)) = (count, id) else {
-            return Err(Error::invalid_value(
-                SHARD_COUNT_PROPERTY,
+            return Err(Error::corrupt(
+                Target::entity("", row.keys),
                 format!(
-                    "row {} lies in the shard range of wide entity {base} but has no valid \
+                    "it lies in the shard range of wide entity {base} but has no valid \
                      {SHARD_COUNT_PROPERTY}/{WRITE_ID_PROPERTY}: it was not written as a shard",
-                    row.keys
                 ),
             ));
         };
         mixed |= *identity.get_or_insert((count, id)) != (count, id);
         for (name, v) in value {
             if properties.insert(name.clone(), v).is_some() {
-                return Err(Error::invalid_value(
-                    name,
-                    format!("held by two shards of wide entity {base}"),
+                return Err(Error::corrupt(
+                    Target::entity("", base.clone()),
+                    format!("property `{name}` is held by two of its shards"),
                 ));
             }
         }

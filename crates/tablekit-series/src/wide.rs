@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Bound;
+use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -11,7 +12,7 @@ use tablekit_azure::{Table, TransactionOutcome};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties, to_properties_unbounded};
 use tablekit_core::filter::Filter;
-use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Target};
+use tablekit_core::{ETag, Error, Keys, Result, Target};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
@@ -132,8 +133,8 @@ impl WideEntities {
 
     fn encode_check(&self, ops: &[Operation]) -> Result<()> {
         let service = self.table.account().endpoints().table.as_str();
-        BatchPlan::atomic(ops.iter().cloned())?
-            .encode(service.trim_end_matches('/'), self.table.name())?;
+        let plan = BatchPlan::atomic(ops.iter().cloned())?;
+        tablekit_core::wire::encode(&plan, service.trim_end_matches('/'), self.table.name())?;
         Ok(())
     }
 
@@ -144,9 +145,9 @@ impl WideEntities {
     /// exists.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when the shards still do not form one write after repeated
-    /// reads (damaged data), when a row in the shard range was not written as a shard, or
-    /// when the joined properties do not fit `T`; [`Error::NotFound`] if the table does not
+    /// [`Error::Corrupt`] when the shards still do not form one write after repeated reads
+    /// (damaged data) or when a row in the shard range was not written as a shard;
+    /// [`Error::Decode`] when the joined properties do not fit `T`; [`Error::NotFound`] if the table does not
     /// exist.
     pub async fn read<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<WideStored<T>>> {
         let span = tracing::debug_span!("tablekit.wide.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
@@ -155,7 +156,8 @@ impl WideEntities {
             return Ok(None);
         };
         Ok(Some(WideStored {
-            value: from_properties(&properties)?,
+            value: from_properties(&properties)
+                .map_err(|e| e.with_target(Target::entity(self.table.name(), keys.clone())))?,
             version,
         }))
     }
@@ -175,7 +177,9 @@ impl WideEntities {
             if version_only {
                 query = query.select([SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY]);
             }
-            match join(keys, query.collect().await?)? {
+            let joined = join(keys, query.collect().await?)
+                .map_err(|e| e.with_target(Target::table(self.table.name())))?;
+            match joined {
                 Joined::Absent => return Ok(None),
                 Joined::Whole {
                     write_id,
@@ -199,7 +203,10 @@ impl WideEntities {
                 }
             }
         }
-        Err(Error::invalid_value(WRITE_ID_PROPERTY, torn))
+        Err(Error::corrupt(
+            Target::entity(self.table.name(), keys.clone()),
+            format!("{WRITE_ID_PROPERTY}: {torn}"),
+        ))
     }
 
     /// Creates a logical entity; fails if it exists.
@@ -256,23 +263,18 @@ impl WideEntities {
     ) -> Result<WideVersion> {
         let split = self.split(keys, value)?;
         let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len());
-        async {
-            let mut conflicts = self.table.account().conflict_loop();
-            loop {
-                let attempt = async {
-                    let current = self.read_rows(keys, true).await?.map(|(v, _)| v);
-                    self.commit(&split, current.as_ref())
-                        .await
-                        .map_err(|e| self.as_conflict(keys, e))
-                };
-                match attempt.await {
-                    Ok(version) => return Ok(version),
-                    Err(e) => conflicts.retry(e).await?,
-                }
-            }
-        }
-        .instrument(span)
-        .await
+        let split = &split;
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
+                let current = self.read_rows(keys, true).await?.map(|(v, _)| v);
+                self.commit(split, current.as_ref())
+                    .await
+                    .map_err(|e| self.as_conflict(keys, e))
+            })
+            .instrument(span)
+            .await
     }
 
     /// Reads a logical entity, computes its new value with `change` (`None` when absent) and
@@ -285,34 +287,34 @@ impl WideEntities {
     /// # Errors
     /// As [`WideEntities::split`] for the new value (not retried), and as
     /// [`WideEntities::write`].
-    pub async fn update_with<T, F>(&self, keys: &Keys, mut change: F) -> Result<WideStored<T>>
+    pub async fn update_with<T, F>(&self, keys: &Keys, change: F) -> Result<WideStored<T>>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> T,
     {
         let span = tracing::debug_span!("tablekit.wide.update_with", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
-        async {
-            let mut conflicts = self.table.account().conflict_loop();
-            loop {
+        // `change` is called from each attempt in turn; the lock is never held across an
+        // await.
+        let change = &Mutex::new(change);
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
                 let current = self.read::<T>(keys).await?;
                 let (old, version) = match current {
                     Some(stored) => (Some(stored.value), Some(stored.version)),
                     None => (None, None),
                 };
-                let value = change(old);
+                let value = (*change.lock().unwrap_or_else(PoisonError::into_inner))(old);
                 let split = self.split(keys, &value)?;
-                match self
+                let version = self
                     .commit(&split, version.as_ref())
                     .await
-                    .map_err(|e| self.as_conflict(keys, e))
-                {
-                    Ok(version) => return Ok(WideStored { version, value }),
-                    Err(e) => conflicts.retry(e).await?,
-                }
-            }
-        }
-        .instrument(span)
-        .await
+                    .map_err(|e| self.as_conflict(keys, e))?;
+                Ok(WideStored { version, value })
+            })
+            .instrument(span)
+            .await
     }
 
     /// Deletes a logical entity: every shard in one transaction, under the ETags just read.
@@ -330,27 +332,25 @@ impl WideEntities {
     }
 
     async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async {
                 let Some((current, _)) = self.read_rows(keys, true).await? else {
                     return Ok(false);
                 };
                 let ops = current
                     .shards
                     .iter()
-                    .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()));
+                    .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()))
+                    .collect::<Result<Vec<_>>>()?;
                 self.table
                     .submit(&BatchPlan::atomic(ops)?)
                     .await
                     .map_err(|e| self.as_conflict(keys, e))?;
                 Ok(true)
-            };
-            match attempt.await {
-                Ok(existed) => return Ok(existed),
-                Err(e) => conflicts.retry(e).await?,
-            }
-        }
+            })
+            .await
     }
 
     /// Sends the transaction that makes `split` the stored state (over `current`, if any).
@@ -368,21 +368,15 @@ impl WideEntities {
         Ok(version_of(split, write_id, &outcomes))
     }
 
-    /// A shard that changed, appeared (409) or vanished (404) since the read: the logical
-    /// entity was written by someone else.
+    /// A shard that changed, appeared (409) or vanished (404) since the read means that the
+    /// logical entity was written by someone else: reported as the logical entity's conflict,
+    /// not the shard's.
     fn as_conflict(&self, keys: &Keys, error: Error) -> Error {
-        match &error {
-            Error::BatchFailed { .. }
-                if matches!(
-                    error.kind(),
-                    ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
-                ) =>
-            {
-                Error::PreconditionFailed {
-                    target: Target::entity(self.table.name(), keys.clone()),
-                }
-            }
-            _ => error,
+        match error.not_found_as_conflict() {
+            e @ Error::BatchFailed { .. } if e.is_conflict() => Error::PreconditionFailed {
+                target: Target::entity(self.table.name(), keys.clone()),
+            },
+            other => other,
         }
     }
 }

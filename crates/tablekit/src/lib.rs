@@ -59,7 +59,7 @@ pub mod prelude {
     pub use tablekit_azure::{
         Account, AccountBuilder, BulkOptions, Container, ContinuationToken, MessageTtl, PutBlob,
         PutOptions, Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions,
-        TableSas, TokenScope,
+        TableSas, TokenScope, TypedTable,
     };
     #[cfg(feature = "eventual")]
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};

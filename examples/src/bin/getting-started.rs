@@ -1,16 +1,17 @@
-//! Getting started: connect, create a table, write employees through an intra-partition
-//! secondary index, and look one up by email — the book's first chapter, end to end.
+//! Getting started: connect, create a table, write employees whose keys come from their
+//! fields, read one back by its keys and find one by email — the book's first chapter, end to
+//! end.
 
 // ANCHOR: all
-use serde::{Deserialize, Serialize};
 use tablekit::prelude::*;
 
-/// An employee: the department is the partition; the id and the email are two ways to find it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// An employee: the department is the partition, the zero-padded id the row. The keys are
+/// computed from the fields, which are stored as properties too.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
 struct Employee {
     department: String,
-    id: String,
+    id: u32,
     first_name: String,
     email: String,
 }
@@ -23,38 +24,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let table = account.table(&tablekit_examples::unique_name("GettingStarted"))?;
     table.create().await?;
 
-    // Every employee is stored twice in its department's partition — as `empid_000223` and as
-    // `email_jonesj@contoso.com` — and both copies are written in one transaction.
-    let spec = IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
-        .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
-        .build()?;
-    let employees = IntraPartitionIndex::new(table.clone(), spec);
     for (id, name, email) in [
-        ("000223", "Jun", "jonesj@contoso.com"),
-        ("000152", "Ken", "kenk@contoso.com"),
+        (223, "Jun", "jonesj@contoso.com"),
+        (152, "Ken", "kenk@contoso.com"),
     ] {
         let employee = Employee {
             department: "Sales".into(),
-            id: id.into(),
+            id,
             first_name: name.into(),
             email: email.into(),
         };
-        employees.insert(&employee).await?; // 1 request: one transaction
+        table.insert(&employee).await?; // at ("Sales", "000223"): 1 request
     }
 
-    // A point query on the email copy: no scan, one request.
+    // A point read by the keys: one request, no scan.
+    let employees = table.typed::<Employee>();
+    let jun = employees.get(("Sales", "000223")).await?.expect("inserted");
+    assert_eq!(jun.value.first_name, "Jun");
+
+    // By email: a typed filter within the Sales partition (it reads that partition).
     let before = account.metrics().snapshot();
-    let found = employees
-        .get_by("email", "Sales", "jonesj@contoso.com")
-        .await?
-        .expect("indexed");
+    let by_email = Filter::partition("Sales").and(Employee::EMAIL.eq("jonesj@contoso.com"));
+    let found = employees.query().filter(by_email).collect().await?;
     let requests = account.metrics().snapshot().since(&before).requests();
     println!(
-        "found {} ({}) by email in {requests} request",
-        found.value.first_name, found.value.id
+        "found {} ({:06}) by email in {requests} request",
+        found[0].value.first_name, found[0].value.id
     );
-    assert_eq!((found.value.id.as_str(), requests), ("000223", 1));
+    assert_eq!((found.len(), found[0].value.id, requests), (1, 223, 1));
 
     table.delete_table().await?;
     Ok(())

@@ -5,17 +5,17 @@
 //! `cargo run -p tablekit-examples --bin quickstart -- --connection-string "<cs>"`.
 
 use serde::{Deserialize, Serialize};
-use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, IfMatch, Keys};
+use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
 
 // ANCHOR: model
 /// An employee as the design guide stores it: the department is the PartitionKey, the
-/// employee id the RowKey; the value type needs no key fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// zero-padded id the RowKey — both computed from the fields, which are stored too.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
 struct Employee {
+    department: String,
+    id: u32,
     first_name: String,
     last_name: String,
     age: i32,
@@ -23,10 +23,22 @@ struct Employee {
 }
 // ANCHOR_END: model
 
+/// A value without keys of its own: written at keys given with it.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct Department {
     employee_count: i64,
+}
+
+fn employee(id: u32, first_name: &str, last_name: &str) -> Employee {
+    Employee {
+        department: "Sales".into(),
+        id,
+        first_name: first_name.into(),
+        last_name: last_name.into(),
+        age: 30,
+        email: format!("{}@contoso.com", first_name.to_lowercase()),
+    }
 }
 
 #[tokio::main]
@@ -40,16 +52,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("quickstart: table {} on {}", table.name(), account.name());
 
     // ANCHOR: crud
-    let keys = Keys::new("Sales", "000223")?;
+    let employees = table.typed::<Employee>(); // reads and writes `Employee`s
     let jun = Employee {
-        first_name: "Jun".into(),
-        last_name: "Cao".into(),
         age: 47,
-        email: "junc@contoso.com".into(),
+        ..employee(223, "Jun", "Cao")
     };
     let before = metrics.snapshot();
-    let etag = table.insert(&Entity::new(keys.clone(), &jun)).await?;
-    let stored = table.get::<Employee>(&keys).await?.expect("just inserted");
+    let etag = employees.insert(&jun).await?; // keys ("Sales", "000223") from the fields
+    let stored = employees
+        .get(("Sales", "000223"))
+        .await?
+        .expect("just inserted");
     assert_eq!(stored.value, jun);
     assert_eq!(stored.etag, etag);
     // A write conditioned on the ETag we read: fails with PreconditionFailed if anyone wrote since.
@@ -57,9 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         age: 48,
         ..jun.clone()
     };
-    table
-        .replace(&Entity::new(keys.clone(), &older), stored.if_match())
-        .await?;
+    employees.replace(&older, stored.if_match()).await?;
     report(
         "insert, get, conditional replace",
         &metrics.snapshot().since(&before),
@@ -68,19 +79,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ANCHOR: transaction
     let before = metrics.snapshot();
-    let plan = BatchPlan::atomic((100..110).map(|id| {
-        let employee = Employee {
-            first_name: format!("E{id}"),
-            last_name: "Jones".into(),
-            age: 30,
-            email: format!("e{id}@contoso.com"),
-        };
-        Operation::insert(
-            &Entity::try_new("Sales", format!("{id:06}"), employee).expect("valid keys"),
-        )
-        .expect("valid entity")
-    }))?;
-    table.submit(&plan).await?; // all ten or none
+    let inserts = (100..110)
+        .map(|id| Operation::insert(&employee(id, &format!("E{id}"), "Jones")))
+        .collect::<Result<Vec<_>, _>>()?;
+    table.submit(&BatchPlan::atomic(inserts)?).await?; // all ten or none
     report(
         "one transaction inserting 10 employees",
         &metrics.snapshot().since(&before),
@@ -94,7 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::ops::Bound::Included("000100"),
         std::ops::Bound::Excluded("000105"),
     );
-    let query = table.query::<Employee>().filter(range);
+    let query = employees.query().filter(range);
     println!("  range filter is a {:?} query", query.shape());
     let five = query.collect().await?;
     assert_eq!(five.len(), 5);
@@ -102,17 +104,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "range query for ids 000100..000105",
         &metrics.snapshot().since(&before),
     );
+    // A property constant compares only with values of its type: `Employee::AGE.eq("30")`
+    // does not compile.
+    let before = metrics.snapshot();
+    let filter = Filter::partition("Sales").and(Employee::LAST_NAME.eq("Jones"));
+    let joneses = employees.query().filter(filter).collect().await?;
+    assert_eq!(joneses.len(), 10);
+    report(
+        "partition scan for last name Jones",
+        &metrics.snapshot().since(&before),
+    );
     // ANCHOR_END: query
 
     // ANCHOR: concurrency
-    let counter = Keys::new("Sales", "Department")?;
+    let departments = table.typed::<Department>();
     let before = metrics.snapshot();
     let writers: Vec<_> = (0..8)
         .map(|_| {
-            let (table, counter) = (table.clone(), counter.clone());
+            let departments = departments.clone();
             tokio::spawn(async move {
-                table
-                    .update_with::<Department, _>(&counter, |d| Department {
+                departments
+                    .update_with(("Sales", "Department"), |d| Department {
                         employee_count: d.unwrap_or_default().employee_count + 1,
                     })
                     .await
@@ -122,8 +134,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for writer in writers {
         writer.await??;
     }
-    let count = table
-        .get::<Department>(&counter)
+    let count = departments
+        .get(("Sales", "Department"))
         .await?
         .expect("written")
         .value
@@ -139,7 +151,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // ANCHOR_END: concurrency
 
-    table.delete(&keys, IfMatch::Any).await?;
+    employees.delete(&jun, IfMatch::Any).await?;
     table.delete_table().await?;
     println!(
         "quickstart: done, {} requests in total",

@@ -159,11 +159,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     let pages = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&pages);
-    let options = PurgeOptions::default().on_progress(move |p| {
+    let options = PurgeOptions::default().with_progress(move |p| {
         seen.fetch_add(1, Ordering::Relaxed);
         println!(
-            "    purge progress: {} of {} scanned deleted",
-            p.deleted, p.scanned
+            "    purge progress: {} deleted, {} requests",
+            p.done, p.requests
         );
     });
     let before = metrics.snapshot();

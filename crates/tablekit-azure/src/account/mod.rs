@@ -103,6 +103,20 @@ struct Inner {
 /// a new connection pool, whose connections belong to the tokio runtime that opened them.
 ///
 /// `Debug` and `Display` never show the account key or a SAS signature.
+///
+/// # Examples
+/// ```no_run
+/// use tablekit_azure::Account;
+///
+/// # async fn f() -> tablekit_core::Result<()> {
+/// // Azurite on its standard ports; `Account::from_env()` reads
+/// // AZURE_STORAGE_CONNECTION_STRING, `from_connection_string` takes any connection string.
+/// let account = Account::from_connection_string("UseDevelopmentStorage=true")?;
+/// let table = account.table("Employees")?; // a handle: no request yet
+/// table.create_if_not_exists().await?;
+/// println!("{} requests so far", account.metrics().snapshot().requests());
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Account {
     inner: Arc<Inner>,

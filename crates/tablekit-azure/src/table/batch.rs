@@ -8,11 +8,12 @@ use std::time::Instant;
 use azure_core::Method;
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
-use tablekit_core::batch::{
-    BatchPlan, EncodedTransaction, Operation, PartResponse, parse_response,
-};
+use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
+use tablekit_core::wire::{
+    EncodedTransaction, PartResponse, encode, error_from_response, parse_response,
+};
 use tablekit_core::{ETag, Error, ErrorKind, Result, Stored, Target};
 use tracing::Instrument as _;
 
@@ -79,8 +80,27 @@ impl Table {
     /// and its cause (e.g. [`Error::AlreadyExists`]); nothing of that transaction was written.
     /// A transport error or timeout that outlasts the retries leaves the failed transaction's
     /// outcome open: it may have been applied ([`Table::bulk_write`] reads it back).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::batch::{BatchPlan, Operation};
+    /// use tablekit_core::{Entity, IfMatch, Keys, Properties};
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // Two writes in one partition: both happen or neither does.
+    /// let moved = Entity::new(
+    ///     Keys::new("Sales", "email_jonesj@contoso.com")?,
+    ///     Properties::new().with("EmployeeId", "000223"),
+    /// );
+    /// let plan = BatchPlan::atomic([
+    ///     Operation::insert(&moved)?,
+    ///     Operation::delete(("Sales", "email_jones@contoso.com"), IfMatch::Any)?,
+    /// ])?;
+    /// table.submit(&plan).await?; // one request
+    /// # Ok(()) }
+    /// ```
     pub async fn submit(&self, plan: &BatchPlan) -> Result<Vec<TransactionOutcome>> {
-        let transactions = plan.encode(&self.service_url(), self.name())?;
+        let transactions = encode(plan, &self.service_url(), self.name())?;
         let mut outcomes = Vec::with_capacity(transactions.len());
         for tx in &transactions {
             outcomes.push(self.send_transaction(plan, tx).await?);
@@ -209,7 +229,7 @@ impl Table {
             Some(op) => Target::entity(self.name.as_ref(), op.keys().clone()),
             None => Target::table(self.name.as_ref()),
         };
-        let source = Error::from_response(
+        let source = error_from_response(
             part.status,
             part.code.clone(),
             part.message.clone().unwrap_or_default(),

@@ -5,11 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use tablekit_core::batch::{BatchPlan, EncodedTransaction, Operation, OperationKind};
+use tablekit_core::batch::{BatchPlan, Operation, OperationKind};
+use tablekit_core::wire::{EncodedTransaction, encode};
 use tablekit_core::{ETag, Error, ErrorKind, Result, Target};
 
 use super::Table;
 use super::batch::{ReadBack, clone_error};
+use crate::progress::{Progress, ProgressCallback};
 
 /// What happened to one operation of a [`Table::bulk_write`].
 ///
@@ -58,35 +60,14 @@ impl OperationOutcome {
     }
 }
 
-/// Progress of a bulk write, reported after each transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    /// Operations with a final outcome so far (written, failed or unknown).
-    pub done: usize,
-    /// Operations that failed — certainly not written — so far.
-    pub failed: usize,
-    /// Operations whose outcome is unknown so far.
-    pub unknown: usize,
-    /// Operations in the bulk write.
-    pub total: usize,
-    /// Transactions sent so far.
-    pub transactions: usize,
-}
-
-impl Progress {
-    /// Operations written so far.
-    pub fn written(&self) -> usize {
-        self.done - self.failed - self.unknown
-    }
-}
-
 /// Options of [`Table::bulk_write`].
 #[derive(Clone, Default)]
 pub struct BulkOptions {
     /// Transactions in flight (default: the account's `concurrency` setting).
     pub concurrency: Option<usize>,
-    /// Called after each transaction with the progress so far.
-    pub on_progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    /// Called after each transaction with the progress so far. See
+    /// [`BulkOptions::with_progress`].
+    pub progress: Option<ProgressCallback>,
     /// When a transaction with an open outcome is read back and is not there, wait until no
     /// attempt of it can land any more, then read again, so that it ends written or failed
     /// rather than unknown. Default `false`. See [`BulkOptions::with_wait_to_settle`].
@@ -100,7 +81,7 @@ impl fmt::Debug for BulkOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BulkOptions")
             .field("concurrency", &self.concurrency)
-            .field("on_progress", &self.on_progress.is_some())
+            .field("progress", &self.progress.is_some())
             .field("wait_to_settle", &self.wait_to_settle)
             .field("accept_identical", &self.accept_identical)
             .finish()
@@ -115,10 +96,14 @@ impl BulkOptions {
         self
     }
 
-    /// Sets the progress callback.
+    /// Sets the progress callback, called after each transaction (with its read-backs) with
+    /// the totals so far: [`Progress::done`] operations with an outcome, of which
+    /// [`Progress::failed`] failed and [`Progress::unknown`] unknown, out of
+    /// [`Progress::total`] (always known for a bulk write), and [`Progress::requests`] —
+    /// transactions and read-backs sent.
     #[must_use]
-    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.on_progress = Some(Arc::new(f));
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
         self
     }
 
@@ -244,7 +229,7 @@ impl Table {
     ///
     /// # Errors
     /// Before any request: [`Error::DuplicateInTransaction`] for two operations on one entity,
-    /// [`Error::InvalidValue`] for an empty list. Per-operation failures are in the report.
+    /// [`Error::InvalidArgument`] for an empty list. Per-operation failures are in the report.
     pub async fn bulk_write(
         &self,
         operations: Vec<Operation>,
@@ -252,18 +237,15 @@ impl Table {
     ) -> Result<BulkReport> {
         let total = operations.len();
         let plan = BatchPlan::best_effort(operations)?;
-        let transactions = plan.encode(&self.service_url(), self.name())?;
+        let transactions = encode(&plan, &self.service_url(), self.name())?;
         let concurrency = options
             .concurrency
             .unwrap_or(self.account.settings().concurrency)
             .max(1);
         let mut outcomes: Vec<Option<OperationOutcome>> = (0..total).map(|_| None).collect();
         let mut progress = Progress {
-            done: 0,
-            failed: 0,
-            unknown: 0,
-            total,
-            transactions: 0,
+            total: Some(total),
+            ..Progress::default()
         };
         let (mut sent, mut read_backs) = (0, 0);
         let (plan_ref, options_ref) = (&plan, &options);
@@ -273,22 +255,26 @@ impl Table {
         while let Some(resolved) = results.next().await {
             sent += resolved.transactions;
             read_backs += resolved.read_backs;
-            progress.transactions += resolved.transactions;
+            progress.requests += resolved.transactions + resolved.read_backs;
             for (index, outcome) in resolved.outcomes {
                 progress.done += 1;
                 progress.failed += usize::from(outcome.is_failed());
                 progress.unknown += usize::from(outcome.is_unknown());
                 outcomes[index] = Some(outcome);
             }
-            if let Some(callback) = &options.on_progress {
-                callback(progress);
+            if let Some(callback) = &options.progress {
+                callback(&progress);
             }
         }
         let outcomes = outcomes
             .into_iter()
             .map(|o| {
                 o.unwrap_or_else(|| {
-                    OperationOutcome::Failed(Error::invalid_value("", "operation was not sent"))
+                    // Every transaction reports each of its operations; this is a guard.
+                    OperationOutcome::Failed(Error::Transport {
+                        message: "the operation was not sent".into(),
+                        source: None,
+                    })
                 })
             })
             .collect();
@@ -470,10 +456,10 @@ impl Table {
             .filter_map(|&i| plan.operation(i).cloned())
             .collect();
         let sub = BatchPlan::atomic(ops)?;
-        let mut encoded = sub.encode(&self.service_url(), self.name())?;
+        let mut encoded = encode(&sub, &self.service_url(), self.name())?;
         let mut tx = encoded
             .pop()
-            .ok_or_else(|| Error::invalid_value("", "empty transaction"))?;
+            .ok_or_else(|| Error::invalid_argument("operations", "no operation to send"))?;
         tx.indices = tx.indices.iter().map(|&i| indices[i]).collect();
         Ok(Some(tx))
     }

@@ -3,12 +3,11 @@
 use azure_core::Method;
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_core::batch::{Operation, OperationKind};
 use tablekit_core::edm::{Properties, parse_entity};
-use tablekit_core::resource::entity_path;
-use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, Result, Stored, Target};
+use tablekit_core::wire::entity_path;
+use tablekit_core::{AsEntity, ETag, Error, ErrorKind, IfMatch, IntoKeys, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use super::{ACCEPT_MINIMAL, ACCEPT_NONE, Table};
@@ -32,17 +31,34 @@ pub(crate) fn written_by(op: &Operation, stored: &Properties) -> bool {
 }
 
 impl Table {
-    /// Inserts an entity; fails if one with the same keys exists.
+    /// Inserts an entity — a [`TableEntity`](tablekit_core::TableEntity), whose keys come from
+    /// its fields, or an [`Entity`](tablekit_core::Entity) with explicit keys — ; fails if one
+    /// with the same keys exists.
     ///
     /// Requests: 1. Consistency: strong; the entity is readable when this returns.
     /// Returns the new ETag.
     ///
     /// # Errors
-    /// Before any request: invalid keys, property names or values, and limit violations.
-    /// [`Error::AlreadyExists`] (409) if the keys are taken; [`Error::NotFound`] if the table
-    /// does not exist. After a lost response the insert is verified: a 409 on a retry counts
-    /// as success only if the stored entity is the one that was sent.
-    pub async fn insert<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
+    /// Before any request: invalid keys, property names or values ([`Error::Encode`]), and
+    /// limit violations. [`Error::AlreadyExists`] (409) if the keys are taken;
+    /// [`Error::NotFound`] if the table does not exist. After a lost response the insert is
+    /// verified: a 409 on a retry counts as success only if the stored entity is the one that
+    /// was sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::{Entity, Keys, Properties};
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // A value with explicit keys (a `#[derive(TableEntity)]` type is passed as `&employee`).
+    /// let jones = Entity::new(
+    ///     Keys::new("Sales", "000223")?,
+    ///     Properties::new().with("Email", "jonesj@contoso.com"),
+    /// );
+    /// let etag = table.insert(&jones).await?;
+    /// # let _ = etag; Ok(()) }
+    /// ```
+    pub async fn insert(&self, entity: &impl AsEntity) -> Result<ETag> {
         let op = Operation::insert(entity)?;
         self.execute(&op)
             .await
@@ -56,11 +72,7 @@ impl Table {
     /// # Errors
     /// [`Error::NotFound`] (404) if the entity does not exist, [`Error::PreconditionFailed`]
     /// (412) if its ETag is not `if_match`; encoding errors before any request.
-    pub async fn replace<T: Serialize>(
-        &self,
-        entity: &Entity<T>,
-        if_match: IfMatch,
-    ) -> Result<ETag> {
+    pub async fn replace(&self, entity: &impl AsEntity, if_match: IfMatch) -> Result<ETag> {
         let op = Operation::replace(entity, if_match)?;
         self.execute(&op)
             .await
@@ -73,7 +85,7 @@ impl Table {
     ///
     /// # Errors
     /// As [`Table::replace`].
-    pub async fn merge<T: Serialize>(&self, entity: &Entity<T>, if_match: IfMatch) -> Result<ETag> {
+    pub async fn merge(&self, entity: &impl AsEntity, if_match: IfMatch) -> Result<ETag> {
         let op = Operation::merge(entity, if_match)?;
         self.execute(&op)
             .await
@@ -86,7 +98,7 @@ impl Table {
     ///
     /// # Errors
     /// Encoding errors before any request; [`Error::NotFound`] if the table does not exist.
-    pub async fn upsert_replace<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
+    pub async fn upsert_replace(&self, entity: &impl AsEntity) -> Result<ETag> {
         let op = Operation::upsert_replace(entity)?;
         self.execute(&op)
             .await
@@ -99,22 +111,23 @@ impl Table {
     ///
     /// # Errors
     /// As [`Table::upsert_replace`].
-    pub async fn upsert_merge<T: Serialize>(&self, entity: &Entity<T>) -> Result<ETag> {
+    pub async fn upsert_merge(&self, entity: &impl AsEntity) -> Result<ETag> {
         let op = Operation::upsert_merge(entity)?;
         self.execute(&op)
             .await
             .map(|tag| tag.unwrap_or_else(|| ETag::new("")))
     }
 
-    /// Deletes an entity if `if_match` holds.
+    /// Deletes an entity if `if_match` holds. `keys` is anything [`IntoKeys`]: [`Keys`](tablekit_core::Keys), a
+    /// `(partition_key, row_key)` pair, or a `&TableEntity`.
     ///
     /// Requests: 1.
     ///
     /// # Errors
-    /// [`Error::NotFound`] if it does not exist, [`Error::PreconditionFailed`] if its ETag is
-    /// not `if_match`.
-    pub async fn delete(&self, keys: &Keys, if_match: IfMatch) -> Result<()> {
-        self.execute(&Operation::delete(keys.clone(), if_match))
+    /// Key errors before any request; [`Error::NotFound`] if it does not exist,
+    /// [`Error::PreconditionFailed`] if its ETag is not `if_match`.
+    pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
+        self.execute(&Operation::delete(keys, if_match)?)
             .await
             .map(|_| ())
     }
@@ -124,26 +137,39 @@ impl Table {
     /// Requests: 1. Idempotent: the step the eventually-consistent patterns rely on.
     ///
     /// # Errors
-    /// Transport and service errors other than "not found" (a missing *table* is an error).
-    pub async fn delete_if_exists(&self, keys: &Keys) -> Result<bool> {
-        match self
-            .execute(&Operation::delete(keys.clone(), IfMatch::Any))
-            .await
-        {
+    /// Key errors before any request; transport and service errors other than "not found" (a
+    /// missing *table* is an error).
+    pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
+        match self.execute(&Operation::delete(keys, IfMatch::Any)?).await {
             Ok(_) => Ok(true),
             Err(Error::NotFound { target }) if target.keys.is_some() => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Reads one entity: a point query.
+    /// Reads one entity as `T`: a point query. `keys` is anything [`IntoKeys`]: [`Keys`](tablekit_core::Keys), a
+    /// `(partition_key, row_key)` pair, or a `&TableEntity`. For a `#[derive(TableEntity)]`
+    /// type, [`Table::typed`] reads without naming the type at each call.
     ///
     /// Requests: 1. Consistency: strong (sees every acknowledged write).
     ///
     /// # Errors
-    /// [`Error::NotFound`] if the *table* does not exist (a missing entity is `Ok(None)`);
-    /// [`Error::InvalidValue`] naming the property when the stored data does not fit `T`.
-    pub async fn get<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<Stored<T>>> {
+    /// Key errors before any request; [`Error::NotFound`] if the *table* does not exist (a
+    /// missing entity is `Ok(None)`); [`Error::Decode`] naming the table, keys and property
+    /// when the stored data does not fit `T`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::Properties;
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// if let Some(stored) = table.get::<Properties>(("Sales", "000223")).await? {
+    ///     println!("{:?} (ETag {})", stored.value.get_str("Email"), stored.etag);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get<T: DeserializeOwned>(&self, keys: impl IntoKeys) -> Result<Option<Stored<T>>> {
+        let keys = &keys.into_keys()?;
         let url = self.url(&entity_path(&self.name, keys), &[]);
         let target = Target::entity(self.name.as_ref(), keys.clone());
         let span = tracing::debug_span!("tablekit.get", table = %self.name, pk = %keys.pk(), rk = %keys.rk());
@@ -161,7 +187,8 @@ impl Table {
             .await;
         match outcome.result {
             Ok(response) => {
-                let stored = parse_entity(&response.body, response.header("etag"))?;
+                let stored = parse_entity(&response.body, response.header("etag"))
+                    .map_err(|e| self.in_table(e))?;
                 self.account.metrics().entities_read(1);
                 Ok(Some(stored))
             }

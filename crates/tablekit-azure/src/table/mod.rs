@@ -5,6 +5,7 @@ mod bulk;
 mod entity;
 mod list;
 mod query;
+mod typed;
 mod update;
 
 use std::fmt;
@@ -16,13 +17,14 @@ use azure_data_tables::clients::{TableClient, TableServiceClientBuilder};
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
 use tablekit_core::limits::validate_table_name;
-use tablekit_core::{ErrorKind, Result, Target};
+use tablekit_core::{Error, ErrorKind, Result, Target};
 use tracing::Instrument as _;
 
 pub use batch::TransactionOutcome;
-pub use bulk::{BulkOptions, BulkReport, OperationOutcome, Progress};
+pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
 pub use query::{ContinuationToken, Page, Query};
-pub use update::{ConflictLoop, is_conflict};
+pub use typed::{TypedTable, WriteMode};
+pub use update::ConflictLoop;
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
@@ -97,6 +99,12 @@ impl Table {
 
     pub(crate) fn target(&self) -> Target {
         Target::table(self.name.as_ref())
+    }
+
+    /// A read's error with this table named in its target: a response body names the
+    /// entity's keys, not its table.
+    pub(crate) fn in_table(&self, error: Error) -> Error {
+        error.with_target(self.target())
     }
 
     fn url(&self, path: &str, query: &[(&str, &str)]) -> Url {

@@ -207,7 +207,27 @@ impl<T> fmt::Debug for Query<T> {
 
 impl Table {
     /// A query returning entities as `T` (use [`tablekit_core::Properties`] for untyped
-    /// access). Without a filter it reads the whole table (a table scan).
+    /// access; [`Table::typed`] names `T` once for every call). Without a filter it reads the
+    /// whole table (a table scan). Nothing is sent until a page or the stream is asked for.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use futures::TryStreamExt as _;
+    /// use tablekit_core::Properties;
+    /// use tablekit_core::filter::Filter;
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // A partition scan, page by page (≤ 1,000 entities per request).
+    /// let mut sales = std::pin::pin!(table
+    ///     .query::<Properties>()
+    ///     .filter(Filter::partition("Sales").and(Filter::ge("Age", 30)))
+    ///     .select(["Email"])
+    ///     .stream());
+    /// while let Some(employee) = sales.try_next().await? {
+    ///     println!("{}: {:?}", employee.keys, employee.value.get_str("Email"));
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn query<T>(&self) -> Query<T> {
         Query {
             table: self.clone(),
@@ -267,9 +287,16 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
 
     /// At most `n` entities per page (1 to 1,000).
     #[must_use]
-    pub fn page_size(mut self, n: usize) -> Self {
+    pub fn with_page_size(mut self, n: usize) -> Self {
         self.page_size = Some(n);
         self
+    }
+
+    /// At most `n` entities per page: renamed [`Query::with_page_size`].
+    #[deprecated(note = "renamed `with_page_size`")]
+    #[must_use]
+    pub fn page_size(self, n: usize) -> Self {
+        self.with_page_size(n)
     }
 
     /// Whether [`Query::pages`] and [`Query::stream`] request the next page as soon as a page
@@ -277,9 +304,16 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// page and send no request before the caller needs it — for example when many queries
     /// are consumed side by side and memory matters more than latency.
     #[must_use]
-    pub fn read_ahead(mut self, on: bool) -> Self {
+    pub fn with_read_ahead(mut self, on: bool) -> Self {
         self.read_ahead = on;
         self
+    }
+
+    /// Whether to request the next page early: renamed [`Query::with_read_ahead`].
+    #[deprecated(note = "renamed `with_read_ahead`")]
+    #[must_use]
+    pub fn read_ahead(self, on: bool) -> Self {
+        self.with_read_ahead(on)
     }
 
     /// Continue where an earlier page left off.
@@ -347,7 +381,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// # Errors
     /// Before any request: invalid filter or property names, page size out of range,
     /// [`Error::ScanDenied`]. Then [`Error::NotFound`] for a missing table,
-    /// [`Error::InvalidValue`] when an entity does not fit `T`.
+    /// [`Error::Decode`] naming the table, keys and property when an entity does not fit `T`.
     pub async fn page(&self) -> Result<Page<T>> {
         let filter = self.prepare()?;
         self.fetch(
@@ -414,7 +448,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     }
 
     fn parse(&self, raw: RawPage) -> Result<Page<T>> {
-        let items = parse_page::<T>(&raw.body)?;
+        let items = parse_page::<T>(&raw.body).map_err(|e| self.table.in_table(e))?;
         self.table.account().metrics().entities_read(items.len());
         Ok(Page {
             items,
@@ -427,7 +461,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     ///
     /// Without `top`, the next page is requested as soon as a page arrives, so the service
     /// works on it while this one is parsed and consumed; dropping the stream cancels it.
-    /// [`Query::read_ahead`] turns this off.
+    /// [`Query::with_read_ahead`] turns this off.
     ///
     /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
     /// most two pages (one without read-ahead).

@@ -1,42 +1,51 @@
 //! Optimistic concurrency: read → modify → conditional write, retried on conflict.
 
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_core::{Entity, Error, ErrorKind, Keys, Result, Stored};
+use tablekit_core::{Entity, Error, IntoKeys, Result, Stored};
 use tracing::Instrument as _;
 
 use super::Table;
 use crate::account::Account;
 
-/// Drives an optimistic-concurrency loop: after a conflict, [`ConflictLoop::retry`] waits a
-/// jittered, growing backoff and lets the caller re-read and try again, up to the account's
-/// [`crate::ConflictRetry`] limit. Conflicts are counted in the account's metrics.
+/// Drives an optimistic-concurrency loop: runs an attempt — read, decide, write under the
+/// ETag read — and, when it fails with a conflict ([`Error::is_conflict`]: someone else wrote
+/// first), waits a jittered, growing backoff and runs it again from the read, up to the
+/// account's [`crate::ConflictRetry`] limit. Each retry is counted in the account's metrics
+/// ([`crate::MetricsSnapshot::conflict_retries`]).
 ///
+/// [`ConflictLoop::run`] is the loop. [`ConflictLoop::retry`] is its step, for loops that
+/// need more control (clean-up between attempts, state kept across them).
+///
+/// # Examples
 /// ```no_run
+/// use tablekit_core::{Entity, Keys, Properties};
+///
 /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
-/// let mut conflicts = table.account().conflict_loop();
-/// loop {
-///     match try_the_write(table).await {
-///         Ok(()) => break,
-///         Err(e) => conflicts.retry(e).await?, // returns the error if not a conflict or too many
-///     }
-/// }
-/// # Ok(()) }
-/// # async fn try_the_write(_: &tablekit_azure::Table) -> tablekit_core::Result<()> { Ok(()) }
+/// let keys = Keys::new("Sales", "Counter")?;
+/// // Increment a counter; another writer's increment is never overwritten.
+/// let etag = table
+///     .account()
+///     .conflict_loop()
+///     .run(|_attempt| async {
+///         let current = table.get::<Properties>(&keys).await?;
+///         let n = current.as_ref().and_then(|c| c.value.get_i64("N")).unwrap_or(0);
+///         let next = Entity::new(keys.clone(), Properties::new().with("N", n + 1));
+///         match current {
+///             Some(c) => table.replace(&next, c.if_match()).await, // 412 → run again
+///             None => table.insert(&next).await,                   // 409 → run again
+///         }
+///     })
+///     .await?;
+/// # let _ = etag; Ok(()) }
 /// ```
 #[derive(Debug)]
 pub struct ConflictLoop {
     account: Account,
     attempt: u32,
-}
-
-/// Whether an error means "someone else wrote first": 412, or 409 when two writers insert the
-/// same new entity (also inside a transaction).
-pub fn is_conflict(error: &Error) -> bool {
-    matches!(
-        error.kind(),
-        ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
-    )
 }
 
 impl Account {
@@ -50,6 +59,33 @@ impl Account {
 }
 
 impl ConflictLoop {
+    /// Runs `attempt` until it succeeds, or fails with an error that is not a conflict, or
+    /// the attempts are used up; before each new attempt, waits the account's conflict
+    /// backoff. `attempt` gets the attempt number (1 for the first).
+    ///
+    /// An attempt should read what it decides on, so that the next one starts from the new
+    /// state. A conflict that is an answer rather than a lost race (a 412 on the caller's own
+    /// ETag, a 409 meaning "already exists") must not be retried: return it inside `Ok`, as
+    /// `Ok(Err(error))`, and unwrap both levels after the loop.
+    ///
+    /// Requests: those of each attempt. Consistency: as the attempt's conditional write.
+    ///
+    /// # Errors
+    /// The last attempt's error: a conflict when conflicts outlast
+    /// [`crate::ConflictRetry::max_attempts`], any other error at once.
+    pub async fn run<T, F, Fut>(mut self, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        loop {
+            match attempt(self.attempt).await {
+                Ok(value) => return Ok(value),
+                Err(e) => self.retry(e).await?,
+            }
+        }
+    }
+
     /// Decides what to do after `error`: for a conflict with attempts left, waits and
     /// returns `Ok(())` (try again); otherwise returns the error.
     ///
@@ -57,7 +93,7 @@ impl ConflictLoop {
     /// `error` itself when it is not a conflict or the attempts are exhausted.
     pub async fn retry(&mut self, error: Error) -> Result<()> {
         let policy = &self.account.settings().conflict_retry;
-        if !is_conflict(&error) || self.attempt >= policy.max_attempts {
+        if !error.is_conflict() || self.attempt >= policy.max_attempts {
             return Err(error);
         }
         self.attempt += 1;
@@ -94,45 +130,70 @@ impl Table {
     /// `tablekit_series::Series::add` does (see the book's Guarantees chapter).
     ///
     /// # Errors
-    /// [`Error::PreconditionFailed`] or [`Error::AlreadyExists`] when conflicts outlast the
-    /// account's [`crate::ConflictRetry`] attempts; encoding, transport and service errors.
-    pub async fn update_with<T, F>(&self, keys: &Keys, mut change: F) -> Result<Stored<T>>
+    /// Key errors before any request; [`Error::PreconditionFailed`] or
+    /// [`Error::AlreadyExists`] when conflicts outlast the account's [`crate::ConflictRetry`]
+    /// attempts; [`Error::Decode`] when the stored entity does not fit `T`; encoding,
+    /// transport and service errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Default, Serialize, Deserialize)]
+    /// #[serde(rename_all = "PascalCase")]
+    /// struct Department {
+    ///     employee_count: i64,
+    /// }
+    ///
+    /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // Concurrent callers each add one; none overwrites another's increment.
+    /// let stored = table
+    ///     .update_with(("Sales", "Department"), |d: Option<Department>| Department {
+    ///         employee_count: d.unwrap_or_default().employee_count + 1,
+    ///     })
+    ///     .await?;
+    /// println!("{} employees", stored.value.employee_count);
+    /// # Ok(()) }
+    /// ```
+    pub async fn update_with<T, F>(&self, keys: impl IntoKeys, change: F) -> Result<Stored<T>>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> T,
     {
+        let keys = keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.update_with", table = %self.name(), pk = %keys.pk(), rk = %keys.rk());
-        async {
-            let mut conflicts = self.account().conflict_loop();
-            loop {
-                let attempt = async {
-                    let current = self.get::<T>(keys).await?;
-                    let (value, if_match) = match current {
-                        Some(stored) => {
-                            let if_match = stored.if_match();
-                            (change(Some(stored.value)), Some(if_match))
-                        }
-                        None => (change(None), None),
-                    };
-                    let entity = Entity::new(keys.clone(), value);
-                    let etag = match if_match {
-                        Some(if_match) => self.replace(&entity, if_match).await?,
-                        None => self.insert(&entity).await?,
-                    };
-                    Ok::<_, Error>(Stored {
-                        keys: entity.keys,
-                        timestamp: etag.timestamp(),
-                        etag,
-                        value: entity.value,
-                    })
+        // `change` is called from each attempt in turn; the lock is never held across an
+        // await.
+        let change = Mutex::new(change);
+        let (change, keys) = (&change, &keys);
+        self.account()
+            .conflict_loop()
+            .run(move |_| async move {
+                let current = self.get::<T>(keys).await?;
+                let apply = |old: Option<T>| {
+                    let mut change = change.lock().unwrap_or_else(PoisonError::into_inner);
+                    (*change)(old)
                 };
-                match attempt.await {
-                    Ok(stored) => return Ok(stored),
-                    Err(e) => conflicts.retry(e).await?,
-                }
-            }
-        }
-        .instrument(span)
-        .await
+                let (value, if_match) = match current {
+                    Some(stored) => {
+                        let if_match = stored.if_match();
+                        (apply(Some(stored.value)), Some(if_match))
+                    }
+                    None => (apply(None), None),
+                };
+                let entity = Entity::new(keys.clone(), value);
+                let etag = match if_match {
+                    Some(if_match) => self.replace(&entity, if_match).await?,
+                    None => self.insert(&entity).await?,
+                };
+                Ok(Stored {
+                    keys: entity.keys,
+                    timestamp: etag.timestamp(),
+                    etag,
+                    value: entity.value,
+                })
+            })
+            .instrument(span)
+            .await
     }
 }

@@ -2,4 +2,6 @@
 //! fault-proxied accounts).
 #![allow(unused_imports, unreachable_pub)]
 
-pub use tablekit_testkit::fixtures::{Proxied, account, fast_retries, proxied, reopen, table};
+pub use tablekit_testkit::fixtures::{
+    Proxied, account, account_with, fast_retries, proxied, reopen, table,
+};

@@ -1,25 +1,20 @@
 //! Entity group transactions: planning (group by partition, split at 100 operations and below
-//! the 4 MiB body limit, refuse duplicates) and the multipart wire format.
+//! the 4 MiB body limit, refuse duplicates).
 //!
 //! A transaction is atomic within one partition of one table. [`BatchPlan::atomic`] refuses
 //! anything that cannot be one transaction; [`BatchPlan::best_effort`] groups and splits, and
 //! then each resulting transaction is atomic on its own — not the plan as a whole.
 
-mod multipart;
-mod response;
-
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-pub use multipart::EncodedTransaction;
-pub use response::{PartResponse, parse_response};
-
 use crate::edm::{Properties, parse_entity, write_entity};
-use crate::entity::{Entity, IfMatch};
+use crate::entity::IfMatch;
 use crate::error::{Error, Limit, Result};
 use crate::keys::{Keys, PartitionKey};
 use crate::limits::MAX_TRANSACTION_OPERATIONS;
+use crate::table_entity::{AsEntity, IntoKeys};
 
 /// What an operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,15 +77,17 @@ impl Operation {
         })
     }
 
-    /// Insert `entity`; fails if it exists.
+    /// Insert `entity` (an [`Entity`](crate::Entity) or a
+    /// [`TableEntity`](crate::TableEntity)); fails if it exists.
     ///
     /// # Errors
-    /// Encoding errors of [`crate::edm::write_entity`] (invalid values, names, limits).
-    pub fn insert<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+    /// The entity's key errors; encoding errors of [`crate::edm::write_entity`] (values that
+    /// cannot be stored, property names, limits).
+    pub fn insert(entity: &impl AsEntity) -> Result<Self> {
         Self::with_body(
             OperationKind::Insert,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             None,
         )
     }
@@ -99,11 +96,11 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn replace<T: Serialize>(entity: &Entity<T>, if_match: IfMatch) -> Result<Self> {
+    pub fn replace(entity: &impl AsEntity, if_match: IfMatch) -> Result<Self> {
         Self::with_body(
             OperationKind::Replace,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             Some(if_match),
         )
     }
@@ -112,11 +109,11 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn merge<T: Serialize>(entity: &Entity<T>, if_match: IfMatch) -> Result<Self> {
+    pub fn merge(entity: &impl AsEntity, if_match: IfMatch) -> Result<Self> {
         Self::with_body(
             OperationKind::Merge,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             Some(if_match),
         )
     }
@@ -125,11 +122,11 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn upsert_replace<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+    pub fn upsert_replace(entity: &impl AsEntity) -> Result<Self> {
         Self::with_body(
             OperationKind::UpsertReplace,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             None,
         )
     }
@@ -138,23 +135,27 @@ impl Operation {
     ///
     /// # Errors
     /// As [`Operation::insert`].
-    pub fn upsert_merge<T: Serialize>(entity: &Entity<T>) -> Result<Self> {
+    pub fn upsert_merge(entity: &impl AsEntity) -> Result<Self> {
         Self::with_body(
             OperationKind::UpsertMerge,
-            entity.keys.clone(),
-            &entity.value,
+            entity.entity_keys()?,
+            entity.entity_value(),
             None,
         )
     }
 
-    /// Delete the entity at `keys` if `if_match` holds.
-    pub fn delete(keys: Keys, if_match: IfMatch) -> Self {
-        Self {
+    /// Delete the entity at `keys` — [`Keys`], a `(partition_key, row_key)` pair, or a
+    /// [`TableEntity`](crate::TableEntity) — if `if_match` holds.
+    ///
+    /// # Errors
+    /// Key errors of `keys` ([`IntoKeys::into_keys`]).
+    pub fn delete(keys: impl IntoKeys, if_match: IfMatch) -> Result<Self> {
+        Ok(Self {
             kind: OperationKind::Delete,
-            keys,
+            keys: keys.into_keys()?,
             if_match: Some(if_match),
             body: None,
-        }
+        })
     }
 
     /// What the operation does.
@@ -226,8 +227,8 @@ impl BatchPlan {
     /// Before any request: [`Error::LimitExceeded`] for more than 100 operations,
     /// [`Error::CrossPartitionTransaction`] for two partitions,
     /// [`Error::DuplicateInTransaction`] for two operations on one entity (with both caller
-    /// indices), [`Error::InvalidValue`] for an empty plan. The 4 MiB body limit is checked by
-    /// [`BatchPlan::encode`].
+    /// indices), [`Error::InvalidArgument`] for an empty plan. The 4 MiB body limit is checked
+    /// when the plan is encoded for sending.
     pub fn atomic(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
         let plan = Self::group(operations, true)?;
         if plan.groups.len() > 1 {
@@ -256,7 +257,7 @@ impl BatchPlan {
     ///
     /// # Errors
     /// [`Error::DuplicateInTransaction`] for two operations on one entity,
-    /// [`Error::InvalidValue`] for an empty plan.
+    /// [`Error::InvalidArgument`] for an empty plan.
     pub fn best_effort(operations: impl IntoIterator<Item = Operation>) -> Result<Self> {
         Self::group(operations, false)
     }
@@ -286,8 +287,8 @@ impl BatchPlan {
             groups[slot].1.push(Planned { index, operation });
         }
         if groups.is_empty() {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "operations",
                 "a batch needs at least one operation",
             ));
         }
@@ -327,27 +328,12 @@ impl BatchPlan {
             .find(|p| p.index == index)
             .map(|p| &p.operation)
     }
-
-    /// Encodes the plan into transaction request bodies for `table` of the service at
-    /// `service_url` (e.g. `https://acct.table.core.windows.net`), splitting best-effort plans
-    /// at 100 operations and wherever the exact encoded body would reach 4 MiB.
-    ///
-    /// # Errors
-    /// [`Error::LimitExceeded`] with [`Limit::TransactionBytes`] when an atomic plan's body
-    /// would reach 4 MiB.
-    pub fn encode(&self, service_url: &str, table: &str) -> Result<Vec<EncodedTransaction>> {
-        let mut out = Vec::new();
-        for (pk, ops) in &self.groups {
-            multipart::encode_group(service_url, table, pk, ops, self.atomic, &mut out)?;
-        }
-        Ok(out)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entity::ETag;
+    use crate::entity::{ETag, Entity};
 
     fn entity(v: i64) -> Entity<Properties> {
         Entity::try_new("p", "r", Properties::new().with("V", v).with("W", "w")).unwrap()
@@ -378,10 +364,7 @@ mod tests {
             !replace.is_in_place(Some(&stored)),
             "a replace leaves no other property"
         );
-        let delete = Operation::delete(
-            Keys::new("p", "r").unwrap(),
-            IfMatch::ETag(ETag::new("W/\"1\"")),
-        );
+        let delete = Operation::delete(("p", "r"), IfMatch::ETag(ETag::new("W/\"1\""))).unwrap();
         assert!(delete.is_in_place(None));
         assert!(!delete.is_in_place(Some(&stored)));
     }

@@ -13,23 +13,132 @@ use serde::de::{
 use super::markers::{BINARY_MARKER, EDM_VALUE_MARKER};
 use super::raw::{Raw, RawProp};
 use super::value::EdmType;
-use crate::error::Error;
+use crate::error::{Error, Target};
 
-type Result<T> = std::result::Result<T, Error>;
+type Result<T> = std::result::Result<T, DeError>;
 
-impl de::Error for Error {
-    fn custom<T: std::fmt::Display>(msg: T) -> Self {
-        Error::invalid_value("", msg.to_string())
+/// Why the EDM deserializer could not serve a value: converted into [`Error::Decode`] at the
+/// edge of the module. It keeps apart the two failures that mean "an entity of another type"
+/// rather than "a malformed entity of this type" — a missing field and an unknown enum
+/// variant — so that [`crate::OrUnknown`] can fall back on exactly those.
+#[derive(Debug)]
+pub(crate) struct DeError {
+    /// The property being read; empty until known.
+    pub(crate) property: String,
+    pub(crate) reason: String,
+    pub(crate) cause: Cause,
+}
+
+/// What kind of failure a [`DeError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// A value of the wrong type, malformed text, anything else.
+    Other,
+    /// A required field (serde's `missing_field`), by name.
+    MissingField(&'static str),
+    /// An enum variant name the target type does not know (serde's `unknown_variant`).
+    UnknownVariant,
+}
+
+impl DeError {
+    fn new(reason: impl Into<String>) -> Self {
+        Self {
+            property: String::new(),
+            reason: reason.into(),
+            cause: Cause::Other,
+        }
+    }
+
+    /// Whether this error says that the entity's `discriminator` property is missing, or
+    /// names a variant the target type does not know.
+    pub(crate) fn is_unknown_discriminator(&self, discriminator: &str) -> bool {
+        match self.cause {
+            Cause::MissingField(field) => field == discriminator,
+            Cause::UnknownVariant => self.property == discriminator,
+            Cause::Other => false,
+        }
+    }
+
+    /// The [`Error::Decode`] this is, for the entity at `target`.
+    pub(crate) fn into_error(self, target: Target) -> Error {
+        Error::Decode {
+            target,
+            property: self.property,
+            reason: self.reason,
+        }
     }
 }
 
-fn with_property(e: Error, name: &str) -> Error {
-    match e {
-        Error::InvalidValue { property, reason } if property.is_empty() => {
-            Error::invalid_value(name, reason)
+impl std::fmt::Display for DeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.property.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "property `{}`: {}", self.property, self.reason)
         }
-        other => other,
     }
+}
+
+impl std::error::Error for DeError {}
+
+impl de::Error for DeError {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        let text = msg.to_string();
+        // A `DeError` that went through a `Deserialize` impl generic over the deserializer
+        // (`OrUnknown`) comes back as its `Display`: take the property back out of it.
+        if let Some((property, reason)) = text
+            .strip_prefix("property `")
+            .and_then(|rest| rest.split_once("`: "))
+        {
+            return Self {
+                property: property.to_owned(),
+                reason: reason.to_owned(),
+                cause: Cause::Other,
+            };
+        }
+        Self::new(text)
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        Self {
+            property: field.to_owned(),
+            reason: format!("missing property `{field}`"),
+            cause: Cause::MissingField(field),
+        }
+    }
+
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        let reason = if expected.is_empty() {
+            format!("unknown variant `{variant}`, there are no variants")
+        } else {
+            format!(
+                "unknown variant `{variant}`, expected one of {}",
+                expected
+                    .iter()
+                    .map(|v| format!("`{v}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        Self {
+            property: String::new(),
+            reason,
+            cause: Cause::UnknownVariant,
+        }
+    }
+}
+
+impl From<DeError> for Error {
+    fn from(e: DeError) -> Self {
+        e.into_error(Target::default())
+    }
+}
+
+fn with_property(mut e: DeError, name: &str) -> DeError {
+    if e.property.is_empty() {
+        e.property = name.to_owned();
+    }
+    e
 }
 
 /// Deserializes a whole entity (its user properties) as a struct or map.
@@ -38,7 +147,7 @@ pub(crate) struct EntityDeserializer<'de> {
 }
 
 impl<'de> Deserializer<'de> for EntityDeserializer<'de> {
-    type Error = Error;
+    type Error = DeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         visitor.visit_map(PropsAccess {
@@ -83,7 +192,7 @@ struct PropsAccess<'de> {
 }
 
 impl<'de> MapAccess<'de> for PropsAccess<'de> {
-    type Error = Error;
+    type Error = DeError;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         let Some(prop) = self.props.next() else {
@@ -101,7 +210,7 @@ impl<'de> MapAccess<'de> for PropsAccess<'de> {
         let prop = self
             .pending
             .take()
-            .ok_or_else(|| Error::invalid_value("", "value without key"))?;
+            .ok_or_else(|| DeError::new("value without key"))?;
         let name = prop.name.clone();
         seed.deserialize(PropDe { prop })
             .map_err(|e| with_property(e, &name))
@@ -120,7 +229,7 @@ pub(crate) struct PropDe<'de> {
 fn parse_num<T: std::str::FromStr>(s: &str, what: &str) -> Result<T> {
     s.trim()
         .parse()
-        .map_err(|_| Error::invalid_value("", format!("{s:?} is not a valid {what}")))
+        .map_err(|_| DeError::new(format!("{s:?} is not a valid {what}")))
 }
 
 fn special_double(s: &str) -> Option<f64> {
@@ -194,10 +303,7 @@ impl<'de> PropDe<'de> {
             (Raw::Str(s), EdmType::Boolean) => visitor.visit_bool(parse_num(&s, "Edm.Boolean")?),
             (Raw::Str(s), EdmType::Binary) => match decode_base64(&s) {
                 Some(bytes) => visitor.visit_byte_buf(bytes),
-                None => Err(Error::invalid_value(
-                    "",
-                    "Edm.Binary value is not valid base64",
-                )),
+                None => Err(DeError::new("Edm.Binary value is not valid base64")),
             },
             (Raw::Str(s), _) => Self::visit_string(s, visitor),
         }
@@ -213,7 +319,7 @@ macro_rules! via_integer {
 }
 
 impl<'de> Deserializer<'de> for PropDe<'de> {
-    type Error = Error;
+    type Error = DeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         self.any(visitor)
@@ -285,16 +391,13 @@ impl<'de> Deserializer<'de> for PropDe<'de> {
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self.bytes() {
-            Some(bytes) => visitor.visit_seq(de::value::SeqDeserializer::<_, Error>::new(
+            Some(bytes) => visitor.visit_seq(de::value::SeqDeserializer::<_, DeError>::new(
                 bytes.into_iter(),
             )),
-            None => Err(Error::invalid_value(
-                "",
-                format!(
-                    "a {} property cannot be read as a sequence (store lists with tablekit_core::edm::json)",
-                    self.ty()
-                ),
-            )),
+            None => Err(DeError::new(format!(
+                "a {} property cannot be read as a sequence (store lists with tablekit_core::edm::json)",
+                self.ty()
+            ))),
         }
     }
 
@@ -347,16 +450,14 @@ impl<'de> Deserializer<'de> for PropDe<'de> {
     ) -> Result<V::Value> {
         match self.prop.value {
             Raw::Str(s) => visitor.visit_enum(s.into_owned().into_deserializer()),
-            _ => Err(Error::invalid_value(
-                "",
+            _ => Err(DeError::new(
                 "an enum is stored as the variant's name (a string)",
             )),
         }
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, _: V) -> Result<V::Value> {
-        Err(Error::invalid_value(
-            "",
+        Err(DeError::new(
             "a property cannot be read as a map or struct (store nested values with tablekit_core::edm::json)",
         ))
     }
@@ -391,7 +492,7 @@ struct TypedPair<'de> {
 }
 
 impl<'de> SeqAccess<'de> for TypedPair<'de> {
-    type Error = Error;
+    type Error = DeError;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         if let Some(ty) = self.ty.take() {

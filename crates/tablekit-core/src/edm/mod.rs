@@ -8,11 +8,11 @@ mod adapters;
 mod bag;
 mod de;
 mod fields;
-mod markers;
+pub(crate) mod markers;
 mod raw;
-mod read;
+pub(crate) mod read;
 mod ser;
-mod value;
+pub(crate) mod value;
 
 pub use adapters::{Binary, json};
 pub use bag::Properties;

@@ -9,22 +9,12 @@ use serde::de::{
 };
 
 use super::bag::Properties;
-use super::de::EntityDeserializer;
+use super::de::{DeError, EntityDeserializer};
 use super::raw::{Raw, RawEntity, RawProp};
 use super::value::{EdmValue, format_datetime, parse_datetime};
 use crate::entity::{ETag, Stored};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Target};
 use crate::keys::{Keys, PartitionKey, RowKey};
-
-fn with_keys(e: Error, keys: &Keys) -> Error {
-    match e {
-        Error::InvalidValue { property, reason } => Error::InvalidValue {
-            property,
-            reason: format!("{reason} (reading entity {keys})"),
-        },
-        other => other,
-    }
-}
 
 fn into_stored<T: DeserializeOwned>(
     raw: RawEntity<'_>,
@@ -37,17 +27,20 @@ fn into_stored<T: DeserializeOwned>(
     let etag = match raw.etag.as_deref().or(etag_header) {
         Some(tag) => ETag::new(tag),
         None => {
-            return Err(Error::invalid_value(
+            return Err(Error::decode(
+                Target::entity("", keys),
                 "odata.etag",
-                format!("the response for {keys} carries no ETag (request minimal metadata)"),
+                "the response carries no ETag (request minimal metadata)",
             ));
         }
     };
     let timestamp = raw.timestamp.as_deref().and_then(parse_datetime);
-    let value = T::deserialize(EntityDeserializer {
+    let value = match T::deserialize(EntityDeserializer {
         props: raw.props.into_iter(),
-    })
-    .map_err(|e| with_keys(e, &keys))?;
+    }) {
+        Ok(value) => value,
+        Err(e) => return Err(e.into_error(Target::entity("", keys))),
+    };
     Ok(Stored {
         keys,
         etag,
@@ -60,14 +53,15 @@ fn into_stored<T: DeserializeOwned>(
 /// response's `ETag` header, used when the body has no `odata.etag`.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] when the JSON is malformed or a property does not fit `T`'s field
-/// (naming the property and the entity).
+/// [`Error::Decode`] when the JSON is malformed or a property does not fit `T`'s field,
+/// naming the property and the entity's keys (the target's table is left empty: the body
+/// does not say which table it came from).
 pub fn parse_entity<T: DeserializeOwned>(
     body: &[u8],
     etag_header: Option<&str>,
 ) -> Result<Stored<T>> {
     let raw: RawEntity<'_> = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid_value("", format!("malformed entity JSON: {e}")))?;
+        .map_err(|e| Error::decode(Target::default(), "", format!("malformed entity JSON: {e}")))?;
     into_stored(raw, etag_header)
 }
 
@@ -80,7 +74,8 @@ pub fn parse_page<T: DeserializeOwned>(body: &[u8]) -> Result<Vec<Stored<T>>> {
     let page = PageSeed::<T>(std::marker::PhantomData).deserialize(&mut de);
     match page {
         Ok(entities) => entities,
-        Err(e) => Err(Error::invalid_value(
+        Err(e) => Err(Error::decode(
+            Target::default(),
             "",
             format!("malformed query response: {e}"),
         )),
@@ -187,8 +182,17 @@ fn raw_props(props: &Properties) -> Vec<RawProp<'_>> {
 /// Reads a typed value from a property bag, as if it had been read from the service.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] when a property does not fit `T`.
+/// [`Error::Decode`] naming the property when a property does not fit `T` (its target is
+/// empty: a bag does not know where it was read from).
 pub fn from_properties<T: DeserializeOwned>(props: &Properties) -> Result<T> {
+    Ok(decode_properties(props)?)
+}
+
+/// [`from_properties`] with the deserializer's own error, which tells a missing or unknown
+/// discriminator apart (see [`crate::OrUnknown`]).
+pub(crate) fn decode_properties<T: DeserializeOwned>(
+    props: &Properties,
+) -> std::result::Result<T, DeError> {
     T::deserialize(EntityDeserializer {
         props: raw_props(props).into_iter(),
     })
@@ -218,9 +222,12 @@ pub fn to_properties_unbounded<T: serde::Serialize + ?Sized>(value: &T) -> Resul
 }
 
 fn bag_from_json(json: &[u8]) -> Result<Properties> {
+    // The JSON was just written by the serializer: a failure to read it back is a bug of the
+    // serializer, reported as the value that could not be stored.
     let raw: RawEntity<'_> = serde_json::from_slice(json)
-        .map_err(|e| Error::invalid_value("", format!("internal JSON error: {e}")))?;
+        .map_err(|e| Error::encode("", format!("internal JSON error: {e}")))?;
     Properties::deserialize(EntityDeserializer {
         props: raw.props.into_iter(),
     })
+    .map_err(|e| Error::encode(e.property, e.reason))
 }

@@ -210,12 +210,12 @@ pub fn max_datetime() -> DateTime<Utc> {
 /// Checks that `dt` is within the `Edm.DateTime` range (1601–9999).
 ///
 /// # Errors
-/// [`Error::InvalidValue`] naming `property`.
+/// [`Error::Encode`] naming `property`.
 pub fn check_datetime(property: &str, dt: &DateTime<Utc>) -> Result<()> {
     if (1601..=9999).contains(&dt.year()) {
         Ok(())
     } else {
-        Err(Error::invalid_value(
+        Err(Error::encode(
             property,
             format!("{dt} is outside the Edm.DateTime range 1601-01-01..9999-12-31"),
         ))

@@ -1,21 +1,9 @@
-//! Query shapes, from cheapest to most expensive, and how a filter is classified.
+//! How a filter is classified into a [`QueryShape`].
 
 use crate::edm::EdmValue;
+use crate::query_shape::QueryShape;
 
 use super::ast::{CmpOp, Filter, PARTITION_KEY, ROW_KEY};
-
-/// How the service will execute a query (PATTERNS.md §2.1), from cheapest to most expensive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum QueryShape {
-    /// PartitionKey and RowKey fixed by `eq`: at most one entity, one index seek.
-    Point,
-    /// PartitionKey fixed and RowKey bounded (`gt ge lt le`): an index range in one partition.
-    Range,
-    /// PartitionKey fixed, anything else (other properties, `or`, `ne`): scans the partition.
-    PartitionScan,
-    /// PartitionKey not fixed to one value: scans every partition.
-    TableScan,
-}
 
 /// A conjunct of the top-level conjunction: a filter, or raw text that does not parse.
 #[derive(Clone, Copy)]
@@ -83,7 +71,7 @@ fn bounds_partition_key(filter: &Filter) -> bool {
 }
 
 impl Filter {
-    /// How the service will execute this filter, by the classification of PATTERNS.md §2.1
+    /// How the service will execute this filter, by the design guide's classification of queries
     /// applied to the top-level conjunction (`a and b and …`):
     ///
     /// 1. no conjunct `PartitionKey eq '…'` (or several with different values) →

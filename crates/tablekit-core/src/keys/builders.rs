@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{Error, KeyKind, Limit, Result};
+use crate::error::{Error, KeyKind, Limit, Result, Target};
 use crate::limits::MAX_KEY_BYTES;
 
 use super::encoder::{ESCAPE_CHAR, Scheme};
@@ -177,7 +177,7 @@ impl CompoundKey {
     /// A compound key in the default mode with the given separator.
     ///
     /// The separator must be a space or ASCII punctuation other than `/ \ # ? !`; otherwise
-    /// every method that uses it returns [`Error::InvalidValue`].
+    /// every method that uses it returns [`Error::InvalidArgument`].
     pub fn new(separator: char) -> Self {
         Self {
             separator,
@@ -231,11 +231,9 @@ impl CompoundKey {
         self.widths.get(&index).copied()
     }
 
-    fn invalid(&self, reason: String) -> Error {
-        Error::InvalidValue {
-            property: self.kind.to_string(),
-            reason,
-        }
+    /// A component that cannot become part of a key.
+    fn unencodable(&self, reason: String) -> Error {
+        Error::encode(self.kind.to_string(), reason)
     }
 
     fn check_separator(&self) -> Result<()> {
@@ -245,17 +243,21 @@ impl CompoundKey {
         {
             Ok(())
         } else {
-            Err(self.invalid(format!(
-                "compound-key separator {s:?} must be a space or ASCII punctuation other than / \\ # ? !"
-            )))
+            Err(Error::invalid_argument(
+                "separator",
+                format!(
+                    "compound-key separator {s:?} must be a space or ASCII punctuation other than / \\ # ? !"
+                ),
+            ))
         }
     }
 
     /// Joins `components` into a key.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an invalid separator, no components, or a fixed-width
-    /// component that is not ASCII digits; [`Error::LimitExceeded`] when a fixed-width
+    /// [`Error::InvalidArgument`] for an invalid separator or no components;
+    /// [`Error::Encode`] for a fixed-width component that is not ASCII digits;
+    /// [`Error::LimitExceeded`] when a fixed-width
     /// component has too many digits or the key exceeds 1 KiB.
     pub fn build<I, S>(&self, components: I) -> Result<String>
     where
@@ -275,7 +277,7 @@ impl CompoundKey {
                     out.push_str(&pad_digits(component, width)?);
                 }
                 Some(width) => {
-                    return Err(self.invalid(format!(
+                    return Err(self.unencodable(format!(
                         "component {index} ({component:?}) must be a number of at most {width} digits"
                     )));
                 }
@@ -284,7 +286,10 @@ impl CompoundKey {
             count += 1;
         }
         if count == 0 {
-            return Err(self.invalid("a compound key needs at least one component".into()));
+            return Err(Error::invalid_argument(
+                "components",
+                "a compound key needs at least one component",
+            ));
         }
         validate_key(self.kind, &out)?;
         Ok(out)
@@ -295,8 +300,8 @@ impl CompoundKey {
     ///
     /// # Errors
     /// [`Error::InvalidKey`] at the first character that `build` cannot have produced;
-    /// [`Error::InvalidValue`] for an invalid separator or a fixed-width component that is
-    /// not exactly its width in digits.
+    /// [`Error::InvalidArgument`] for an invalid separator; [`Error::Decode`] for a
+    /// fixed-width component that is not exactly its width in digits.
     pub fn parse(&self, key: &str) -> Result<Vec<String>> {
         self.check_separator()?;
         let mut components = Vec::new();
@@ -305,9 +310,11 @@ impl CompoundKey {
             match self.width(index) {
                 Some(width) => {
                     if part.len() != width || !part.bytes().all(|b| b.is_ascii_digit()) {
-                        return Err(self.invalid(format!(
-                            "component {index} of {key:?} must be exactly {width} digits"
-                        )));
+                        return Err(Error::decode(
+                            Target::default(),
+                            self.kind.to_string(),
+                            format!("component {index} of {key:?} must be exactly {width} digits"),
+                        ));
                     }
                     components.push(part.to_owned());
                 }
@@ -334,7 +341,7 @@ impl CompoundKey {
     /// `empid_000123_*`, none of `empid_000124`). An empty prefix gives [`KeyRange::all`].
     ///
     /// # Errors
-    /// As [`CompoundKey::build`]; and [`Error::InvalidValue`] in the default mode when the
+    /// As [`CompoundKey::build`]; and [`Error::InvalidArgument`] in the default mode when the
     /// last prefix component has no fixed width, because then keys whose component merely
     /// starts with it (`emp` vs `empA_1`) sort between the key itself and its extensions, so
     /// no single range is exact. Use [`CompoundKey::range_for_extensions`] or the
@@ -349,9 +356,12 @@ impl CompoundKey {
             return Ok(KeyRange::all());
         };
         if !self.is_order_preserving() && self.width(last).is_none() {
-            return Err(self.invalid(format!(
-                "component {last} has no fixed width, so the keys starting with these components are not one range; use range_for_extensions"
-            )));
+            return Err(Error::invalid_argument(
+                "prefix",
+                format!(
+                    "component {last} has no fixed width, so the keys starting with these components are not one range; use range_for_extensions"
+                ),
+            ));
         }
         let start = self.build(&prefix)?;
         let end = prefix_range(&format!("{start}{}", self.separator)).end;

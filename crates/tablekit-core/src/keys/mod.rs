@@ -5,13 +5,11 @@
 //! way the service stores strings (and the conservative reading of "1 KiB"): at most 512
 //! UTF-16 code units.
 
-use std::borrow::Borrow;
-use std::fmt;
-use std::ops::Deref;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer};
 
+pub use crate::address::{Keys, PartitionKey, RowKey};
 use crate::error::{Error, KeyKind, Limit, Result};
 use crate::limits::MAX_KEY_BYTES;
 
@@ -68,12 +66,8 @@ pub fn utf16_bytes(value: &str) -> usize {
     value.chars().map(char::len_utf16).sum::<usize>() * 2
 }
 
-macro_rules! key_type {
-    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-        pub struct $name(String);
-
+macro_rules! validated_key {
+    ($name:ident, $kind:expr) => {
         impl $name {
             /// Validates and wraps a key.
             ///
@@ -83,64 +77,6 @@ macro_rules! key_type {
                 let value = value.into();
                 validate_key($kind, &value)?;
                 Ok(Self(value))
-            }
-
-            /// Wraps a key read from the service, which is valid by construction.
-            pub(crate) fn from_service(value: String) -> Self {
-                Self(value)
-            }
-
-            /// The key as a string slice.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-
-            /// The key as an owned string.
-            pub fn into_string(self) -> String {
-                self.0
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({:?})", stringify!($name), self.0)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl Deref for $name {
-            type Target = str;
-            fn deref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.0 == other
-            }
-        }
-
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
             }
         }
 
@@ -165,18 +101,6 @@ macro_rules! key_type {
             }
         }
 
-        impl From<$name> for String {
-            fn from(key: $name) -> String {
-                key.0
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-                s.serialize_str(&self.0)
-            }
-        }
-
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
@@ -186,27 +110,8 @@ macro_rules! key_type {
     };
 }
 
-key_type!(
-    /// A validated PartitionKey: the partition (and transaction and scaling unit) of an entity.
-    PartitionKey,
-    KeyKind::PartitionKey
-);
-key_type!(
-    /// A validated RowKey: an entity's identity within its partition, and its sort order.
-    RowKey,
-    KeyKind::RowKey
-);
-
-/// The full address of an entity within a table.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct Keys {
-    /// The entity's partition.
-    #[serde(rename = "PartitionKey")]
-    pub partition_key: PartitionKey,
-    /// The entity's row within the partition.
-    #[serde(rename = "RowKey")]
-    pub row_key: RowKey,
-}
+validated_key!(PartitionKey, KeyKind::PartitionKey);
+validated_key!(RowKey, KeyKind::RowKey);
 
 impl Keys {
     /// Validates both keys.
@@ -219,39 +124,26 @@ impl Keys {
             row_key: RowKey::new(row_key)?,
         })
     }
+}
 
-    /// Combines already validated keys.
-    pub fn from_parts(partition_key: PartitionKey, row_key: RowKey) -> Self {
-        Self {
+impl<'de> Deserialize<'de> for Keys {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        // Each key validates itself as it is read.
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(rename = "PartitionKey")]
+            partition_key: PartitionKey,
+            #[serde(rename = "RowKey")]
+            row_key: RowKey,
+        }
+        let Wire {
             partition_key,
             row_key,
-        }
-    }
-
-    /// The PartitionKey as a string.
-    pub fn pk(&self) -> &str {
-        &self.partition_key.0
-    }
-
-    /// The RowKey as a string.
-    pub fn rk(&self) -> &str {
-        &self.row_key.0
-    }
-}
-
-impl fmt::Debug for Keys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Keys({:?}, {:?})", self.partition_key.0, self.row_key.0)
-    }
-}
-
-impl fmt::Display for Keys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "(PartitionKey={:?}, RowKey={:?})",
-            self.partition_key.0, self.row_key.0
-        )
+        } = Wire::deserialize(d)?;
+        Ok(Self {
+            partition_key,
+            row_key,
+        })
     }
 }
 

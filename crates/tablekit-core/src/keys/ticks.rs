@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Target};
 
 /// `DateTime.MaxValue.Ticks` in .NET: 9999-12-31T23:59:59.9999999.
 pub const DOTNET_MAX_TICKS: i64 = 3_155_378_975_999_999_999;
@@ -36,24 +36,22 @@ pub fn dotnet_ticks(t: DateTime<Utc>) -> i64 {
 /// The instant `ticks` .NET ticks after 0001-01-01T00:00:00Z.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] when `ticks` is outside `0..=DOTNET_MAX_TICKS`.
+/// [`Error::InvalidArgument`] when `ticks` is outside `0..=DOTNET_MAX_TICKS`.
 pub fn from_dotnet_ticks(ticks: i64) -> Result<DateTime<Utc>> {
+    let refuse = || Error::invalid_argument("ticks", out_of_range(format!("{ticks} ticks")));
     if !(0..=DOTNET_MAX_TICKS).contains(&ticks) {
-        return Err(out_of_range(format!("{ticks} ticks")));
+        return Err(refuse());
     }
     let unix_ticks = ticks - DOTNET_TICKS_AT_UNIX_EPOCH;
     let seconds = unix_ticks.div_euclid(TICKS_PER_SECOND);
     // rem_euclid is below 10^7, so the product fits a u32.
     let nanos =
         u32::try_from(unix_ticks.rem_euclid(TICKS_PER_SECOND)).unwrap_or(0) * NANOS_PER_TICK;
-    DateTime::from_timestamp(seconds, nanos).ok_or_else(|| out_of_range(format!("{ticks} ticks")))
+    DateTime::from_timestamp(seconds, nanos).ok_or_else(refuse)
 }
 
-fn out_of_range(what: String) -> Error {
-    Error::invalid_value(
-        "RowKey",
-        format!("{what} is outside .NET's DateTime range 0001-01-01..9999-12-31"),
-    )
+fn out_of_range(what: String) -> String {
+    format!("{what} is outside .NET's DateTime range 0001-01-01..9999-12-31")
 }
 
 /// A RowKey that sorts newest first: `DOTNET_MAX_TICKS - dotnet_ticks(t)` as 19 zero-padded
@@ -78,11 +76,12 @@ pub fn inverted_ticks(t: DateTime<Utc>) -> String {
 /// [`inverted_ticks`], refusing instants .NET cannot represent.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] when `t` is before 0001-01-01 or after 9999-12-31T23:59:59.9999999.
+/// [`Error::Encode`] (property `RowKey`) when `t` is before 0001-01-01 or after
+/// 9999-12-31T23:59:59.9999999: it has no inverted-ticks key.
 pub fn try_inverted_ticks(t: DateTime<Utc>) -> Result<String> {
     let ticks = dotnet_ticks(t);
     if !(0..=DOTNET_MAX_TICKS).contains(&ticks) {
-        return Err(out_of_range(t.to_rfc3339()));
+        return Err(Error::encode("RowKey", out_of_range(t.to_rfc3339())));
     }
     Ok(format_inverted(ticks))
 }
@@ -98,11 +97,12 @@ fn format_inverted(ticks: i64) -> String {
 /// The instant an [`inverted_ticks`] key stands for (at 100 ns resolution).
 ///
 /// # Errors
-/// [`Error::InvalidValue`] unless `key` is exactly 19 ASCII digits whose value is at most
-/// `DOTNET_MAX_TICKS`.
+/// [`Error::Decode`] (property `RowKey`) unless `key` is exactly 19 ASCII digits whose value
+/// is at most `DOTNET_MAX_TICKS`.
 pub fn from_inverted_ticks(key: &str) -> Result<DateTime<Utc>> {
     let malformed = || {
-        Error::invalid_value(
+        Error::decode(
+            Target::default(),
             "RowKey",
             format!("{key:?} is not an inverted-ticks key (19 digits, at most {DOTNET_MAX_TICKS})"),
         )
@@ -178,7 +178,7 @@ mod tests {
             "25160695919999999990",
         ] {
             assert!(
-                matches!(from_inverted_ticks(key), Err(Error::InvalidValue { .. })),
+                matches!(from_inverted_ticks(key), Err(Error::Decode { .. })),
                 "{key:?}"
             );
         }

@@ -34,19 +34,16 @@ fn fixed_width_components_are_zero_padded_numbers() {
     assert_eq!(ck.build(["empid", "123"]).unwrap(), "empid_000123");
     assert!(matches!(
         ck.build(["empid", "12a"]),
-        Err(Error::InvalidValue { .. })
+        Err(Error::Encode { .. })
     ));
     assert!(matches!(
         ck.build(["empid", "1234567"]),
         Err(Error::LimitExceeded { .. })
     ));
-    assert!(matches!(
-        ck.parse("empid_123"),
-        Err(Error::InvalidValue { .. })
-    ));
+    assert!(matches!(ck.parse("empid_123"), Err(Error::Decode { .. })));
     assert!(matches!(
         ck.parse("empid_00012x"),
-        Err(Error::InvalidValue { .. })
+        Err(Error::Decode { .. })
     ));
     let far = CompoundKey::new('_').with_width(usize::MAX, 3);
     assert_eq!(far.width(usize::MAX), Some(3));
@@ -59,14 +56,14 @@ fn bad_separators_empty_lists_and_foreign_keys_are_refused() {
         assert!(
             matches!(
                 CompoundKey::new(sep).build(["a"]),
-                Err(Error::InvalidValue { .. })
+                Err(Error::InvalidArgument { .. })
             ),
             "{sep:?}"
         );
     }
     assert!(matches!(
         CompoundKey::new('_').build(Vec::<String>::new()),
-        Err(Error::InvalidValue { .. })
+        Err(Error::InvalidArgument { .. })
     ));
     match CompoundKey::new('_')
         .with_kind(KeyKind::PartitionKey)
@@ -262,7 +259,7 @@ fn prefix_ranges_need_a_fixed_width_last_component_in_the_default_mode() {
     let ck = CompoundKey::new('_').with_width(1, 6);
     assert!(matches!(
         ck.range_for_prefix(["empid"]),
-        Err(Error::InvalidValue { .. })
+        Err(Error::InvalidArgument { .. })
     ));
     let range = ck.range_for_extensions(["empid"]).unwrap();
     assert_eq!(

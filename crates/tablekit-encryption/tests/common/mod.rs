@@ -120,15 +120,15 @@ impl KeyEncryptionKey for Counting {
 /// `TABLE`, whose reason contains `cause`.
 #[track_caller]
 pub fn assert_failure(error: Error, keys: &Keys, property: &str, cause: &str) {
-    let entity = Target::entity(TABLE, keys.clone()).to_string();
+    let entity = Target::entity(TABLE, keys.clone());
     match &error {
-        Error::InvalidValue {
-            property: p,
-            reason,
-        } => {
-            assert_eq!(p, property, "{error}");
-            assert!(reason.contains("decryption failed"), "{error}");
-            assert!(reason.contains(&entity), "{error} should name {entity}");
+        Error::Corrupt { target, reason } => {
+            assert_eq!(target, &entity, "{error}");
+            assert!(reason.contains("decryption"), "{error}");
+            assert!(
+                reason.contains(&format!("`{property}`")),
+                "{error} should name {property}"
+            );
             assert!(reason.contains(cause), "{error} should say {cause:?}");
         }
         other => panic!("expected a decryption failure, got {other:?}"),

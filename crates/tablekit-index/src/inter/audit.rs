@@ -42,7 +42,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// as issues until those jobs run.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`](tablekit_core::Error::InvalidValue) when a primary does not fit `T`.
+    /// Key errors; [`Error::Decode`](tablekit_core::Error::Decode) when a primary does not fit `T`.
     pub async fn verify(&self, partition: &str) -> Result<VerifyReport> {
         Ok(self.audit(partition).await?.report)
     }
@@ -112,8 +112,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// partition per up to 100 copies, 1 checkpoint save. **Consistency:** eventual.
     ///
     /// # Errors
-    /// [`tablekit_core::Error::InvalidValue`] for an unknown index in `options.indexes`
-    /// (before any request) or an entity that does not fit `T`; the first copy the service
+    /// [`tablekit_core::Error::InvalidArgument`] for an unknown index in `options.indexes`
+    /// (before any request), [`tablekit_core::Error::Decode`] for an entity that does not fit
+    /// `T`; the first copy the service
     /// refuses or whose write has an unknown outcome (the page is then not checkpointed, and
     /// a rerun writes it again); checkpoint, transport and service errors.
     pub async fn backfill<C: Checkpoint>(
@@ -139,7 +140,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             .filter(filter)
             .allow_scan();
         if let Some(n) = options.page_size {
-            query = query.page_size(n);
+            query = query.with_page_size(n);
         }
         let bulk = BulkOptions {
             concurrency: options.concurrency,

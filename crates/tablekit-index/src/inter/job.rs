@@ -170,7 +170,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     /// stale copy — plus, while waiting for the write, 1 read of the primary per pause (about
     /// one per 5 s of waiting, after the first six).
     ///
-    /// **Errors:** [`Error::InvalidValue`] for a job of another index or a primary that does
+    /// **Errors:** [`Error::Decode`] for a job of another index or a primary that does
     /// not fit `T`, and — permanent, so the job ends in the poison queue after its last
     /// delivery, each delivery checking again — when an update or a delete did not land by
     /// the job's deadline (an insert that finds no entity then completes: it never landed, or

@@ -116,13 +116,13 @@ impl<T> InterPartitionIndexBuilder<T> {
     /// Checks the placement and builds the index. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for a `copy_table` naming an unknown copy or the primary.
+    /// [`Error::InvalidArgument`] for a `copy_table` naming an unknown copy or the primary.
     pub fn build(self) -> Result<InterPartitionIndex<T>> {
         let mut tables = vec![self.table.clone(); self.spec.copies().len()];
         for (name, table) in self.tables {
             match self.spec.copy(&name)? {
                 (0, _) => {
-                    return Err(Error::invalid_value(
+                    return Err(Error::invalid_argument(
                         &name,
                         "the primary copy lives in the index's own table",
                     ));
@@ -184,7 +184,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// The table of the copy named `index`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown name.
+    /// [`Error::InvalidArgument`] for an unknown name.
     pub fn table_of(&self, index: &str) -> Result<&Table> {
         let (copy, _) = self.context.spec.copy(index)?;
         Ok(&self.context.tables[copy])
@@ -227,7 +227,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// `keys_by("email", "Sales", "jonesj@contoso.com")` is `email_Sales/jonesj@contoso.com`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index or a value of the wrong width; key errors.
+    /// [`Error::InvalidArgument`] for an unknown index, [`Error::Encode`] for a value of the
+    /// wrong width; key errors.
     pub fn keys_by(&self, index: &str, partition: &str, value: &str) -> Result<Keys> {
         let (copy, _) = self.context.spec.copy(index)?;
         self.context
@@ -244,7 +245,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// **Requests:** 1. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] when the stored entity does not fit `T`.
+    /// Key errors; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn get(&self, partition: &str, id: &str) -> Result<Option<Stored<T>>> {
         let name = self.context.spec.primary().name().to_owned();
         self.get_by(&name, partition, id).await
@@ -257,8 +258,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// primary until the entity's job has run), strong for the primary.
     ///
     /// # Errors
-    /// As [`get`](Self::get); [`Error::InvalidValue`] for an unknown index, or a projected
-    /// copy lacking fields `T` requires (use [`get_by_as`](Self::get_by_as)).
+    /// As [`get`](Self::get); [`Error::InvalidArgument`] for an unknown index,
+    /// [`Error::Decode`] for a projected copy lacking fields `T` requires (use [`get_by_as`](Self::get_by_as)).
     pub async fn get_by(
         &self,
         index: &str,
@@ -291,7 +292,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// **Requests:** one per page when read. **Consistency:** eventual for secondary copies.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index.
+    /// [`Error::InvalidArgument`] for an unknown index.
     pub fn range_by<'r>(
         &self,
         index: &str,

@@ -7,7 +7,6 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Entity, Error, Result};
 
 use super::{CopyJob, InterPartitionIndex};
-use crate::conflict::{as_conflict, is_race};
 use crate::follow::Pending;
 use crate::spec::{Family, Layout};
 
@@ -88,7 +87,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
-    /// account's `conflict_retry` attempts; [`Error::InvalidValue`] when the stored entity
+    /// account's `conflict_retry` attempts; [`Error::Decode`] when the stored entity
     /// does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
@@ -119,8 +118,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             };
             match written.await? {
                 Ok(etag) => return Ok(etag),
-                Err(e) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Err(e) => return Err(e),
+                Err(e) => conflicts.retry(e.not_found_as_conflict()).await?,
             }
         }
     }
@@ -158,8 +156,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             match deleted.await? {
                 None => return Ok(false),
                 Some(Ok(())) => return Ok(true),
-                Some(Err(e)) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Some(Err(e)) => return Err(e),
+                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
             }
         }
     }

@@ -16,7 +16,6 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Stored};
 use tracing::Instrument as _;
 
-use crate::conflict::as_conflict;
 use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
 use crate::spec::{Family, IndexSpec, Layout};
 use crate::verify::{Audit, VerifyReport, audit};
@@ -56,11 +55,15 @@ impl<T> fmt::Debug for IntraPartitionIndex<T> {
     }
 }
 
-/// Whether a failed family transaction lost a race on its primary copy: someone else wrote,
-/// inserted or deleted the entity since it was read.
-fn lost_race(error: &Error) -> bool {
-    matches!(error, Error::BatchFailed { index: 0, source }
-        if matches!(source.kind(), ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound))
+/// A family transaction's result, for [`ConflictLoop::run`](tablekit_azure::ConflictLoop::run):
+/// a failure of the primary copy (index 0) is a lost race — someone else wrote, inserted or
+/// deleted the entity since it was read — and is run again (`Err`); anything else is the
+/// answer (`Ok`), even a conflict on another copy (a secondary value another entity holds).
+fn lost_race_on_primary<R>(result: Result<R>) -> Result<Result<R>> {
+    match result {
+        Err(e @ Error::BatchFailed { index: 0, .. }) => Err(e.not_found_as_conflict()),
+        other => Ok(other),
+    }
 }
 
 /// Submits a family transaction. A release whose row is already gone (a copy never written,
@@ -112,7 +115,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// `keys_by("email", "Sales", "jonesj@contoso.com")` is `Sales/email_jonesj@contoso.com`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index or a value of the wrong width; key errors.
+    /// [`Error::InvalidArgument`] for an unknown index, [`Error::Encode`] for a value of the
+    /// wrong width; key errors.
     pub fn keys_by(&self, index: &str, partition: &str, value: &str) -> Result<Keys> {
         let (copy, _) = self.spec.copy(index)?;
         self.spec.copy_keys(Layout::Intra, copy, partition, value)
@@ -163,33 +167,28 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// # Errors
     /// As [`insert`](Self::insert) for invalid input and for a secondary value another entity
     /// holds; [`Error::PreconditionFailed`] when conflicts outlast the account's
-    /// `conflict_retry` attempts; [`Error::InvalidValue`] when the stored entity does not fit
-    /// `T`.
+    /// `conflict_retry` attempts; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         let span = tracing::debug_span!("tablekit.index.put", table = %self.table.name(), keys = %new.primary().keys);
-        async {
-            let mut conflicts = self.table.account().conflict_loop();
-            loop {
-                let attempt = async {
-                    let plan = match self.table.get::<Properties>(&new.primary().keys).await? {
-                        None => plan::insert(&new)?,
-                        Some(current) => {
-                            let old = self.family_of_stored(&current.value)?;
-                            plan::change(&old, &current.etag, &new)?
-                        }
-                    };
-                    submit(&self.table, plan).await
+        let new = &new;
+        let etag = self
+            .table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
+                let plan = match self.table.get::<Properties>(&new.primary().keys).await? {
+                    None => plan::insert(new)?,
+                    Some(current) => {
+                        let old = self.family_of_stored(&current.value)?;
+                        plan::change(&old, &current.etag, new)?
+                    }
                 };
-                match attempt.await {
-                    Ok(etag) => return Ok(etag.unwrap_or_else(|| ETag::new(""))),
-                    Err(e) if lost_race(&e) => conflicts.retry(as_conflict(e)).await?,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        .instrument(span)
-        .await
+                lost_race_on_primary(submit(&self.table, plan).await)
+            })
+            .instrument(span)
+            .await??;
+        Ok(etag.unwrap_or_else(|| ETag::new("")))
     }
 
     /// Replaces an entity the caller has read (`current`, e.g. from [`get`](Self::get)) with
@@ -198,7 +197,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// **Requests:** 1 (plus 1 if a stale copy was already missing). **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] before any request when `entity`'s primary keys differ from
+    /// [`Error::InvalidArgument`] before any request when `entity`'s primary keys differ from
     /// `current`'s (a move to another partition is [`relocate`](Self::relocate)); [`Error::BatchFailed`] with
     /// index 0 and [`Error::PreconditionFailed`] when the entity changed since `current` was
     /// read (read again and retry); otherwise as [`put`](Self::put).
@@ -206,8 +205,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         let old = self.family(&current.value)?;
         let new = self.family(entity)?;
         if new.primary().keys != current.keys || old.primary().keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "entity",
                 format!(
                     "replace keeps an entity where it is: {} is not {}; move it with relocate",
                     new.primary().keys,
@@ -231,23 +230,19 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// Key errors before any request; [`Error::PreconditionFailed`] when conflicts outlast the
     /// retries; transport and service errors.
     pub async fn delete(&self, partition: &str, id: &str) -> Result<bool> {
-        let keys = self.spec.copy_keys(Layout::Intra, 0, partition, id)?;
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            let attempt = async {
-                let Some(current) = self.table.get::<Properties>(&keys).await? else {
-                    return Ok(false);
+        let keys = &self.spec.copy_keys(Layout::Intra, 0, partition, id)?;
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| async move {
+                let Some(current) = self.table.get::<Properties>(keys).await? else {
+                    return Ok(Ok(false));
                 };
                 let old = self.family_of_stored(&current.value)?;
-                submit(&self.table, plan::delete(&old, &current.etag)).await?;
-                Ok(true)
-            };
-            match attempt.await {
-                Ok(existed) => return Ok(existed),
-                Err(e) if lost_race(&e) => conflicts.retry(as_conflict(e)).await?,
-                Err(e) => return Err(e),
-            }
-        }
+                let deleted = submit(&self.table, plan::delete(&old, &current.etag)?).await;
+                lost_race_on_primary(deleted.map(|_| true))
+            })
+            .await?
     }
 
     /// Deletes an entity the caller has read, and every copy, in one transaction under its
@@ -260,7 +255,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// [`Error::NotFound`]) when the entity changed (or went) since it was read.
     pub async fn delete_stored(&self, current: &Stored<T>) -> Result<()> {
         let old = self.family(&current.value)?;
-        submit(&self.table, plan::delete(&old, &current.etag)).await?;
+        submit(&self.table, plan::delete(&old, &current.etag)?).await?;
         Ok(())
     }
 
@@ -270,7 +265,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     ///
     /// # Errors
     /// Key errors before any request; [`Error::NotFound`] if the table does not exist;
-    /// [`Error::InvalidValue`] when the stored entity does not fit `T`.
+    /// [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn get(&self, partition: &str, id: &str) -> Result<Option<Stored<T>>> {
         let name = self.spec.primary().name().to_owned();
         self.get_by(&name, partition, id).await
@@ -282,8 +277,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// **Requests:** 1. **Consistency:** strong.
     ///
     /// # Errors
-    /// As [`get`](Self::get); [`Error::InvalidValue`] for an unknown index, and when a
-    /// projected copy lacks fields `T` requires — read it with
+    /// As [`get`](Self::get); [`Error::InvalidArgument`] for an unknown index;
+    /// [`Error::Decode`] when a projected copy lacks fields `T` requires — read it with
     /// [`get_by_as`](Self::get_by_as).
     pub async fn get_by(
         &self,
@@ -317,7 +312,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// **Requests:** one per page when read. **Consistency:** as a query.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index; key errors for bounds too long to encode.
+    /// [`Error::InvalidArgument`] for an unknown index; key errors for bounds too long to
+    /// encode.
     pub fn range_by<'r>(
         &self,
         index: &str,
@@ -400,7 +396,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// show up as a transient issue.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] when a primary does not fit `T`; transport and
+    /// Key errors; [`Error::Decode`] when a primary does not fit `T`; transport and
     /// service errors.
     pub async fn verify(&self, partition: &str) -> Result<VerifyReport> {
         Ok(self.audit(partition).await?.report)

@@ -76,7 +76,7 @@ pub(crate) fn change(old: &Family, etag: &ETag, new: &Family) -> Result<Plan> {
             plan.push(Operation::upsert_replace(&entity)?, Role::Refresh);
         } else {
             plan.push(
-                Operation::delete(before.keys.clone(), IfMatch::Any),
+                Operation::delete(before.keys.clone(), IfMatch::Any)?,
                 Role::Release,
             );
             plan.push(Operation::insert(&entity)?, Role::Claim);
@@ -86,22 +86,22 @@ pub(crate) fn change(old: &Family, etag: &ETag, new: &Family) -> Result<Plan> {
 }
 
 /// An existing entity removed: the primary deleted under the ETag, the others released.
-pub(crate) fn delete(old: &Family, etag: &ETag) -> Plan {
+pub(crate) fn delete(old: &Family, etag: &ETag) -> Result<Plan> {
     let mut plan = Plan {
         ops: Vec::new(),
         roles: Vec::new(),
     };
     plan.push(
-        Operation::delete(old.primary().keys.clone(), IfMatch::ETag(etag.clone())),
+        Operation::delete(old.primary().keys.clone(), IfMatch::ETag(etag.clone()))?,
         Role::Guard,
     );
     for row in &old.copies[1..] {
         plan.push(
-            Operation::delete(row.keys.clone(), IfMatch::Any),
+            Operation::delete(row.keys.clone(), IfMatch::Any)?,
             Role::Release,
         );
     }
-    plan
+    Ok(plan)
 }
 
 /// The copies of an existing entity rewritten from it, guarded by the primary's ETag (an empty
@@ -184,7 +184,7 @@ mod tests {
     fn inserts_and_deletes_cover_every_copy() {
         let plan = insert(&family("a@x")).unwrap();
         assert_eq!(plan.roles, vec![Role::Guard, Role::Claim]);
-        let mut plan = delete(&family("a@x"), &ETag::new("e"));
+        let mut plan = delete(&family("a@x"), &ETag::new("e")).unwrap();
         assert_eq!(plan.roles, vec![Role::Guard, Role::Release]);
         plan.without(1);
         assert_eq!(plan.ops.len(), 1);

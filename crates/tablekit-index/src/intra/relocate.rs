@@ -29,7 +29,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// both: delete one of them.
     ///
     /// # Errors
-    /// Before any request: key, value and size errors, and [`Error::InvalidValue`] when
+    /// Before any request: key, value and size errors, and [`Error::InvalidArgument`] when
     /// `current`'s keys are not those its value calls for. [`Error::BatchFailed`] with index 0
     /// and [`Error::AlreadyExists`] when the new partition already holds the entity (with a
     /// higher index when another entity there holds one of its secondary values): nothing is
@@ -41,8 +41,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         let old = self.family(&current.value)?;
         let new = self.family(entity)?;
         if old.primary().keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "current",
                 format!(
                     "{} holds an entity whose keys are {}",
                     current.keys,
@@ -60,13 +60,16 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
             to = %new.primary().keys
         );
         async {
-            let etag = submit(&self.table, plan::insert(&new)?)
+            // Both plans are made before the first request: nothing half-written by a refusal.
+            let (insert, delete) = (plan::insert(&new)?, plan::delete(&old, &current.etag)?);
+            let etag = submit(&self.table, insert)
                 .await?
                 .unwrap_or_else(|| ETag::new(""));
-            let Err(failed) = submit(&self.table, plan::delete(&old, &current.etag)).await else {
+            let Err(failed) = submit(&self.table, delete).await else {
                 return Ok(etag);
             };
-            match submit(&self.table, plan::delete(&new, &etag)).await {
+            let undo = async { submit(&self.table, plan::delete(&new, &etag)?).await };
+            match undo.await {
                 Ok(_) => Err(failed),
                 Err(undo) => Err(Error::Indeterminate {
                     target: Target::entity(self.table.name(), new.primary().keys.clone()),

@@ -136,7 +136,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
                 .orphans
                 .iter()
                 .map(|o| Operation::delete(o.keys.clone(), IfMatch::ETag(o.etag.clone())))
-                .collect();
+                .collect::<Result<Vec<_>>>()?;
             let outcome = self
                 .table
                 .bulk_write(deletes, BulkOptions::default())
@@ -178,8 +178,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// atomically with its guard; the backfill as a whole is not atomic.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown index in `options.indexes` (before any request)
-    /// or an entity that does not fit `T`; checkpoint, transport and service errors (the
+    /// [`Error::InvalidArgument`] for an unknown index in `options.indexes` (before any
+    /// request), [`Error::Decode`] for an entity that does not fit `T`; checkpoint, transport and service errors (the
     /// checkpoint keeps the last completed page).
     pub async fn backfill<C: Checkpoint>(
         &self,
@@ -197,7 +197,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         }
         let mut query = self.table.query::<Properties>().filter(filter).allow_scan();
         if let Some(n) = options.page_size {
-            query = query.page_size(n);
+            query = query.with_page_size(n);
         }
         let concurrency = options
             .concurrency

@@ -7,7 +7,7 @@ use tablekit_core::batch::Operation;
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
 use tablekit_core::keys::utf16_bytes;
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Limit, Result, Stored};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Limit, Result, Stored, Target};
 
 use super::spec::{ListSpec, SHARDS};
 
@@ -62,7 +62,7 @@ pub(crate) struct Lists<I> {
 }
 
 fn json_of<I: Item>(items: &[I]) -> Result<String> {
-    serde_json::to_string(items).map_err(|e| Error::invalid_value("", e.to_string()))
+    serde_json::to_string(items).map_err(|e| Error::encode("", e.to_string()))
 }
 
 impl<I: Item> Row<I> {
@@ -72,11 +72,10 @@ impl<I: Item> Row<I> {
     /// happens to sit under a list's key; taking it for an empty list would overwrite it.
     fn parse<T>(spec: &ListSpec<T>, stored: &Stored<Properties>) -> Result<Self> {
         let foreign = |reason: String| {
-            Error::invalid_value(
-                spec.property(),
+            Error::corrupt(
+                Target::entity("", stored.keys.clone()),
                 format!(
-                    "{} is not a row of list index `{}` ({reason}); nothing was written",
-                    stored.keys,
+                    "it is not a row of list index `{}` ({reason}); nothing was written",
                     spec.name()
                 ),
             )
@@ -137,7 +136,7 @@ impl<I: Item> RowWrite<I> {
                 IfMatch::ETag(etag.clone()),
             )?,
             RowWrite::Delete(rk, etag) => {
-                Operation::delete(Keys::new(pk, rk)?, IfMatch::ETag(etag.clone()))
+                Operation::delete(Keys::new(pk, rk)?, IfMatch::ETag(etag.clone()))?
             }
         })
     }

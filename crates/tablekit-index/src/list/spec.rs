@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tablekit_core::keys::{CompoundKey, validate_key};
 use tablekit_core::limits::{MAX_PROPERTY_BYTES, validate_property_name};
-use tablekit_core::{Error, KeyKind, Keys, Limit, Result};
+use tablekit_core::{Error, KeyKind, Keys, Limit, NameKind, Result};
 
 use crate::spec::KeyFn;
 
@@ -180,19 +180,20 @@ impl<T> ListSpecBuilder<T> {
     /// # Errors
     /// [`Error::InvalidName`] for a bad property name or one of the reserved `Shards`;
     /// [`Error::InvalidKey`] for a prefix keys may not hold; [`Error::LimitExceeded`] for a
-    /// list size above 64 KiB; [`Error::InvalidValue`] for an empty name or a list size too
-    /// small for any list.
+    /// list size above 64 KiB; [`Error::InvalidArgument`] for an empty name or a list size
+    /// too small for any list.
     pub fn build(self) -> Result<ListSpec<T>> {
         let spec = self.spec;
         if spec.name.is_empty() {
-            return Err(Error::invalid_value("", "a list index needs a name"));
+            return Err(Error::invalid_argument("name", "a list index needs a name"));
         }
         validate_property_name(&spec.property)?;
         if spec.property == SHARDS {
-            return Err(Error::invalid_value(
-                SHARDS,
-                "reserved for the count of overflow rows",
-            ));
+            return Err(Error::InvalidName {
+                kind: NameKind::Property,
+                name: SHARDS.into(),
+                reason: "reserved for the count of overflow rows".into(),
+            });
         }
         validate_key(KeyKind::RowKey, &spec.prefix)?;
         if spec.max_list_bytes > MAX_PROPERTY_BYTES {
@@ -204,8 +205,8 @@ impl<T> ListSpecBuilder<T> {
             });
         }
         if spec.max_list_bytes < 64 {
-            return Err(Error::invalid_value(
-                &spec.property,
+            return Err(Error::invalid_argument(
+                "max_list_bytes",
                 "a list needs at least 64 bytes",
             ));
         }

@@ -122,7 +122,7 @@ impl<T> CopySpec<T> {
     /// Checks a value against the declared width.
     pub(crate) fn check_value(&self, value: &str) -> Result<()> {
         match self.width {
-            Some(width) if value.chars().count() != width => Err(Error::invalid_value(
+            Some(width) if value.chars().count() != width => Err(Error::encode(
                 &self.name,
                 format!("value {value:?} must be exactly {width} characters"),
             )),
@@ -148,20 +148,20 @@ impl<T> CopySpec<T> {
 pub(super) fn check_copy<T>(copy: &CopySpec<T>, fields: Option<&[&str]>) -> Result<()> {
     let name = &copy.name;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             name,
             "a copy name must be non-empty ASCII letters, digits and `_`",
         ));
     }
     if copy.prefix.is_empty() {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             name,
             "a copy needs a non-empty prefix to keep its rows apart",
         ));
     }
     validate_key(KeyKind::RowKey, &copy.prefix)?;
     if copy.width == Some(0) || copy.width.is_some_and(|w| w > MAX_KEY_BYTES / 2) {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             name,
             "a fixed width must be 1 to 512 characters",
         ));
@@ -170,7 +170,7 @@ pub(super) fn check_copy<T>(copy: &CopySpec<T>, fields: Option<&[&str]>) -> Resu
         validate_property_name(property)?;
         if let Some(fields) = fields {
             if !fields.contains(&property.as_str()) {
-                return Err(Error::invalid_value(
+                return Err(Error::invalid_argument(
                     property,
                     format!("copy {name:?} projects a property the entity type does not have"),
                 ));

@@ -132,8 +132,8 @@ impl<T> IndexSpec<T> {
     /// named in `names`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for an unknown name or the primary copy, which is the source
-    /// of a backfill.
+    /// [`Error::InvalidArgument`] for an unknown name or the primary copy, which is the
+    /// source of a backfill.
     pub(crate) fn backfill_targets(&self, names: Option<&[String]>) -> Result<Option<Vec<usize>>> {
         let Some(names) = names else {
             return Ok(None);
@@ -141,7 +141,7 @@ impl<T> IndexSpec<T> {
         names
             .iter()
             .map(|n| match self.copy(n)? {
-                (0, _) => Err(Error::invalid_value(
+                (0, _) => Err(Error::invalid_argument(
                     n,
                     "the primary copy is the source of a backfill, not a target",
                 )),
@@ -154,7 +154,7 @@ impl<T> IndexSpec<T> {
     /// The position and declaration of the copy named `name`.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] when no copy has that name.
+    /// [`Error::InvalidArgument`] when no copy has that name.
     pub fn copy(&self, name: &str) -> Result<(usize, &CopySpec<T>)> {
         self.copies
             .iter()
@@ -162,8 +162,8 @@ impl<T> IndexSpec<T> {
             .find(|(_, c)| c.name == name)
             .ok_or_else(|| {
                 let known: Vec<&str> = self.copies.iter().map(|c| c.name.as_str()).collect();
-                Error::invalid_value(
-                    "",
+                Error::invalid_argument(
+                    "index",
                     format!("no index named {name:?} (declared: {})", known.join(", ")),
                 )
             })
@@ -227,7 +227,7 @@ impl<T: Serialize> IndexSpec<T> {
 }
 
 fn invalid(name: &str, reason: impl Into<String>) -> Error {
-    Error::invalid_value(name, reason)
+    Error::invalid_argument(name, reason)
 }
 
 impl<T: Serialize + DeserializeOwned> IndexSpecBuilder<T> {
@@ -249,7 +249,7 @@ impl<T: Serialize + DeserializeOwned> IndexSpecBuilder<T> {
     /// Checks the declaration and builds it.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for a missing primary, a projected primary, an empty or
+    /// [`Error::InvalidArgument`] for a missing primary, a projected primary, an empty or
     /// duplicate name, an empty prefix, a prefix that is the start of another one (their rows
     /// would mix), a projection naming a property `T` does not have, or a zero width;
     /// [`Error::InvalidKey`] for a prefix with a character keys may not hold;
@@ -349,7 +349,7 @@ mod tests {
         );
         for bad in ["empid", "phone"] {
             let e = spec.backfill_targets(Some(&[bad.to_owned()])).unwrap_err();
-            assert!(matches!(e, Error::InvalidValue { .. }), "{bad}: {e}");
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{bad}: {e}");
         }
     }
 
@@ -411,7 +411,7 @@ mod tests {
             .secondary(CopySpec::new("e", key).with_prefix("e"))
             .secondary(CopySpec::new("email", key))
             .build();
-        assert!(matches!(overlapping, Err(Error::InvalidValue { .. })));
+        assert!(matches!(overlapping, Err(Error::InvalidArgument { .. })));
         let duplicate = base().secondary(CopySpec::new("empid", key).with_prefix("x_"));
         assert!(duplicate.build().is_err());
         let typo = base().secondary(CopySpec::new("email", key).project(["Emial"]));

@@ -17,7 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use tablekit_core::{Error, Result};
+use tablekit_core::{Error, ResourceKind, Result, Target};
 
 /// The version written as the first field of every line.
 pub const FORMAT_VERSION: &str = "1.0";
@@ -68,7 +68,7 @@ impl FromStr for Level {
         ]
         .into_iter()
         .find(|l| l.as_str() == s)
-        .ok_or_else(|| Error::invalid_value("level", format!("unknown level {s:?}")))
+        .ok_or_else(|| Error::decode(Target::default(), "level", format!("unknown level {s:?}")))
     }
 }
 
@@ -156,16 +156,22 @@ pub(crate) fn decode_line(line: &str) -> std::result::Result<LogRecord, String> 
     })
 }
 
+/// The target of a decode error in the log file `blob`.
+fn file(blob: &str) -> Target {
+    Target::resource(ResourceKind::Blob, blob)
+}
+
 /// Every record of a log file.
 pub(crate) fn decode_file(blob: &str, data: &[u8]) -> Result<Vec<LogRecord>> {
     let text = std::str::from_utf8(data)
-        .map_err(|_| Error::invalid_value(blob, "a log file must be UTF-8"))?;
+        .map_err(|_| Error::decode(file(blob), "", "a log file must be UTF-8"))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.is_empty())
         .map(|(i, l)| {
-            decode_line(l)
-                .map_err(|reason| Error::invalid_value(blob, format!("line {}: {reason}", i + 1)))
+            decode_line(l).map_err(|reason| {
+                Error::decode(file(blob), "", format!("line {}: {reason}", i + 1))
+            })
         })
         .collect()
 }

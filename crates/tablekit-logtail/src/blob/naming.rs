@@ -12,16 +12,16 @@ pub const MAX_SEQUENCE: u32 = 999_999;
 /// The start of the hour `t` falls in.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] outside the years 1 to 9999 (names have four-digit years).
+/// [`Error::InvalidArgument`] outside the years 1 to 9999 (names have four-digit years).
 pub fn hour_start(t: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if !(1..=9999).contains(&t.year()) {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             "time",
             format!("{t} is outside the years 0001-9999 that log names can hold"),
         ));
     }
     t.duration_trunc(TimeDelta::hours(1))
-        .map_err(|e| Error::invalid_value("time", e.to_string()))
+        .map_err(|e| Error::invalid_argument("time", e.to_string()))
 }
 
 /// The listing prefix of one hour's files: `{prefix}/{yyyy}/{MM}/{dd}/{HH}00`
@@ -54,7 +54,7 @@ pub(crate) fn sequence_of(hour_prefix: &str, name: &str) -> Option<u32> {
 /// trailing `/`, so `{prefix}/2014/…` is a valid name too.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
     if prefix.is_empty() || prefix.starts_with('/') || prefix.ends_with('/') {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             "prefix",
             format!("{prefix:?}: a log prefix is non-empty and neither starts nor ends with `/`"),
         ));

@@ -66,7 +66,7 @@ impl BlobLogReader {
     /// read whole (files are never partly written).
     ///
     /// # Errors
-    /// As [`BlobLogReader::files`]; [`Error::InvalidValue`] naming the file and line for a
+    /// As [`BlobLogReader::files`]; [`Error::Decode`] naming the file and line for a
     /// line that is not in the documented format.
     pub async fn read(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<LogRecord>> {
         let files = self.files(from, to).await?;
@@ -94,7 +94,7 @@ impl BlobLogReader {
 
 fn check_window(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<()> {
     if from > to {
-        return Err(Error::invalid_value(
+        return Err(Error::invalid_argument(
             "window",
             format!("the window starts ({from}) after it ends ({to})"),
         ));

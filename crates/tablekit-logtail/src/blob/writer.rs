@@ -111,13 +111,13 @@ impl BlobLogWriter {
     /// (which must exist). No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] or [`Error::InvalidName`] for an empty prefix, one starting or
-    /// ending with `/`, or one that makes invalid blob names; [`Error::InvalidValue`] for a
-    /// zero `max_bytes`.
+    /// [`Error::InvalidArgument`] or [`Error::InvalidName`] for an empty prefix, one starting
+    /// or ending with `/`, or one that makes invalid blob names; [`Error::InvalidArgument`]
+    /// for a zero `max_bytes`.
     pub fn new(container: Container, prefix: &str, policy: FlushPolicy) -> Result<Self> {
         validate_prefix(prefix)?;
         if policy.max_bytes == 0 {
-            return Err(Error::invalid_value("max_bytes", "must be at least 1"));
+            return Err(Error::invalid_argument("max_bytes", "must be at least 1"));
         }
         Ok(Self {
             container,

@@ -67,11 +67,11 @@ impl<T> SpreadLog<T> {
     /// A log over `table` (which must exist) with partitions `{base}-00` … No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] for 0 buckets, [`Error::LimitExceeded`] above [`MAX_BUCKETS`],
+    /// [`Error::InvalidArgument`] for 0 buckets, [`Error::LimitExceeded`] above [`MAX_BUCKETS`],
     /// and the key errors of [`PartitionKey::new`] when `base` makes invalid partition keys.
     pub fn new(table: Table, base: &str, buckets: u32) -> Result<Self> {
         if buckets == 0 {
-            return Err(Error::invalid_value("buckets", "at least one bucket"));
+            return Err(Error::invalid_argument("buckets", "at least one bucket"));
         }
         if buckets > MAX_BUCKETS {
             return Err(Error::LimitExceeded {
@@ -312,7 +312,7 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
             .iter()
             // The merge asks each bucket for its next page only when it needs it, which keeps
             // memory at one page per bucket; reading ahead in every bucket would double that.
-            .map(|pk| filter(pk).map(|f| self.tail.query(f).read_ahead(false)))
+            .map(|pk| filter(pk).map(|f| self.tail.query(f).with_read_ahead(false)))
             .collect();
         match queries {
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),

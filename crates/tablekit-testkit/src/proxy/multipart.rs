@@ -129,13 +129,13 @@ mod tests {
             .map(|i| Operation::insert(&entity("O'Brien x", &format!("{i:03}"))).unwrap())
             .collect();
         let keys = |rk: &str| Keys::new("O'Brien x", rk).unwrap();
-        ops.push(Operation::delete(keys("d"), IfMatch::Any));
+        ops.push(Operation::delete(keys("d"), IfMatch::Any).unwrap());
         ops.push(Operation::merge(&entity("O'Brien x", "m"), IfMatch::Any).unwrap());
         ops.push(Operation::upsert_replace(&entity("O'Brien x", "u")).unwrap());
         let plan = BatchPlan::atomic(ops).unwrap();
-        let encoded = plan
-            .encode("http://127.0.0.1:10002/devstoreaccount1", "Orders")
-            .unwrap();
+        let encoded =
+            tablekit_core::wire::encode(&plan, "http://127.0.0.1:10002/devstoreaccount1", "Orders")
+                .unwrap();
         assert_eq!(encoded.len(), 1);
         let body = &encoded[0].body;
         assert_eq!(batch_cost(body), Cost::partition("O'Brien x", 100));

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{Entity, Error, ErrorKind, Keys, Result, Stored, Target};
+use tablekit_core::{Entity, Error, Keys, ResourceKind, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
 use crate::effects::{Effects, check_index};
@@ -59,13 +59,6 @@ pub(crate) struct Context<T> {
     pub(crate) spec: Arc<ListSpec<T>>,
     pub(crate) entities: Table,
     pub(crate) store: Store,
-}
-
-fn is_lost_race(e: &Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
-    )
 }
 
 impl<T> Context<T> {
@@ -192,7 +185,7 @@ impl<T> Context<T> {
             match done {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
-                Err(e) if is_lost_race(&e) => {}
+                Err(e) if e.is_conflict() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -214,7 +207,10 @@ impl<T> Context<T> {
         let current = fx.get_blob(container, &name).await?;
         let items: Vec<Pair> = match &current {
             Some(blob) => serde_json::from_slice(&blob.data).map_err(|e| {
-                Error::invalid_value(&name, format!("not a list this index wrote: {e}"))
+                Error::corrupt(
+                    Target::resource(ResourceKind::Blob, &name),
+                    format!("not a list this index wrote: {e}"),
+                )
             })?,
             None => Vec::new(),
         };
@@ -231,8 +227,7 @@ impl<T> Context<T> {
             Some(blob) => BlobCondition::IfMatch(blob.info.etag),
             None => BlobCondition::IfNotExists,
         };
-        let data =
-            serde_json::to_vec(&next).map_err(|e| Error::invalid_value(&name, e.to_string()))?;
+        let data = serde_json::to_vec(&next).map_err(|e| Error::encode(&name, e.to_string()))?;
         let options = PutBlob {
             content_type: Some("application/json".into()),
             condition,
@@ -325,7 +320,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> f
     /// overflow row) and 1 write (2 when the list is created) — plus, while waiting for the
     /// write, 1 read of the entity per pause (pauses doubling from 100 ms to 5 s).
     ///
-    /// **Errors:** [`Error::InvalidValue`] for a job of another index or an entity that does
+    /// **Errors:** [`Error::Decode`] for a job of another index or an entity that does
     /// not fit `T`, and — permanent, so the job ends in the poison queue after its last
     /// delivery — when an update or a delete did not land by the job's deadline (an insert
     /// that finds no entity then completes); [`Error::Indeterminate`] while things keep
@@ -421,7 +416,7 @@ mod tests {
             .apply_rows(&Direct, &table, "Jones", writes)
             .await
             .unwrap_err();
-        assert!(is_lost_race(&e), "{e:?}");
+        assert!(e.is_conflict(), "{e:?}");
         let after = cx.read_rows(&Direct, &table, "Jones").await.unwrap();
         assert_eq!(after, before, "nothing written");
 

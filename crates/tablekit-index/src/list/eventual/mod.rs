@@ -20,7 +20,6 @@ pub use job::{ListHandler, ListJob};
 
 use super::rows::read_lists;
 use super::spec::ListSpec;
-use crate::conflict::{as_conflict, is_race};
 use crate::follow::{DEFAULT_CLOCK_SKEW, Pending};
 use job::{Context, Pair, Store};
 
@@ -211,7 +210,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
-    /// retries; [`Error::InvalidValue`] when the stored entity does not fit `T`.
+    /// retries; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let keys = self.context.spec.entity_keys(entity)?;
         Self::row(&keys, entity, &self.pending(None, true))?;
@@ -238,8 +237,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
             };
             match written.await? {
                 Ok(etag) => return Ok(etag),
-                Err(e) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Err(e) => return Err(e),
+                Err(e) => conflicts.retry(e.not_found_as_conflict()).await?,
             }
         }
     }
@@ -275,8 +273,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
             match deleted.await? {
                 None => return Ok(false),
                 Some(Ok(())) => return Ok(true),
-                Some(Err(e)) if is_race(e.kind()) => conflicts.retry(as_conflict(e)).await?,
-                Some(Err(e)) => return Err(e),
+                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
             }
         }
     }
@@ -289,7 +286,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// missing, or still listed under an old value.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] for a list this index did not write.
+    /// Key errors; [`Error::Corrupt`] for a list this index did not write.
     pub async fn ids(&self, value: &str) -> Result<Vec<(String, String)>> {
         let context = &self.context;
         match &context.store {
@@ -304,7 +301,13 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
                 match container.get(&name).await? {
                     None => Ok(Vec::new()),
                     Some(blob) => serde_json::from_slice(&blob.data).map_err(|e| {
-                        Error::invalid_value(&name, format!("not a list this index wrote: {e}"))
+                        Error::corrupt(
+                            tablekit_core::Target::resource(
+                                tablekit_core::ResourceKind::Blob,
+                                &name,
+                            ),
+                            format!("not a list this index wrote: {e}"),
+                        )
                     }),
                 }
             }
@@ -318,7 +321,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// **Requests:** as [`ids`](Self::ids), plus 1 per listed entity.
     ///
     /// # Errors
-    /// As [`ids`](Self::ids); [`Error::InvalidValue`] when an entity does not fit `T`.
+    /// As [`ids`](Self::ids); [`Error::Decode`] when an entity does not fit `T`.
     pub async fn lookup(&self, value: &str) -> Result<Vec<Stored<T>>> {
         let ids = self.ids(value).await?;
         let table = &self.context.entities;

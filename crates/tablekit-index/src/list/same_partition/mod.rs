@@ -9,13 +9,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored, Target};
 
 mod relocate;
 
 use super::rows::{Lists, RowWrite, read_lists};
 use super::spec::ListSpec;
-use crate::conflict::{as_conflict, is_race};
 
 /// An index of entities by a non-unique value whose lists (`Sales/lastname_Jones` →
 /// `EmployeeIDs`) live in the same partition as the entities and change in the same entity
@@ -32,7 +31,7 @@ use crate::conflict::{as_conflict, is_race};
 /// RowKeys carry the spec's [prefix](crate::ListSpecBuilder::prefix) (`Sales/lastname_Jones`),
 /// which is required; entity RowKeys that start with it are refused before any request. A
 /// row found under a list's key that this index could not have written (other properties, no
-/// list) is refused with [`Error::InvalidValue`] naming it, and nothing is written: the index
+/// list) is refused with [`Error::Corrupt`] naming it, and nothing is written: the index
 /// never reads someone else's entity as an empty list and overwrites it.
 pub struct SamePartitionList<T> {
     table: Table,
@@ -117,8 +116,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
 
     fn outside_lists(&self, keys: &Keys) -> Result<()> {
         if keys.rk().starts_with(self.spec.prefix()) {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "keys",
                 format!(
                     "{keys}: the RowKey starts with `{}`, the prefix of list index `{}`'s rows",
                     self.spec.prefix(),
@@ -134,12 +133,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     async fn read(&self, partition: &str, value: &str) -> Result<Lists<String>> {
         let lists: Lists<String> = read_lists(&self.table, &self.spec, partition, value).await?;
         if lists.base.blank {
-            return Err(Error::invalid_value(
-                self.spec.property(),
+            return Err(Error::corrupt(
+                Target::entity(self.table.name(), Keys::new(partition, &lists.base.rk)?),
                 format!(
-                    "{} is not a row of list index `{}` (it has no properties); nothing was \
+                    "it is not a row of list index `{}` (it has no properties); nothing was \
                      written",
-                    Keys::new(partition, &lists.base.rk)?,
                     self.spec.name()
                 ),
             ));
@@ -159,8 +157,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         ops.push(match (write, entity) {
             (EntityWrite::Insert, Some(e)) => Operation::insert(e)?,
             (EntityWrite::Replace(etag), Some(e)) => Operation::replace(e, IfMatch::ETag(etag))?,
-            (EntityWrite::Delete(etag), _) => Operation::delete(keys.clone(), IfMatch::ETag(etag)),
-            (_, None) => return Err(Error::invalid_value("", "no entity to write")),
+            (EntityWrite::Delete(etag), _) => Operation::delete(keys.clone(), IfMatch::ETag(etag))?,
+            (_, None) => return Err(Error::invalid_argument("entity", "no entity to write")),
         });
         for w in &lists {
             ops.push(w.operation(&self.spec, keys.pk())?);
@@ -180,17 +178,22 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<R>>,
     {
-        let mut conflicts = self.table.account().conflict_loop();
-        loop {
-            match attempt().await {
-                Ok(r) => return Ok(r),
-                Err(e @ Error::BatchFailed { index: 0, .. }) if entity_final => return Err(e),
-                Err(e @ Error::BatchFailed { .. }) if is_race(e.kind()) => {
-                    conflicts.retry(as_conflict(e)).await?
+        self.table
+            .account()
+            .conflict_loop()
+            .run(|_| {
+                let attempt = attempt();
+                async move {
+                    match attempt.await {
+                        Ok(r) => Ok(Ok(r)),
+                        Err(e @ Error::BatchFailed { index: 0, .. }) if entity_final => Ok(Err(e)),
+                        // A row changed, appeared or went since it was read: run again.
+                        Err(e @ Error::BatchFailed { .. }) => Err(e.not_found_as_conflict()),
+                        Err(e) => Ok(Err(e)),
+                    }
                 }
-                Err(e) => return Err(e),
-            }
-        }
+            })
+            .await?
     }
 
     /// Inserts a new entity and adds its RowKey to its value's list, in one transaction:
@@ -202,8 +205,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// rows), plus 2 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
-    /// Before any request: key, value and size errors, and [`Error::InvalidValue`] when the
-    /// entity's RowKey starts with the list prefix. [`Error::InvalidValue`] naming the row
+    /// Before any request: key, value and size errors, and [`Error::InvalidArgument`] when
+    /// the entity's RowKey starts with the list prefix. [`Error::Corrupt`] naming the row
     /// when a row under the list's key is not a list this index wrote (nothing is written);
     /// [`Error::BatchFailed`] with index 0 and [`Error::AlreadyExists`] when the entity
     /// exists; [`Error::PreconditionFailed`] when conflicts outlast the account's
@@ -240,8 +243,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// stays, listed: move an entity with [`relocate`](Self::relocate).
     ///
     /// # Errors
-    /// As [`insert`](Self::insert); [`Error::InvalidValue`] when the stored entity does not
-    /// fit `T`.
+    /// As [`insert`](Self::insert); [`Error::Decode`] when the stored entity does not fit
+    /// `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity);
@@ -291,7 +294,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// transaction), +1 per list with overflow rows. **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::InvalidValue`] before any request when the keys differ (a move to another
+    /// [`Error::InvalidArgument`] before any request when the keys differ (a move to another
     /// partition is [`relocate`](Self::relocate)) or lie among the list rows; as
     /// [`insert`](Self::insert) for a row that is not a list; [`Error::BatchFailed`] with
     /// [`Error::PreconditionFailed`] when `current` (index 0) or a list row changed since
@@ -299,8 +302,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
         if keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "entity",
                 format!(
                     "replace keeps an entity where it is: {keys} is not {}; move it with \
                      relocate",
@@ -323,7 +326,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// exist; +1 with overflow rows), plus 3 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors, and [`Error::InvalidValue`] for a RowKey among the list rows, before any
+    /// Key errors, and [`Error::InvalidArgument`] for a RowKey among the list rows, before any
     /// request; as [`insert`](Self::insert) for a row that is not a list;
     /// [`Error::PreconditionFailed`] when conflicts outlast the retries.
     pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
@@ -350,7 +353,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// **Consistency:** strong.
     ///
     /// # Errors
-    /// Key errors; [`Error::InvalidValue`] naming the row when the row under the list's key is
+    /// Key errors; [`Error::Corrupt`] naming the row when the row under the list's key is
     /// not a list this index wrote.
     pub async fn ids(&self, partition: &str, value: &str) -> Result<Vec<String>> {
         Ok(self.read(partition, value).await?.items())
@@ -363,7 +366,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// strong for the list; an entity deleted between the reads is left out.
     ///
     /// # Errors
-    /// As [`ids`](Self::ids); [`Error::InvalidValue`] when an entity does not fit `T`.
+    /// As [`ids`](Self::ids); [`Error::Decode`] when an entity does not fit `T`.
     pub async fn lookup(&self, partition: &str, value: &str) -> Result<Vec<Stored<T>>> {
         let ids = self.ids(partition, value).await?;
         let concurrency = self.table.account().settings().concurrency.max(1);

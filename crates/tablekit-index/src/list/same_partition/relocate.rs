@@ -29,7 +29,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// stays in both: delete one of them.
     ///
     /// # Errors
-    /// Before any request: as [`insert`](Self::insert), and [`Error::InvalidValue`] when
+    /// Before any request: as [`insert`](Self::insert), and [`Error::InvalidArgument`] when
     /// `current`'s keys are not those its value calls for. [`Error::BatchFailed`] with index 0
     /// and [`Error::AlreadyExists`] when the new partition already holds the entity: nothing
     /// is written. [`Error::BatchFailed`] with index 0 and [`Error::PreconditionFailed`] (or
@@ -40,8 +40,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         let keys = self.entity_keys(entity)?;
         let old_keys = self.entity_keys(&current.value)?;
         if old_keys != current.keys {
-            return Err(Error::invalid_value(
-                "",
+            return Err(Error::invalid_argument(
+                "current",
                 format!("{} holds an entity whose keys are {old_keys}", current.keys),
             ));
         }

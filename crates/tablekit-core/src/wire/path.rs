@@ -1,4 +1,4 @@
-//! Resource paths for entities: the OData key predicate, escaped correctly.
+//! Resource paths of entities: the OData key predicate, escaped correctly.
 //!
 //! The 0.21 SDK puts keys into URLs without doubling `'`, so `O'Brien` addresses a different
 //! (invalid) entity and gets 404. Here quotes are doubled as OData requires, then every byte

@@ -1,10 +1,10 @@
 //! The `multipart/mixed` request body of an entity group transaction.
 
-use super::{OperationKind, Planned};
+use super::path::entity_path;
+use crate::batch::{BatchPlan, OperationKind, Planned};
 use crate::error::{Error, Limit, Result};
 use crate::keys::PartitionKey;
 use crate::limits::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_OPERATIONS};
-use crate::resource::entity_path;
 
 /// One transaction ready to send: `POST {service}/$batch` with this content type and body.
 #[derive(Clone, PartialEq, Eq)]
@@ -72,22 +72,22 @@ impl Builder {
         b.extend_from_slice(
             b"\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n",
         );
-        b.extend_from_slice(op.kind.method().as_bytes());
+        b.extend_from_slice(op.kind().method().as_bytes());
         b.push(b' ');
         b.extend_from_slice(service_url.as_bytes());
         b.push(b'/');
-        if op.kind == OperationKind::Insert {
+        if op.kind() == OperationKind::Insert {
             b.extend_from_slice(table.as_bytes());
         } else {
-            b.extend_from_slice(entity_path(table, &op.keys).as_bytes());
+            b.extend_from_slice(entity_path(table, op.keys()).as_bytes());
         }
         b.extend_from_slice(b" HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\nDataServiceVersion: 3.0;\r\n");
-        if let Some(if_match) = &op.if_match {
+        if let Some(if_match) = op.if_match() {
             b.extend_from_slice(b"If-Match: ");
             b.extend_from_slice(if_match.header_value().as_bytes());
             b.extend_from_slice(CRLF);
         }
-        match &op.body {
+        match op.body() {
             Some(json) => {
                 b.extend_from_slice(
                     b"Content-Type: application/json\r\nPrefer: return-no-content\r\n\r\n",
@@ -115,8 +115,23 @@ impl Builder {
     }
 }
 
+/// Encodes `plan` into transaction request bodies for `table` of the service at
+/// `service_url` (e.g. `https://acct.table.core.windows.net`), splitting best-effort plans at
+/// 100 operations and wherever the exact encoded body would reach 4 MiB.
+///
+/// # Errors
+/// [`Error::LimitExceeded`] with [`Limit::TransactionBytes`] when an atomic plan's body would
+/// reach 4 MiB.
+pub fn encode(plan: &BatchPlan, service_url: &str, table: &str) -> Result<Vec<EncodedTransaction>> {
+    let mut out = Vec::new();
+    for (pk, ops) in plan.groups() {
+        encode_group(service_url, table, pk, ops, plan.is_atomic(), &mut out)?;
+    }
+    Ok(out)
+}
+
 /// Encodes one partition's operations, splitting (or, when atomic, refusing) at the limits.
-pub(super) fn encode_group(
+fn encode_group(
     service_url: &str,
     table: &str,
     partition_key: &PartitionKey,
