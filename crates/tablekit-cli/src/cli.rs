@@ -52,6 +52,10 @@ pub(crate) struct Global {
     /// Print the account used and, at the end, the requests sent by kind.
     #[arg(long, short, global = true, conflicts_with = "quiet")]
     pub(crate) verbose: bool,
+    /// Retries of a request after a transient failure (throttling, timeouts, broken
+    /// connections), with exponential backoff from 2 s [default: 4, after 2, 4, 10, 30 s].
+    #[arg(long, global = true, value_name = "N")]
+    pub(crate) retries: Option<usize>,
     /// Testing hook: act as if Ctrl-C was pressed after this many pages (export, copy) or
     /// chunks (import).
     #[arg(long, global = true, hide = true, value_name = "N")]
@@ -79,6 +83,9 @@ pub(crate) struct Connection {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// List, create or delete tables.
+    #[command(
+        after_help = "Examples:\n  tablekit tables list --prefix Orders\n  tablekit tables create Orders\n  tablekit tables delete Orders --yes"
+    )]
     Tables {
         #[command(subcommand)]
         command: TablesCommand,

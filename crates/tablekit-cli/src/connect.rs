@@ -1,7 +1,9 @@
 //! From the command line's connection options to an [`Account`]: the one place that knows
 //! how the tool authenticates.
 
-use tablekit::azure::{Account, CONNECTION_STRING_ENV, ScanPolicy, Settings};
+use std::time::Duration;
+
+use tablekit::azure::{Account, CONNECTION_STRING_ENV, RetryPolicy, ScanPolicy, Settings};
 
 use crate::exit::{CliError, CliResult};
 
@@ -16,6 +18,8 @@ pub(crate) struct ConnectOptions {
     pub(crate) table_endpoint: Option<String>,
     /// Whether `$AZURE_STORAGE_CONNECTION_STRING` applies (not to a copy's destination).
     pub(crate) use_env: bool,
+    /// `--retries`: transient-failure retries (`None`: tablekit's default schedule).
+    pub(crate) retries: Option<usize>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -28,11 +32,18 @@ impl std::fmt::Debug for ConnectOptions {
     }
 }
 
-/// The settings the tool runs with: queries of every shape are refused unless the command
-/// opts in for that query (`query --allow-scan`, whole-table transfers).
-pub(crate) fn settings() -> Settings {
+/// The settings the tool runs with: table scans are refused unless the command opts in for
+/// that query (`query --allow-scan`, whole-table transfers); `retries` replaces the default
+/// retry schedule.
+pub(crate) fn settings(retries: Option<usize>) -> Settings {
+    let retry = match retries {
+        None => RetryPolicy::default(),
+        Some(0) => RetryPolicy::none(),
+        Some(n) => RetryPolicy::exponential(n, Duration::from_secs(2), Duration::from_secs(30)),
+    };
     Settings {
         scan_policy: ScanPolicy::deny_table_scans(),
+        retry,
         ..Settings::default()
     }
 }
@@ -91,7 +102,7 @@ pub(crate) fn connect(options: &ConnectOptions) -> CliResult<Account> {
     let account = Account::from_connection_string(&connection_string)
         .map_err(|e| CliError::context("connection", &e))?;
     account
-        .with_settings(settings())
+        .with_settings(settings(options.retries))
         .map_err(|e| CliError::context("connection", &e))
 }
 
@@ -115,6 +126,7 @@ mod tests {
             sas: sas.map(str::to_owned),
             table_endpoint: endpoint.map(str::to_owned),
             use_env: false,
+            retries: None,
         }
     }
 

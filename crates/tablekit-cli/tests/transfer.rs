@@ -277,3 +277,95 @@ async fn refused_rows_are_reported_by_line_and_the_rest_is_imported() {
     .expect(3);
     assert!(again.stderr.contains("in.jsonl:2"), "{}", again.stderr);
 }
+
+#[tokio::test]
+async fn rows_of_unknown_outcome_are_retried_and_else_reported_apart() {
+    use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
+    let dst = table("CliUnknown").await;
+    let p = proxied(tablekit_testkit::fixtures::fast_retries());
+    let cs = connection_string(&tablekit_testkit::Endpoints {
+        table: p.table.endpoint_for(&emulator().table),
+        queue: emulator().queue,
+        blob: emulator().blob,
+    });
+    let dir = scratch("unknown");
+    let input = dir.join("in.jsonl");
+    std::fs::write(
+        &input,
+        (1..=3)
+            .map(|i| format!(r#"{{"PartitionKey":"p","RowKey":"{i}","V":{i}}}"#))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let lose = |occurrences| {
+        // The transaction is applied but its response is lost, and the read that would
+        // settle it breaks: its outcome is unknown.
+        p.table.add_rule(Rule {
+            matcher: Matcher::any().with_path_contains("$batch"),
+            occurrences,
+            fault: Fault::DropResponse,
+        });
+        p.table.add_rule(Rule {
+            matcher: Matcher::any().with_method("GET"),
+            occurrences,
+            fault: Fault::Reset,
+        });
+    };
+    lose(Occurrences::Nth(1));
+    let run = run_on(
+        &cs,
+        &["--retries", "0", "import", dst.name(), "--in", arg(&input)],
+    )
+    .expect(0);
+    assert!(
+        run.stderr.contains("imported 3 rows; refused 0; unknown 0"),
+        "{}",
+        run.stderr
+    );
+    let stats = p.table.stats();
+    assert_eq!(
+        (
+            stats.faults_injected.drop_response,
+            stats.faults_injected.reset
+        ),
+        (1, 1)
+    );
+    assert_eq!(contents(&dst).await.len(), 3);
+
+    p.table.clear();
+    lose(Occurrences::All);
+    let rejects = dir.join("rejects.jsonl");
+    let run = run_on(
+        &cs,
+        &[
+            "--retries",
+            "0",
+            "import",
+            dst.name(),
+            "--in",
+            arg(&input),
+            "--rejects",
+            arg(&rejects),
+        ],
+    )
+    .expect(3);
+    assert!(
+        run.stderr.contains("imported 0 rows; refused 0; unknown 3"),
+        "{}",
+        run.stderr
+    );
+    let report: Vec<serde_json::Value> = std::fs::read_to_string(&rejects)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(report.len(), 3);
+    for (i, r) in report.iter().enumerate() {
+        assert_eq!(r["outcome"], "unknown", "{r}");
+        assert_eq!(r["line"], i as u64 + 1, "{r}");
+        assert_eq!(r["RowKey"], (i + 1).to_string(), "{r}");
+    }
+    // One first attempt and three rounds of retries, every one applied and unanswered.
+    assert_eq!(p.table.stats().faults_injected.drop_response, 1 + 4);
+}

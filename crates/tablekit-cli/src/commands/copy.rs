@@ -80,6 +80,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
             sas: args.dst_sas.clone(),
             table_endpoint: args.dst_table_endpoint.clone(),
             use_env: false,
+            retries: ctx.retries,
         })?;
         if ctx.verbose {
             eprintln!("destination: {}", connect::describe(&dst));
@@ -255,7 +256,7 @@ async fn copy_range(
         let (ops, invalid) = operations(page.items);
         let settled = transfer::write_settled(dst, ops, BulkOptions::default(), reporter)
             .await
-            .map_err(|e| CliError::context(&format!("writing to {}", dst.name()), &e))?;
+            .map_err(|e| transfer::write_error(dst, &e))?;
         // Operations are in page order with the invalid ones left out.
         let valid: Vec<&(String, String)> = keys
             .iter()

@@ -189,9 +189,7 @@ impl Import<'_> {
         let settled: Settled =
             transfer::write_settled(self.table, operations, self.options.clone(), &self.reporter)
                 .await
-                .map_err(|e| {
-                    CliError::context(&format!("importing into {}", self.table.name()), &e)
-                })?;
+                .map_err(|e| transfer::write_error(self.table, &e))?;
         self.state.imported += settled.written;
         for (i, error) in &settled.failed {
             self.state.refused += 1;

@@ -19,6 +19,8 @@ use crate::interrupt::Interrupt;
 /// What every command gets besides its arguments.
 #[derive(Clone)]
 pub(crate) struct Ctx {
+    /// `--retries`, for the accounts a command connects to itself.
+    pub(crate) retries: Option<usize>,
     /// `--quiet`.
     pub(crate) quiet: bool,
     /// `--verbose`.
@@ -62,6 +64,7 @@ impl Ctx {
 /// Runs the parsed command line; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> u8 {
     let ctx = Ctx {
+        retries: cli.global.retries,
         quiet: cli.global.quiet,
         verbose: cli.global.verbose,
         interrupt: Interrupt::install(cli.global.interrupt_after),
@@ -72,6 +75,7 @@ pub(crate) async fn run(cli: Cli) -> u8 {
         sas: c.sas.clone(),
         table_endpoint: c.table_endpoint.clone(),
         use_env: true,
+        retries: cli.global.retries,
     };
     let result: CliResult = async {
         let account = connect::connect(&source)?;

@@ -4,7 +4,7 @@
 use futures::{Stream, StreamExt as _};
 use tablekit::azure::{BulkOptions, ContinuationToken, Page, Table};
 use tablekit::core::batch::Operation;
-use tablekit::core::{Error, Properties};
+use tablekit::core::{Error, ErrorKind, Properties};
 
 use super::Ctx;
 use crate::cli::RangeArgs;
@@ -135,13 +135,21 @@ pub(crate) struct Settled {
     pub(crate) unknown: Vec<(usize, Error)>,
 }
 
-/// Whether `error` says the table itself is missing (not one entity).
+/// Whether `error` says the table is missing. The tool writes only inserts and upserts,
+/// which the service never refuses with 404 for the entity: a 404 is the table's.
 fn is_missing_table(error: &Error) -> bool {
-    match error {
-        Error::NotFound { target } => target.keys.is_none(),
-        Error::BatchFailed { source, .. } => is_missing_table(source),
-        Error::Service { code, .. } => code.as_deref() == Some("TableNotFound"),
-        _ => false,
+    error.kind() == ErrorKind::NotFound
+}
+
+/// The error of a [`write_settled`] call, for the command to report.
+pub(crate) fn write_error(table: &Table, error: &Error) -> CliError {
+    if is_missing_table(error) {
+        CliError::failure(format!(
+            "table {} does not exist: pass --create to create it",
+            table.name()
+        ))
+    } else {
+        CliError::context(&format!("writing to {}", table.name()), error)
     }
 }
 
@@ -151,7 +159,8 @@ fn is_missing_table(error: &Error) -> bool {
 /// Requests: those of each bulk write (see [`Table::bulk_write`]).
 ///
 /// # Errors
-/// Errors of the whole call, and a missing table (every operation would fail the same way).
+/// Errors of the whole call, and a missing table (every operation would fail the same way;
+/// see [`write_error`]).
 pub(crate) async fn write_settled(
     table: &Table,
     operations: Vec<Operation>,
