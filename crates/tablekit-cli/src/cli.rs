@@ -73,8 +73,8 @@ pub(crate) struct Connection {
     /// Shared access signature (query string), with --table-endpoint.
     #[arg(long, global = true, value_name = "TOKEN")]
     pub(crate) sas: Option<String>,
-    /// Table service URL (https://ACCOUNT.table.core.windows.net), for SAS access; a SAS URL
-    /// carries its token in the query.
+    /// Table service URL, such as `https://ACCOUNT.table.core.windows.net`, for SAS access; a
+    /// SAS URL carries its token in the query.
     #[arg(long, global = true, value_name = "URL", visible_alias = "account-url")]
     pub(crate) table_endpoint: Option<String>,
 }
@@ -188,8 +188,8 @@ pub(crate) struct RangeArgs {
     /// a few one-entity probes; see the book).
     #[arg(long, value_name = "N", conflicts_with = "partitions_from")]
     pub(crate) split: Option<usize>,
-    /// Read the PartitionKeys (one a line) or ranges (START<TAB>END, either side may be
-    /// empty) listed in FILE, each in parallel.
+    /// Read the PartitionKeys (one a line) or ranges (START and END separated by a tab,
+    /// either side may be empty) listed in FILE, each in parallel.
     #[arg(long, value_name = "FILE")]
     pub(crate) partitions_from: Option<PathBuf>,
     /// Ranges read at the same time.

@@ -225,7 +225,7 @@ async fn sigint_mid_export_exits_130_with_a_checkpoint_that_resumes() {
     });
     let out = dir.join("t.jsonl");
     let cp_path = dir.join("t.jsonl.checkpoint");
-    let mut child = command(
+    let child = command(
         &cs,
         &[
             "export",

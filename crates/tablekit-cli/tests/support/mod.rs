@@ -1,5 +1,5 @@
 //! Running the `tablekit` binary against the test storage, and test data.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
