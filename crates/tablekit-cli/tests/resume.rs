@@ -279,3 +279,86 @@ async fn sigint_mid_export_exits_130_with_a_checkpoint_that_resumes() {
     .expect(0);
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&whole).unwrap());
 }
+
+#[tokio::test]
+async fn a_second_sigint_aborts_an_import_whose_transaction_is_held_and_resume_completes_it() {
+    use std::io::BufRead as _;
+    let src = table("CliAbort").await;
+    seed(&src, 2, 50).await;
+    let dir = scratch("abort");
+    let file = dir.join("in.jsonl");
+    tablekit(&["export", src.name(), "--out", arg(&file)]).expect(0);
+    let dst = table("CliAbortDst").await;
+
+    // Hold every transaction at the proxy: the first SIGINT waits for the one in flight.
+    let p = proxied(tablekit_testkit::fixtures::fast_retries());
+    let cs = connection_string(&tablekit_testkit::Endpoints {
+        table: p.table.endpoint_for(&emulator().table),
+        queue: emulator().queue,
+        blob: emulator().blob,
+    });
+    p.table.add_rule(Rule {
+        matcher: Matcher::any().with_path_contains("$batch"),
+        occurrences: Occurrences::All,
+        fault: Fault::Delay(Duration::from_secs(120)),
+    });
+    let mut child = command(&cs, &["import", dst.name(), "--in", arg(&file)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while p.table.stats().requests_seen == 0 {
+        assert!(waited < 600, "no transaction was sent");
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let sigint = |pid: u32| {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-INT", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    sigint(child.id());
+    let mut lines = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first SIGINT is acknowledged");
+        let seen = line.contains("interrupted");
+        lines.push(line);
+        if seen {
+            break;
+        }
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the held transaction is waited for: {lines:?}"
+    );
+    sigint(child.id());
+    let status = child.wait().unwrap();
+    lines.extend(rx.iter());
+    assert_eq!(status.code(), Some(130), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "aborted"), "{lines:?}");
+    assert!(
+        !dir.join("in.jsonl.import-checkpoint").exists(),
+        "no chunk finished, so no checkpoint claims one"
+    );
+    drop(p);
+
+    tablekit(&["import", dst.name(), "--in", arg(&file), "--resume"]).expect(0);
+    assert_eq!(contents(&dst).await, contents(&src).await);
+}
