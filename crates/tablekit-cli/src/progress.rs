@@ -38,12 +38,17 @@ impl Reporter {
                 None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
             };
             let template = if total.is_some() {
-                "{prefix}: {wide_bar} {pos}/{len} entities ({per_sec}, {eta})"
+                "{prefix}: {wide_bar} {pos}/{len} entities ({rate}, {eta})"
             } else {
-                "{prefix}: {spinner} {pos} entities ({per_sec}, {elapsed})"
+                "{prefix}: {spinner} {pos} entities ({rate}, {elapsed})"
             };
             if let Ok(style) = ProgressStyle::with_template(template) {
-                bar.set_style(style);
+                bar.set_style(style.with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0}/s", state.per_sec());
+                    },
+                ));
             }
             bar.set_prefix(label.to_owned());
             bar.enable_steady_tick(Duration::from_millis(200));
