@@ -74,7 +74,8 @@ pub fn tablekit(args: &[&str]) -> Run {
 /// A fresh, empty scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
+    // Under the target directory, so that runs leave nothing in the system temp dir.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "tablekit-cli-{name}-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
