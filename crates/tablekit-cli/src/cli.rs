@@ -1,0 +1,338 @@
+//! The command line: global options and the command tree.
+//!
+//! Commands are grouped by what they act on (`tables`, then whole-table transfers); the
+//! pattern commands of later versions (`index …`, `queue …`, `retention …`) are further
+//! variants of [`Command`] with their own modules under `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::files::Compression;
+
+const TOP_HELP: &str = "Examples:
+  tablekit tables list --prefix Orders
+  tablekit query Orders --filter \"PartitionKey eq 'c42'\" --format table
+  tablekit export Orders --out orders.jsonl.zst
+  tablekit import OrdersCopy --in orders.jsonl.zst --create
+  tablekit copy Orders --dst-connection-string \"$BACKUP_CS\" --create --verify
+
+Connection:
+  --connection-string, else $AZURE_STORAGE_CONNECTION_STRING, else UseDevelopmentStorage=true
+  (Azurite on its standard ports). For SAS-only access give --sas TOKEN with --table-endpoint
+  URL, or a SAS URL (https://ACCOUNT.table.core.windows.net/?sv=…&sig=…) as --table-endpoint.
+  Secrets are never printed, not even with --verbose.
+
+Exit codes: 0 success, 1 failure, 2 invalid input (refused before any request),
+3 partial (some rows refused or of unknown outcome), 130 interrupted (checkpoint written).";
+
+/// Back up, copy, migrate and query Azure Table storage tables.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tablekit",
+    version,
+    about = "Back up, copy, migrate and query Azure Table storage tables",
+    after_help = TOP_HELP
+)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    #[command(flatten)]
+    pub(crate) connection: Connection,
+    /// No progress output; only results and errors.
+    #[arg(long, short, global = true)]
+    pub(crate) quiet: bool,
+    /// Print the account used and, at the end, the requests sent by kind.
+    #[arg(long, short, global = true, conflicts_with = "quiet")]
+    pub(crate) verbose: bool,
+    /// Retries of a request after a transient failure (throttling, timeouts, broken
+    /// connections), with exponential backoff from 2 s [default: 4, after 2, 4, 10, 30 s].
+    #[arg(long, global = true, value_name = "N")]
+    pub(crate) retries: Option<usize>,
+    /// Testing hook: act as if Ctrl-C was pressed after this many pages (export, copy) or
+    /// chunks (import).
+    #[arg(long, global = true, hide = true, value_name = "N")]
+    pub(crate) interrupt_after: Option<u64>,
+}
+
+/// Where to connect. The environment variable is read by the `connect` module, not by
+/// clap, so that its value can never be shown in help or error output.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct Connection {
+    /// Storage connection string [default: $AZURE_STORAGE_CONNECTION_STRING, else
+    /// UseDevelopmentStorage=true].
+    #[arg(long, global = true, value_name = "STRING")]
+    pub(crate) connection_string: Option<String>,
+    /// Shared access signature (query string), with --table-endpoint.
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub(crate) sas: Option<String>,
+    /// Table service URL, such as `https://ACCOUNT.table.core.windows.net`, for SAS access; a
+    /// SAS URL carries its token in the query.
+    #[arg(long, global = true, value_name = "URL", visible_alias = "account-url")]
+    pub(crate) table_endpoint: Option<String>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List, create or delete tables.
+    #[command(
+        after_help = "Examples:\n  tablekit tables list --prefix Orders\n  tablekit tables create Orders\n  tablekit tables delete Orders --yes"
+    )]
+    Tables {
+        #[command(subcommand)]
+        command: TablesCommand,
+    },
+    /// Query a table: typed filter, projection, formats.
+    #[command(after_help = QUERY_HELP)]
+    Query(QueryArgs),
+    /// Export a table to JSON Lines that keep every EDM type exactly.
+    #[command(after_help = EXPORT_HELP)]
+    Export(ExportArgs),
+    /// Import JSON Lines (as written by export) into a table.
+    #[command(after_help = IMPORT_HELP)]
+    Import(ImportArgs),
+    /// Copy a table, within an account or to another one.
+    #[command(after_help = COPY_HELP)]
+    Copy(CopyArgs),
+}
+
+/// `tablekit tables …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TablesCommand {
+    /// List the tables of the account, by name prefix.
+    #[command(
+        after_help = "Examples:\n  tablekit tables list\n  tablekit tables list --prefix Orders"
+    )]
+    List {
+        /// Only tables whose name starts with this (case-sensitive).
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Create a table (exit 1 if it exists).
+    #[command(after_help = "Examples:\n  tablekit tables create Orders")]
+    Create {
+        /// The table name.
+        name: String,
+    },
+    /// Delete a table and every entity in it.
+    #[command(after_help = "Examples:\n  tablekit tables delete Orders --yes")]
+    Delete {
+        /// The table name.
+        name: String,
+        /// Delete without asking (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+const QUERY_HELP: &str = "Examples:
+  tablekit query Orders --filter \"PartitionKey eq 'c42' and RowKey ge '2026'\"
+  tablekit query Orders --filter \"PartitionKey eq 'c42'\" --select Total,Status --format csv
+  tablekit query Orders --allow-scan --top 10 --format json
+
+The filter is OData (eq ne gt ge lt le, and or not, typed literals: 42L, 1.5, true,
+datetime'2026-01-01T00:00:00Z', guid'…', X'00ff'). It is parsed before anything is sent:
+a bad filter is refused with its position (exit 2). The query shape (point, range,
+partition scan, table scan) is printed to stderr; table scans need --allow-scan.
+
+Formats: table (aligned, long values truncated; the default on a terminal), jsonl (the
+export format, one entity per line; the default otherwise), json (an array), csv.";
+
+/// `tablekit query`.
+#[derive(Debug, Args)]
+pub(crate) struct QueryArgs {
+    /// The table.
+    pub(crate) table: String,
+    /// OData filter, e.g. "PartitionKey eq 'p1' and RowKey ge 'a'".
+    #[arg(long)]
+    pub(crate) filter: Option<String>,
+    /// Only these properties (comma-separated); the keys and Timestamp are always shown.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub(crate) select: Option<Vec<String>>,
+    /// At most this many entities.
+    #[arg(long, value_name = "N")]
+    pub(crate) top: Option<usize>,
+    /// Output format [default: table on a terminal, else jsonl].
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<Format>,
+    /// Allow a query that reads every partition (no `PartitionKey eq` in the filter).
+    #[arg(long)]
+    pub(crate) allow_scan: bool,
+}
+
+/// Output formats of `query`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns for terminals; long values truncated.
+    Table,
+    /// A JSON array of entities (the export format's objects).
+    Json,
+    /// One entity per line, the export format.
+    Jsonl,
+    /// Comma-separated values with a header row.
+    Csv,
+}
+
+/// Options shared by the commands that read a whole table in parallel key ranges.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RangeArgs {
+    /// Split the table into N PartitionKey ranges read in parallel (boundaries sampled with
+    /// a few one-entity probes; see the book).
+    #[arg(long, value_name = "N", conflicts_with = "partitions_from")]
+    pub(crate) split: Option<usize>,
+    /// Read the PartitionKeys (one a line) or ranges (START and END separated by a tab,
+    /// either side may be empty) listed in FILE, each in parallel.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) partitions_from: Option<PathBuf>,
+    /// Ranges read at the same time.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub(crate) parallel: usize,
+    /// Entities per page (1–1000): one request, one checkpoint.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) page_size: usize,
+}
+
+const EXPORT_HELP: &str = "Examples:
+  tablekit export Orders --out orders.jsonl
+  tablekit export Orders --out orders.jsonl.zst            # zstd, by extension
+  tablekit export Orders --out backup/ --split 8 --compress gzip
+  tablekit export Orders --out orders.jsonl --resume       # continue after a failure or Ctrl-C
+
+Each line is one entity in the Table service's own JSON shape: PartitionKey, RowKey,
+Timestamp and every property, with an `@odata.type` annotation wherever JSON alone would
+lose the type (Int64 as a string, DateTime at 100 ns, Guid, Binary as base64, Double).
+A checkpoint (OUT.checkpoint) is written after every page; --resume appends from it and
+produces the same file as an uninterrupted export.";
+
+/// `tablekit export`.
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The table.
+    pub(crate) table: String,
+    /// Output file, or directory with --split / --partitions-from (part-00001.jsonl, …).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub(crate) out: PathBuf,
+    /// Compression [default: by extension: .gz gzip, .zst zstd, else none].
+    #[arg(long, value_enum)]
+    pub(crate) compress: Option<Compression>,
+    /// Continue an interrupted export from its checkpoint.
+    #[arg(long, conflicts_with = "overwrite")]
+    pub(crate) resume: bool,
+    /// Replace an existing output (and its checkpoint).
+    #[arg(long)]
+    pub(crate) overwrite: bool,
+    #[command(flatten)]
+    pub(crate) ranges: RangeArgs,
+}
+
+const IMPORT_HELP: &str = "Examples:
+  tablekit import Orders --in orders.jsonl.zst --create
+  tablekit import Orders --in backup/ --mode insert --rejects rejects.jsonl
+  tablekit import Orders --in orders.jsonl --resume
+
+Rows are written in transactions of up to 100 entities of one partition (atomic each).
+Invalid rows (keys, sizes, EDM annotations) are refused before sending; rows the service
+refuses are reported too — with --rejects as JSON Lines (file, line, keys, reason), else on
+stderr — and the rest is imported (exit 3). Rows whose outcome stays unknown after retries
+are reported as unknown, never counted as imported. A checkpoint (IN.import-checkpoint, or
+next to the directory) records the input line up to which every row has an outcome.
+
+Modes: upsert (insert or replace, the default), insert (refuse existing entities; one that
+is identical to the row counts as imported, so a resumed import does not refuse its own
+rows), merge (insert or merge properties).";
+
+/// `tablekit import`.
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The table.
+    pub(crate) table: String,
+    /// Input file, or a directory of parts (every *.jsonl, *.jsonl.gz, *.jsonl.zst, by name).
+    #[arg(long = "in", value_name = "FILE|DIR")]
+    pub(crate) input: PathBuf,
+    /// How rows are written.
+    #[arg(long, value_enum, default_value_t = Mode::Upsert)]
+    pub(crate) mode: Mode,
+    /// Create the table if it does not exist.
+    #[arg(long)]
+    pub(crate) create: bool,
+    /// Continue an interrupted import from its checkpoint.
+    #[arg(long)]
+    pub(crate) resume: bool,
+    /// Write every refused or unknown row here (JSON Lines) instead of to stderr.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) rejects: Option<PathBuf>,
+    /// Rows per checkpoint (each chunk is written with bounded parallelism).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) chunk: usize,
+}
+
+/// How `import` writes rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mode {
+    /// Insert or replace the whole entity.
+    Upsert,
+    /// Insert; an existing different entity is refused.
+    Insert,
+    /// Insert or merge the row's properties into the stored entity.
+    Merge,
+}
+
+const COPY_HELP: &str = "Examples:
+  tablekit copy Orders OrdersBackup --create
+  tablekit copy Orders --dst-connection-string \"$BACKUP_CS\" --create --split 8 --verify
+  tablekit copy Orders OrdersBackup --resume
+  tablekit copy Orders OrdersBackup --verify-only
+
+Entities are streamed page by page and written with insert-or-replace transactions, so
+memory stays bounded and a copy can be repeated. The checkpoint (--checkpoint, by default
+SRC-to-DST.copy-checkpoint in the current directory) is written after every page.
+--verify compares, partition by partition, the entity count and a SHA-256 over each
+entity's keys and typed properties (Timestamp and ETag excluded) and lists every
+partition that differs (exit 1).";
+
+/// `tablekit copy`.
+#[derive(Debug, Args)]
+pub(crate) struct CopyArgs {
+    /// The source table.
+    pub(crate) src_table: String,
+    /// The destination table [default: the source's name].
+    #[arg(conflicts_with = "dst_table_flag")]
+    pub(crate) dst_table: Option<String>,
+    /// The destination table (alternative to the positional argument).
+    #[arg(long = "dst-table", value_name = "NAME")]
+    pub(crate) dst_table_flag: Option<String>,
+    /// Destination connection string [default: the source account].
+    #[arg(long, value_name = "STRING")]
+    pub(crate) dst_connection_string: Option<String>,
+    /// Destination SAS token, with --dst-table-endpoint.
+    #[arg(long, value_name = "TOKEN")]
+    pub(crate) dst_sas: Option<String>,
+    /// Destination table service URL, for SAS access.
+    #[arg(long, value_name = "URL")]
+    pub(crate) dst_table_endpoint: Option<String>,
+    /// Create the destination table if it does not exist.
+    #[arg(long)]
+    pub(crate) create: bool,
+    /// Continue an interrupted copy from its checkpoint.
+    #[arg(long)]
+    pub(crate) resume: bool,
+    /// Checkpoint file [default: SRC-to-DST.copy-checkpoint].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) checkpoint: Option<PathBuf>,
+    /// After copying, compare both tables partition by partition.
+    #[arg(long)]
+    pub(crate) verify: bool,
+    /// Only compare; copy nothing.
+    #[arg(long, conflicts_with_all = ["verify", "resume", "create"])]
+    pub(crate) verify_only: bool,
+    #[command(flatten)]
+    pub(crate) ranges: RangeArgs,
+}

@@ -1,0 +1,445 @@
+//! `tablekit copy`: pages of the source written to the destination with insert-or-replace
+//! transactions, in parallel key ranges, resumable; and `--verify`.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use futures::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tablekit::azure::{Account, BulkOptions, Table};
+use tablekit::core::batch::Operation;
+use tablekit::core::{Entity, Properties, Stored};
+
+use super::transfer::{self, Next};
+use super::{Ctx, ended};
+use crate::checkpoint::{self, VERSION};
+use crate::cli::CopyArgs;
+use crate::connect::{self, ConnectOptions};
+use crate::exit::{CliError, CliResult, Exit};
+use crate::hash::{PartitionSummary, Summarizer};
+use crate::progress::Reporter;
+use crate::ranges::KeyRange;
+
+/// The progress of one range.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RangeState {
+    range: KeyRange,
+    /// Where the next page starts (`None` before the first page and once complete).
+    continuation: Option<String>,
+    /// Entities written.
+    copied: u64,
+    /// Entities the destination refused.
+    refused: u64,
+    /// Entities whose outcome stayed unknown.
+    unknown: u64,
+    complete: bool,
+}
+
+/// The checkpoint of a copy: every range's progress.
+#[derive(Debug, Serialize, Deserialize)]
+struct CopyCheckpoint {
+    version: u32,
+    /// Hash of the source and destination tables and the page size.
+    options: String,
+    ranges: Vec<RangeState>,
+}
+
+/// The checkpoint shared by the ranges, written whole after each page of any range.
+struct Shared {
+    path: PathBuf,
+    state: Mutex<CopyCheckpoint>,
+}
+
+impl Shared {
+    fn update(&self, index: usize, f: impl FnOnce(&mut RangeState)) -> CliResult<()> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut state.ranges[index]);
+        checkpoint::store(&self.path, &*state)
+    }
+}
+
+/// Runs `copy`.
+///
+/// Requests: one query per source page, plus the destination's bulk-write transactions
+/// (⌈entities of a partition in the page / 100⌉ each); `--verify` reads both tables once
+/// more, one query per page.
+pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResult {
+    let src = account.table(&args.src_table)?;
+    let dst_name = args
+        .dst_table
+        .clone()
+        .or(args.dst_table_flag.clone())
+        .unwrap_or_else(|| args.src_table.clone());
+    transfer::check_range_args(&args.ranges)?;
+    let separate = args.dst_connection_string.is_some()
+        || args.dst_sas.is_some()
+        || args.dst_table_endpoint.is_some();
+    let dst_account = if separate {
+        let dst = connect::connect(&ConnectOptions {
+            connection_string: args.dst_connection_string.clone(),
+            sas: args.dst_sas.clone(),
+            table_endpoint: args.dst_table_endpoint.clone(),
+            use_env: false,
+            retries: ctx.retries,
+        })?;
+        if ctx.verbose {
+            eprintln!("destination: {}", connect::describe(&dst));
+        }
+        dst
+    } else {
+        account.clone()
+    };
+    let dst = dst_account.table(&dst_name)?;
+    let result = copy_and_verify(ctx, &src, &dst, &args).await;
+    if separate {
+        ctx.report_requests("destination", &dst_account);
+    }
+    result
+}
+
+async fn copy_and_verify(ctx: &Ctx, src: &Table, dst: &Table, args: &CopyArgs) -> CliResult {
+    if args.verify_only {
+        let ranges = transfer::resolve_ranges(ctx, src, &args.ranges).await?;
+        return verify(ctx, src, dst, &ranges, args.ranges.page_size).await;
+    }
+    let path = args.checkpoint.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("{}-to-{}.copy-checkpoint", src.name(), dst.name()))
+    });
+    let options = checkpoint::options_hash(&[
+        "copy",
+        src.account().name(),
+        src.name(),
+        dst.account().name(),
+        dst.name(),
+        &args.ranges.page_size.to_string(),
+    ]);
+    let earlier: Option<CopyCheckpoint> = if args.resume {
+        checkpoint::load(&path)?
+    } else {
+        None
+    };
+    let state = match earlier {
+        Some(cp) => {
+            checkpoint::check_same(&path, cp.version, &cp.options, &options)?;
+            cp
+        }
+        None => {
+            let ranges = transfer::resolve_ranges(ctx, src, &args.ranges).await?;
+            CopyCheckpoint {
+                version: VERSION,
+                options,
+                ranges: ranges
+                    .into_iter()
+                    .map(|range| RangeState {
+                        range,
+                        continuation: None,
+                        copied: 0,
+                        refused: 0,
+                        unknown: 0,
+                        complete: false,
+                    })
+                    .collect(),
+            }
+        }
+    };
+    if args.create {
+        dst.create_if_not_exists()
+            .await
+            .map_err(|e| CliError::context(&format!("creating {}", dst.name()), &e))?;
+    }
+    let ranges: Vec<RangeState> = state.ranges.clone();
+    let shared = Shared {
+        path,
+        state: Mutex::new(state),
+    };
+    checkpoint::store(
+        &shared.path,
+        &*shared.state.lock().unwrap_or_else(|e| e.into_inner()),
+    )?;
+    let reporter = Reporter::new("copy", None, ctx.quiet);
+    let results: Vec<CliResult<()>> =
+        futures::stream::iter(ranges.iter().enumerate().map(|(i, r)| {
+            copy_range(
+                ctx,
+                src,
+                dst,
+                i,
+                r,
+                args.ranges.page_size,
+                &shared,
+                &reporter,
+            )
+        }))
+        .buffer_unordered(args.ranges.parallel)
+        .collect()
+        .await;
+    reporter.finish();
+    for result in results {
+        result?;
+    }
+    let state = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (copied, refused, unknown) = state.ranges.iter().fold((0, 0, 0), |(c, r, u), s| {
+        (c + s.copied, r + s.refused, u + s.unknown)
+    });
+    ctx.status(&format!(
+        "copied {copied} entities from {} to {}; refused {refused}; unknown {unknown}",
+        src.name(),
+        dst.name()
+    ));
+    if ctx.interrupt.requested() {
+        ctx.status("interrupted: run the same command with --resume to continue");
+        return Ok(Exit::Interrupted);
+    }
+    let exit = if refused + unknown > 0 {
+        Exit::Partial
+    } else {
+        Exit::Success
+    };
+    if args.verify {
+        let ranges: Vec<KeyRange> = state.ranges.into_iter().map(|s| s.range).collect();
+        let verified = verify(ctx, src, dst, &ranges, args.ranges.page_size).await?;
+        if verified != Exit::Success {
+            return Ok(verified);
+        }
+    }
+    Ok(exit)
+}
+
+/// The source entities of a page as insert-or-replace operations.
+fn operations(items: Vec<Stored<Properties>>) -> (Vec<Operation>, Vec<(String, String, String)>) {
+    let mut ops = Vec::with_capacity(items.len());
+    let mut refused = Vec::new();
+    for stored in items {
+        let keys = stored.keys.clone();
+        match Operation::upsert_replace(&Entity::new(stored.keys, stored.value)) {
+            Ok(op) => ops.push(op),
+            Err(e) => refused.push((keys.pk().to_owned(), keys.rk().to_owned(), e.to_string())),
+        }
+    }
+    (ops, refused)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn copy_range(
+    ctx: &Ctx,
+    src: &Table,
+    dst: &Table,
+    index: usize,
+    state: &RangeState,
+    page_size: usize,
+    shared: &Shared,
+    reporter: &Reporter,
+) -> CliResult<()> {
+    reporter.add(state.copied + state.refused + state.unknown);
+    if state.complete {
+        return Ok(());
+    }
+    let start = transfer::parse_token(state.continuation.as_deref())?;
+    if start.is_none() && state.copied + state.refused + state.unknown > 0 {
+        return Err(CliError::failure(format!(
+            "{}: an incomplete range without a continuation",
+            shared.path.display()
+        )));
+    }
+    let mut pages = Box::pin(transfer::range_pages(src, &state.range, page_size, start));
+    let what = format!("reading {} ({})", src.name(), state.range.describe());
+    loop {
+        let page = match transfer::next_page(ctx, &mut pages, &what).await? {
+            Next::Page(page) => page,
+            Next::End | Next::Interrupted => return Ok(()),
+        };
+        let keys: Vec<(String, String)> = page
+            .items
+            .iter()
+            .map(|s| (s.keys.pk().to_owned(), s.keys.rk().to_owned()))
+            .collect();
+        let (ops, invalid) = operations(page.items);
+        let settled = transfer::write_settled(dst, ops, BulkOptions::default(), reporter)
+            .await
+            .map_err(|e| transfer::write_error(dst, &e))?;
+        // Operations are in page order with the invalid ones left out.
+        let valid: Vec<&(String, String)> = keys
+            .iter()
+            .filter(|(pk, rk)| !invalid.iter().any(|(p, r, _)| p == pk && r == rk))
+            .collect();
+        for (pk, rk, reason) in &invalid {
+            reporter.note(&format!("refused: ({pk:?}, {rk:?}): {reason}"));
+        }
+        for (i, e) in &settled.failed {
+            let (pk, rk) = valid[*i];
+            reporter.note(&format!("refused: ({pk:?}, {rk:?}): {e}"));
+        }
+        for (i, e) in &settled.unknown {
+            let (pk, rk) = valid[*i];
+            reporter.note(&format!(
+                "unknown: ({pk:?}, {rk:?}): outcome unknown after retries: {e}"
+            ));
+        }
+        let complete = page.continuation.is_none();
+        shared.update(index, |s| {
+            s.copied += settled.written;
+            s.refused += (invalid.len() + settled.failed.len()) as u64;
+            s.unknown += settled.unknown.len() as u64;
+            s.continuation = page.continuation.as_ref().map(ToString::to_string);
+            s.complete = complete;
+        })?;
+        reporter.add(invalid.len() as u64);
+        ctx.interrupt.unit_done();
+        if complete {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads one side of a range as partition summaries, in PartitionKey order.
+struct Summaries<S> {
+    pages: S,
+    items: std::collections::VecDeque<Stored<Properties>>,
+    summarizer: Summarizer,
+    done: bool,
+    what: String,
+}
+
+impl<S> Summaries<S>
+where
+    S: futures::Stream<Item = tablekit::core::Result<tablekit::azure::Page<Properties>>> + Unpin,
+{
+    async fn next(&mut self, ctx: &Ctx) -> CliResult<Option<PartitionSummary>> {
+        loop {
+            if let Some(s) = self.items.pop_front() {
+                if let Some(summary) = self.summarizer.add(s.keys.pk(), s.keys.rk(), &s.value) {
+                    return Ok(Some(summary));
+                }
+                continue;
+            }
+            if self.done {
+                return Ok(self.summarizer.finish());
+            }
+            match transfer::next_page(ctx, &mut self.pages, &self.what).await? {
+                Next::Page(page) => self.items.extend(page.items),
+                Next::End => self.done = true,
+                Next::Interrupted => return Ok(None),
+            }
+        }
+    }
+}
+
+type PageStream = std::pin::Pin<
+    Box<
+        dyn futures::Stream<Item = tablekit::core::Result<tablekit::azure::Page<Properties>>>
+            + Send,
+    >,
+>;
+
+fn summaries(table: &Table, range: &KeyRange, page_size: usize) -> Summaries<PageStream> {
+    Summaries {
+        pages: Box::pin(transfer::range_pages(table, range, page_size, None)),
+        items: Default::default(),
+        summarizer: Summarizer::default(),
+        done: false,
+        what: format!("verifying {} ({})", table.name(), range.describe()),
+    }
+}
+
+fn short(digest: &[u8; 32]) -> String {
+    checkpoint::hex(&digest[..8])
+}
+
+/// Compares both tables range by range: per partition, the entity count and the digest of
+/// its entities (see the `hash` module). Prints each partition that differs on stdout.
+///
+/// Requests: one query per page of each table.
+async fn verify(
+    ctx: &Ctx,
+    src: &Table,
+    dst: &Table,
+    ranges: &[KeyRange],
+    page_size: usize,
+) -> CliResult {
+    let reporter = Reporter::new("verify", None, ctx.quiet);
+    let results: Vec<CliResult<(u64, u64, u64)>> =
+        futures::stream::iter(ranges.iter().map(|range| {
+            let reporter = reporter.clone();
+            async move {
+                let (mut a, mut b) = (
+                    summaries(src, range, page_size),
+                    summaries(dst, range, page_size),
+                );
+                let (mut partitions, mut entities, mut differ) = (0, 0, 0);
+                let (mut x, mut y) = (a.next(ctx).await?, b.next(ctx).await?);
+                loop {
+                    let order = match (&x, &y) {
+                        (None, None) => break,
+                        (Some(_), None) => std::cmp::Ordering::Less,
+                        (None, Some(_)) => std::cmp::Ordering::Greater,
+                        (Some(s), Some(d)) => s.pk.cmp(&d.pk),
+                    };
+                    let line = match (order, x.take(), y.take()) {
+                        (std::cmp::Ordering::Equal, Some(s), Some(d)) => {
+                            entities += s.count;
+                            reporter.add(s.count);
+                            x = a.next(ctx).await?;
+                            y = b.next(ctx).await?;
+                            (s.count != d.count || s.digest != d.digest).then(|| {
+                            format!(
+                                "differs\t{}\tsource {} entities {}\tdestination {} entities {}",
+                                s.pk, s.count, short(&s.digest), d.count, short(&d.digest)
+                            )
+                        })
+                        }
+                        (std::cmp::Ordering::Less, Some(s), d) => {
+                            entities += s.count;
+                            reporter.add(s.count);
+                            y = d;
+                            x = a.next(ctx).await?;
+                            Some(format!(
+                                "missing\t{}\tsource {} entities, none in the destination",
+                                s.pk, s.count
+                            ))
+                        }
+                        (_, s, Some(d)) => {
+                            x = s;
+                            y = b.next(ctx).await?;
+                            Some(format!(
+                                "extra\t{}\tdestination {} entities, none in the source",
+                                d.pk, d.count
+                            ))
+                        }
+                        // Not reachable: the order was computed from these two.
+                        _ => break,
+                    };
+                    partitions += 1;
+                    if let Some(line) = line {
+                        differ += 1;
+                        println!("{line}");
+                    }
+                    if ctx.interrupt.requested() {
+                        break;
+                    }
+                }
+                Ok((partitions, entities, differ))
+            }
+        }))
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    reporter.finish();
+    let (mut partitions, mut entities, mut differ) = (0, 0, 0);
+    for r in results {
+        let (p, e, d) = r?;
+        partitions += p;
+        entities += e;
+        differ += d;
+    }
+    if ctx.interrupt.requested() {
+        return Ok(ended(ctx, Exit::Interrupted));
+    }
+    ctx.status(&format!(
+        "verified {partitions} partitions ({entities} source entities): {differ} differ"
+    ));
+    Ok(if differ == 0 {
+        Exit::Success
+    } else {
+        Exit::Failure
+    })
+}

@@ -1,0 +1,117 @@
+//! The commands, one module each, and what they share.
+
+mod copy;
+mod export;
+mod import;
+mod query;
+mod tables;
+mod transfer;
+
+use std::io::IsTerminal as _;
+
+use tablekit::azure::Account;
+
+use crate::cli::{Cli, Command};
+use crate::connect::{self, ConnectOptions};
+use crate::exit::{CliResult, Exit};
+use crate::interrupt::Interrupt;
+
+/// What every command gets besides its arguments.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    /// `--retries`, for the accounts a command connects to itself.
+    pub(crate) retries: Option<usize>,
+    /// `--quiet`.
+    pub(crate) quiet: bool,
+    /// `--verbose`.
+    pub(crate) verbose: bool,
+    /// The stop request (Ctrl-C or the testing hook).
+    pub(crate) interrupt: Interrupt,
+}
+
+impl Ctx {
+    /// Prints a status line on stderr unless `--quiet`.
+    pub(crate) fn status(&self, message: &str) {
+        if !self.quiet {
+            eprintln!("{message}");
+        }
+    }
+
+    /// With `--verbose`, prints the requests `account` sent, by kind.
+    pub(crate) fn report_requests(&self, role: &str, account: &Account) {
+        if !self.verbose {
+            return;
+        }
+        let m = account.metrics().snapshot();
+        let kinds: Vec<String> = m
+            .requests_by_kind
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{}={n}", k.name()))
+            .collect();
+        eprintln!(
+            "requests ({role}): {} [{}], retries {}, throttled {}, entities read {}, written {}",
+            m.requests(),
+            kinds.join(" "),
+            m.retries,
+            m.throttled,
+            m.entities_read,
+            m.entities_written
+        );
+    }
+}
+
+/// Runs the parsed command line; returns the exit status.
+pub(crate) async fn run(cli: Cli) -> u8 {
+    let ctx = Ctx {
+        retries: cli.global.retries,
+        quiet: cli.global.quiet,
+        verbose: cli.global.verbose,
+        interrupt: Interrupt::install(cli.global.interrupt_after),
+    };
+    let c = &cli.global.connection;
+    let source = ConnectOptions {
+        connection_string: c.connection_string.clone(),
+        sas: c.sas.clone(),
+        table_endpoint: c.table_endpoint.clone(),
+        use_env: true,
+        retries: cli.global.retries,
+    };
+    let result: CliResult = async {
+        let account = connect::connect(&source)?;
+        if ctx.verbose {
+            eprintln!("{}", connect::describe(&account));
+        }
+        let result = match cli.command {
+            Command::Tables { command } => tables::run(&ctx, &account, command).await,
+            Command::Query(args) => query::run(&ctx, &account, args).await,
+            Command::Export(args) => export::run(&ctx, &account, args).await,
+            Command::Import(args) => import::run(&ctx, &account, args).await,
+            Command::Copy(args) => copy::run(&ctx, &account, args).await,
+        };
+        ctx.report_requests("source", &account);
+        result
+    }
+    .await;
+    match result {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit.code()
+        }
+    }
+}
+
+/// Whether stdin is a terminal (a person who can answer a question).
+pub(crate) fn interactive() -> bool {
+    std::io::stdin().is_terminal()
+}
+
+/// Ends a command: interrupted if a stop was requested, else `done`.
+pub(crate) fn ended(ctx: &Ctx, done: Exit) -> Exit {
+    if ctx.interrupt.requested() {
+        Exit::Interrupted
+    } else {
+        done
+    }
+}

@@ -1,0 +1,211 @@
+//! What export, import and copy share: key ranges, page reading that stops on Ctrl-C, and
+//! bulk writes whose unknown outcomes are retried before they are reported.
+
+use futures::{Stream, StreamExt as _};
+use tablekit::azure::{BulkOptions, ContinuationToken, Page, Table};
+use tablekit::core::batch::Operation;
+use tablekit::core::{Error, ErrorKind, Properties};
+
+use super::Ctx;
+use crate::cli::RangeArgs;
+use crate::exit::{CliError, CliResult};
+use crate::progress::{Reporter, bulk_options};
+use crate::ranges::{self, KeyRange};
+
+/// Rounds of re-sending operations whose outcome stayed unknown. Every mode the tool writes
+/// with is safe to repeat: upserts are idempotent, and inserts count an identical stored
+/// entity as written.
+const UNKNOWN_RETRIES: usize = 3;
+
+/// Checks the range options before anything is sent.
+///
+/// # Errors
+/// Usage errors for a page size outside 1–1,000, zero parallelism or `--split 0`.
+pub(crate) fn check_range_args(args: &RangeArgs) -> CliResult<()> {
+    if !(1..=1000).contains(&args.page_size) {
+        return Err(CliError::usage("--page-size must be 1 to 1000"));
+    }
+    if args.parallel == 0 {
+        return Err(CliError::usage("--parallel must be at least 1"));
+    }
+    if args.split == Some(0) {
+        return Err(CliError::usage("--split must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Whether the options ask for several parts.
+pub(crate) fn is_multi(args: &RangeArgs) -> bool {
+    args.split.is_some_and(|n| n > 1) || args.partitions_from.is_some()
+}
+
+/// The key ranges the options ask for: listed, sampled (`--split`), or the whole table.
+///
+/// Requests: none, or the sampling's (see [`ranges::split`]).
+pub(crate) async fn resolve_ranges(
+    ctx: &Ctx,
+    table: &Table,
+    args: &RangeArgs,
+) -> CliResult<Vec<KeyRange>> {
+    if let Some(path) = &args.partitions_from {
+        return ranges::read_partitions_file(path);
+    }
+    match args.split {
+        Some(n) if n > 1 => {
+            let ranges = ranges::split(table, n)
+                .await
+                .map_err(|e| CliError::context("sampling key ranges", &e))?;
+            ctx.status(&format!(
+                "split {} into {} key ranges",
+                table.name(),
+                ranges.len()
+            ));
+            Ok(ranges)
+        }
+        _ => Ok(vec![KeyRange::All]),
+    }
+}
+
+/// What [`next_page`] found.
+pub(crate) enum Next {
+    /// A page.
+    Page(Page<Properties>),
+    /// The range is read to its end.
+    End,
+    /// A stop was requested; the page in flight (if any) is abandoned.
+    Interrupted,
+}
+
+/// A query over `range` of `table`, continuing at `start`. Table scans are this command's
+/// purpose, so the scan policy is lifted for it.
+pub(crate) fn range_pages(
+    table: &Table,
+    range: &KeyRange,
+    page_size: usize,
+    start: Option<ContinuationToken>,
+) -> impl Stream<Item = tablekit::core::Result<Page<Properties>>> + Send + 'static {
+    let mut query = table
+        .query::<Properties>()
+        .allow_scan()
+        .with_page_size(page_size);
+    if let Some(filter) = range.filter() {
+        query = query.filter(filter);
+    }
+    if let Some(token) = start {
+        query = query.resume(token);
+    }
+    query.pages()
+}
+
+/// The next page of `pages`, unless a stop is requested first.
+pub(crate) async fn next_page<S>(ctx: &Ctx, pages: &mut S, what: &str) -> CliResult<Next>
+where
+    S: Stream<Item = tablekit::core::Result<Page<Properties>>> + Unpin,
+{
+    if ctx.interrupt.requested() {
+        return Ok(Next::Interrupted);
+    }
+    tokio::select! {
+        page = pages.next() => match page {
+            Some(Ok(page)) => Ok(Next::Page(page)),
+            Some(Err(e)) => Err(CliError::context(what, &e)),
+            None => Ok(Next::End),
+        },
+        () = ctx.interrupt.wait() => Ok(Next::Interrupted),
+    }
+}
+
+/// Parses a checkpoint's continuation token.
+pub(crate) fn parse_token(text: Option<&str>) -> CliResult<Option<ContinuationToken>> {
+    text.map(|t| {
+        t.parse::<ContinuationToken>()
+            .map_err(|e| CliError::failure(format!("checkpoint: {e}")))
+    })
+    .transpose()
+}
+
+/// The final outcome of each operation of [`write_settled`], by input index.
+#[derive(Debug, Default)]
+pub(crate) struct Settled {
+    /// Operations written.
+    pub(crate) written: u64,
+    /// Operations certainly not written, and why.
+    pub(crate) failed: Vec<(usize, Error)>,
+    /// Operations whose outcome stayed unknown after the retries, and the last error.
+    pub(crate) unknown: Vec<(usize, Error)>,
+}
+
+/// Whether `error` says the table is missing. The tool writes only inserts and upserts,
+/// which the service never refuses with 404 for the entity: a 404 is the table's.
+fn is_missing_table(error: &Error) -> bool {
+    error.kind() == ErrorKind::NotFound
+}
+
+/// The error of a [`write_settled`] call, for the command to report.
+pub(crate) fn write_error(table: &Table, error: &Error) -> CliError {
+    if is_missing_table(error) {
+        CliError::failure(format!(
+            "table {} does not exist: pass --create to create it",
+            table.name()
+        ))
+    } else {
+        CliError::context(&format!("writing to {}", table.name()), error)
+    }
+}
+
+/// Writes `operations` with [`Table::bulk_write`]; operations whose outcome is unknown are
+/// sent again (up to three rounds) so that they end written or failed if at all possible.
+///
+/// Requests: those of each bulk write (see [`Table::bulk_write`]).
+///
+/// # Errors
+/// Errors of the whole call, and a missing table (every operation would fail the same way;
+/// see [`write_error`]).
+pub(crate) async fn write_settled(
+    table: &Table,
+    operations: Vec<Operation>,
+    options: BulkOptions,
+    reporter: &Reporter,
+) -> Result<Settled, Error> {
+    let mut settled = Settled::default();
+    if operations.is_empty() {
+        return Ok(settled);
+    }
+    let report = table
+        .bulk_write(operations.clone(), bulk_options(reporter, options.clone()))
+        .await?;
+    let mut open: Vec<(usize, Error)> = Vec::new();
+    for (i, outcome) in report.outcomes.into_iter().enumerate() {
+        match outcome {
+            tablekit::azure::OperationOutcome::Written(_) => settled.written += 1,
+            tablekit::azure::OperationOutcome::Failed(e) => {
+                if is_missing_table(&e) {
+                    return Err(e);
+                }
+                settled.failed.push((i, e));
+            }
+            tablekit::azure::OperationOutcome::Unknown(e) => open.push((i, e)),
+        }
+    }
+    for _ in 0..UNKNOWN_RETRIES {
+        if open.is_empty() {
+            break;
+        }
+        let indices: Vec<usize> = open.iter().map(|(i, _)| *i).collect();
+        let again: Vec<Operation> = indices.iter().map(|&i| operations[i].clone()).collect();
+        let report = table.bulk_write(again, options.clone()).await?;
+        let mut still = Vec::new();
+        for (j, outcome) in report.outcomes.into_iter().enumerate() {
+            let i = indices[j];
+            match outcome {
+                tablekit::azure::OperationOutcome::Written(_) => settled.written += 1,
+                tablekit::azure::OperationOutcome::Failed(e) => settled.failed.push((i, e)),
+                tablekit::azure::OperationOutcome::Unknown(e) => still.push((i, e)),
+            }
+        }
+        open = still;
+    }
+    settled.unknown = open;
+    settled.failed.sort_by_key(|(i, _)| *i);
+    Ok(settled)
+}

@@ -1,0 +1,371 @@
+//! `tablekit export` and `tablekit import` against Azurite: exact round trips, compression,
+//! parallel parts, refused rows.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use support::*;
+use tablekit::core::{Entity, Properties};
+use tablekit_testkit::fixtures::proxied;
+
+#[tokio::test]
+async fn an_export_imported_into_another_table_is_exact_for_every_edm_type() {
+    let src = table("CliRound").await;
+    seed(&src, 3, 40).await;
+    let dir = scratch("round");
+    let expected = contents(&src).await;
+    for (i, name) in ["plain.jsonl", "packed.jsonl.gz", "packed.jsonl.zst"]
+        .iter()
+        .enumerate()
+    {
+        let out = dir.join(name);
+        tablekit(&["export", src.name(), "--out", arg(&out)]).expect(0);
+        let text = read_text(&out);
+        assert_eq!(text.lines().count(), 120, "{name}");
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first["PartitionKey"], "pé'000");
+        assert_eq!(first["Big@odata.type"], "Edm.Int64");
+        assert_eq!(
+            first["Big"], "9007199254740993",
+            "Int64 above 2^53 as a string"
+        );
+        assert_eq!(first["When"], "2026-11-22T10:00:00.1234567Z", "100 ns");
+        assert_eq!(first["Ratio@odata.type"], "Edm.Double");
+        assert!(
+            text.lines().next().unwrap().contains(r#""Ratio":1.0"#),
+            "Double 1.0 stays a Double"
+        );
+
+        let dst = tablekit_testkit::unique_table_name(&format!("CliRoundDst{i}"));
+        let run = tablekit(&["import", &dst, "--in", arg(&out), "--create"]).expect(0);
+        assert!(
+            run.stderr
+                .contains("imported 120 rows; refused 0; unknown 0"),
+            "{}",
+            run.stderr
+        );
+        let copied = contents(&account().table(&dst).unwrap()).await;
+        assert_eq!(
+            copied, expected,
+            "{name}: the imported table equals the source"
+        );
+    }
+    let explicit = dir.join("explicit.zstd-data");
+    tablekit(&[
+        "export",
+        src.name(),
+        "--out",
+        arg(&explicit),
+        "--compress",
+        "zstd",
+    ])
+    .expect(0);
+    assert_ne!(
+        std::fs::read(&explicit).unwrap()[..4],
+        *b"{\"Pa",
+        "compressed by --compress"
+    );
+    let contradicts = dir.join("x.jsonl.gz");
+    tablekit(&[
+        "export",
+        src.name(),
+        "--out",
+        arg(&contradicts),
+        "--compress",
+        "zstd",
+    ])
+    .expect(2);
+    // An existing output is not replaced without --overwrite.
+    let again = tablekit(&["export", src.name(), "--out", arg(&dir.join("plain.jsonl"))]).expect(2);
+    assert!(again.stderr.contains("--overwrite"), "{}", again.stderr);
+    tablekit(&[
+        "export",
+        src.name(),
+        "--out",
+        arg(&dir.join("plain.jsonl")),
+        "--overwrite",
+    ])
+    .expect(0);
+}
+
+#[tokio::test]
+async fn an_export_sends_one_request_per_page() {
+    let src = table("CliPages").await;
+    seed(&src, 5, 50).await;
+    let p = proxied(tablekit_testkit::fixtures::fast_retries());
+    let cs = connection_string(&tablekit_testkit::Endpoints {
+        table: p.table.endpoint_for(&emulator().table),
+        queue: emulator().queue,
+        blob: emulator().blob,
+    });
+    let dir = scratch("pages");
+    let out = dir.join("t.jsonl");
+    run_on(
+        &cs,
+        &[
+            "export",
+            src.name(),
+            "--out",
+            arg(&out),
+            "--page-size",
+            "100",
+        ],
+    )
+    .expect(0);
+    assert_eq!(read_text(&out).lines().count(), 250);
+    // 250 entities in pages of 100: three pages, three requests.
+    assert_eq!(p.table.stats().requests_seen, 3);
+    p.table.reset_stats();
+    // 250 rows of 5 partitions of 50, chunks of 1,000: one transaction per partition.
+    let dst = tablekit_testkit::unique_table_name("CliPagesDst");
+    tablekit(&["tables", "create", &dst]).expect(0);
+    run_on(&cs, &["import", &dst, "--in", arg(&out)]).expect(0);
+    assert_eq!(p.table.stats().requests_seen, 5);
+}
+
+#[tokio::test]
+async fn a_split_export_in_parallel_parts_equals_the_serial_one_as_a_set() {
+    let src = table("CliSplit").await;
+    seed(&src, 40, 5).await;
+    let dir = scratch("split");
+    let serial = dir.join("serial.jsonl");
+    tablekit(&["export", src.name(), "--out", arg(&serial)]).expect(0);
+    let parts = dir.join("parts");
+    let run = tablekit(&[
+        "export",
+        src.name(),
+        "--out",
+        arg(&parts),
+        "--split",
+        "4",
+        "--compress",
+        "zstd",
+    ])
+    .expect(0);
+    assert!(run.stderr.contains("into 4 key ranges"), "{}", run.stderr);
+    let mut files: Vec<_> = std::fs::read_dir(&parts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".jsonl.zst"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 4, "{files:?}");
+    let mut union = BTreeSet::new();
+    for f in &files {
+        let text = read_text(f);
+        assert!(
+            text.lines().count() > 0,
+            "{f:?} is empty: the split spreads the keys"
+        );
+        for line in text.lines() {
+            assert!(union.insert(line.to_owned()), "a line in two parts: {line}");
+        }
+    }
+    let serial: BTreeSet<String> = read_text(&serial).lines().map(str::to_owned).collect();
+    assert_eq!(union, serial);
+    // The directory imports as a whole.
+    let dst = tablekit_testkit::unique_table_name("CliSplitDst");
+    tablekit(&["import", &dst, "--in", arg(&parts), "--create"]).expect(0);
+    assert_eq!(
+        contents(&account().table(&dst).unwrap()).await,
+        contents(&src).await
+    );
+    // Listed partitions and ranges, each its own part.
+    let list = dir.join("partitions.txt");
+    std::fs::write(&list, "pé'003\npé'010\tpé'012\n").unwrap();
+    let listed = dir.join("listed");
+    tablekit(&[
+        "export",
+        src.name(),
+        "--out",
+        arg(&listed),
+        "--partitions-from",
+        arg(&list),
+    ])
+    .expect(0);
+    assert_eq!(
+        read_text(&listed.join("part-00001.jsonl")).lines().count(),
+        5
+    );
+    assert_eq!(
+        read_text(&listed.join("part-00002.jsonl")).lines().count(),
+        10
+    );
+}
+
+#[tokio::test]
+async fn refused_rows_are_reported_by_line_and_the_rest_is_imported() {
+    let dst = table("CliRejects").await;
+    // An entity that an insert of line 6 would collide with, with other content.
+    dst.insert(&Entity::try_new("p", "taken", Properties::new().with("V", 1_i32)).unwrap())
+        .await
+        .unwrap();
+    let dir = scratch("rejects");
+    let input = dir.join("in.jsonl");
+    let big = "x".repeat(40_000); // 80 KB as UTF-16: above the 64 KiB property limit
+    let lines = [
+        r#"{"PartitionKey":"p","RowKey":"1","V":1}"#.to_owned(),
+        r#"{"PartitionKey":"p/bad","RowKey":"2","V":2}"#.to_owned(),
+        format!(r#"{{"PartitionKey":"p","RowKey":"3","Big":"{big}"}}"#),
+        r#"{"PartitionKey":"p","RowKey":"4","N@odata.type":"Edm.Int64","N":"four"}"#.to_owned(),
+        "not json".to_owned(),
+        r#"{"PartitionKey":"p","RowKey":"taken","V":2}"#.to_owned(),
+        r#"{"PartitionKey":"p","RowKey":"7","V":7}"#.to_owned(),
+        r#"{"PartitionKey":"q","RowKey":"8","V":8}"#.to_owned(),
+    ];
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let rejects = dir.join("rejects.jsonl");
+    let run = tablekit(&[
+        "import",
+        dst.name(),
+        "--in",
+        arg(&input),
+        "--mode",
+        "insert",
+        "--rejects",
+        arg(&rejects),
+    ])
+    .expect(3);
+    assert!(
+        run.stderr.contains("imported 3 rows; refused 5; unknown 0"),
+        "{}",
+        run.stderr
+    );
+    let report: Vec<serde_json::Value> = std::fs::read_to_string(&rejects)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_line: Vec<(u64, &str)> = report
+        .iter()
+        .map(|r| (r["line"].as_u64().unwrap(), r["reason"].as_str().unwrap()))
+        .collect();
+    let lines_refused: Vec<u64> = by_line.iter().map(|(l, _)| *l).collect();
+    assert_eq!(lines_refused, [2, 3, 4, 5, 6], "{report:#?}");
+    assert!(
+        by_line[0].1.contains("invalid PartitionKey"),
+        "{}",
+        by_line[0].1
+    );
+    assert!(
+        by_line[1].1.contains("size in bytes of property `Big`"),
+        "{}",
+        by_line[1].1
+    );
+    assert!(by_line[2].1.contains("Edm.Int64"), "{}", by_line[2].1);
+    assert!(by_line[3].1.contains("malformed JSON"), "{}", by_line[3].1);
+    assert!(by_line[4].1.contains("already exists"), "{}", by_line[4].1);
+    assert_eq!(report[4]["PartitionKey"], "p");
+    assert_eq!(report[4]["RowKey"], "taken");
+    assert!(report.iter().all(|r| r["outcome"] == "refused"));
+    let stored: Vec<String> = contents(&dst)
+        .await
+        .into_iter()
+        .map(|(pk, rk, _)| format!("{pk}/{rk}"))
+        .collect();
+    assert_eq!(stored, ["p/1", "p/7", "p/taken", "q/8"]);
+    // Without --rejects, the refusals go to stderr with file and line.
+    let again = tablekit(&[
+        "import",
+        dst.name(),
+        "--in",
+        arg(&input),
+        "--mode",
+        "insert",
+    ])
+    .expect(3);
+    assert!(again.stderr.contains("in.jsonl:2"), "{}", again.stderr);
+}
+
+#[tokio::test]
+async fn rows_of_unknown_outcome_are_retried_and_else_reported_apart() {
+    use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
+    let dst = table("CliUnknown").await;
+    let p = proxied(tablekit_testkit::fixtures::fast_retries());
+    let cs = connection_string(&tablekit_testkit::Endpoints {
+        table: p.table.endpoint_for(&emulator().table),
+        queue: emulator().queue,
+        blob: emulator().blob,
+    });
+    let dir = scratch("unknown");
+    let input = dir.join("in.jsonl");
+    std::fs::write(
+        &input,
+        (1..=3)
+            .map(|i| format!(r#"{{"PartitionKey":"p","RowKey":"{i}","V":{i}}}"#))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let lose = |occurrences| {
+        // The transaction is applied but its response is lost, and the read that would
+        // settle it breaks: its outcome is unknown.
+        p.table.add_rule(Rule {
+            matcher: Matcher::any().with_path_contains("$batch"),
+            occurrences,
+            fault: Fault::DropResponse,
+        });
+        p.table.add_rule(Rule {
+            matcher: Matcher::any().with_method("GET"),
+            occurrences,
+            fault: Fault::Reset,
+        });
+    };
+    lose(Occurrences::Nth(1));
+    let run = run_on(
+        &cs,
+        &["--retries", "0", "import", dst.name(), "--in", arg(&input)],
+    )
+    .expect(0);
+    assert!(
+        run.stderr.contains("imported 3 rows; refused 0; unknown 0"),
+        "{}",
+        run.stderr
+    );
+    let stats = p.table.stats();
+    assert_eq!(
+        (
+            stats.faults_injected.drop_response,
+            stats.faults_injected.reset
+        ),
+        (1, 1)
+    );
+    assert_eq!(contents(&dst).await.len(), 3);
+
+    p.table.clear();
+    lose(Occurrences::All);
+    let rejects = dir.join("rejects.jsonl");
+    let run = run_on(
+        &cs,
+        &[
+            "--retries",
+            "0",
+            "import",
+            dst.name(),
+            "--in",
+            arg(&input),
+            "--rejects",
+            arg(&rejects),
+        ],
+    )
+    .expect(3);
+    assert!(
+        run.stderr.contains("imported 0 rows; refused 0; unknown 3"),
+        "{}",
+        run.stderr
+    );
+    let report: Vec<serde_json::Value> = std::fs::read_to_string(&rejects)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(report.len(), 3);
+    for (i, r) in report.iter().enumerate() {
+        assert_eq!(r["outcome"], "unknown", "{r}");
+        assert_eq!(r["line"], i as u64 + 1, "{r}");
+        assert_eq!(r["RowKey"], (i + 1).to_string(), "{r}");
+    }
+    // One first attempt and three rounds of retries, every one applied and unanswered.
+    assert_eq!(p.table.stats().faults_injected.drop_response, 1 + 4);
+}
