@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod codec;
 mod error;
 mod format;
 mod key;
