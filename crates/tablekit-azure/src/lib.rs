@@ -27,7 +27,7 @@ pub use retry::{ConflictRetry, RetryPolicy};
 pub use sas::{AccountSas, SAS_VERSION, SasProtocol, SasServices, TablePermissions, TableSas};
 pub use settings::{ScanAction, ScanPolicy, Settings};
 pub use table::{
-    BulkOptions, BulkReport, ConflictLoop, ContinuationToken, OperationOutcome, Page, Query, Table,
-    TransactionOutcome, TypedTable, WriteMode,
+    BulkOptions, BulkReport, ConflictLoop, ContinuationToken, EntityCodec, OperationOutcome, Page,
+    Query, Table, TransactionOutcome, TypedTable, WriteMode,
 };
 pub use tablekit_core as core;

@@ -121,6 +121,22 @@ macro_rules! zero_pad_signed {
 zero_pad_unsigned!(u8, u16, u32, u64, usize);
 zero_pad_signed!(i8, i16, i32, i64);
 
+/// A field type that `#[table(encrypt)]` accepts: client-side encryption encrypts
+/// `Edm.String` properties only.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be encrypted: #[table(encrypt)] takes String fields",
+    label = "not a String or Option<String>",
+    note = "client-side encryption encrypts Edm.String properties only; store other values \
+            as text (e.g. with #[serde(with = ...)] into a String field) to encrypt them"
+)]
+pub trait Encryptable {}
+
+impl Encryptable for String {}
+impl Encryptable for Option<String> {}
+
+/// Compiles only for a type `#[table(encrypt)]` accepts.
+pub fn assert_encryptable<T: Encryptable + ?Sized>() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

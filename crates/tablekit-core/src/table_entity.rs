@@ -60,6 +60,14 @@ pub trait TableEntity: Serialize + DeserializeOwned {
     /// makes an invalid key (a forbidden character, more than 1 KiB), and whatever error the
     /// key formatting reports (a number wider than its padding, a time outside .NET's range).
     fn keys(&self) -> Result<Keys>;
+
+    /// The names of the properties of this type that client-side encryption stores encrypted
+    /// (`tablekit_encryption::EncryptionPolicy::for_type` builds a policy from them).
+    /// `#[derive(TableEntity)]` lists the fields marked `#[table(encrypt)]` — `String` and
+    /// `Option<String>` fields, under their stored names. None by default.
+    fn encrypted_properties() -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// Anything that names one entity's address: [`Keys`] (owned or borrowed), a pair of strings

@@ -611,3 +611,18 @@ fn a_read_that_does_not_fit_is_a_decode_error_naming_the_keys() {
         "{err}"
     );
 }
+
+#[test]
+fn a_null_property_reads_as_absent_in_a_bag() {
+    // Azure answers a projection naming a property an entity lacks with that property as
+    // null (Azurite leaves it out); the service never stores a null, so it is absent.
+    let page = br#"{"value":[{"odata.etag":"W/\"1\"","PartitionKey":"p","RowKey":"r","Email":"a@b.example","Nickname":null}]}"#;
+    let rows = tablekit_core::edm::parse_page::<Properties>(page).unwrap();
+    assert_eq!(
+        rows[0].value,
+        Properties::new().with("Email", "a@b.example")
+    );
+    let one = br#"{"odata.etag":"W/\"1\"","PartitionKey":"p","RowKey":"r","Nickname":null}"#;
+    let entity = tablekit_core::edm::parse_entity::<Properties>(one, None).unwrap();
+    assert!(entity.value.is_empty());
+}

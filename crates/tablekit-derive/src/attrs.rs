@@ -62,8 +62,8 @@ pub(crate) fn container(attrs: &[Attribute]) -> Result<Container> {
             } else if meta.path.is_ident("crate") {
                 let lit: LitStr = meta.value()?.parse()?;
                 set_once(&meta, &mut krate, lit.parse::<Path>()?)
-            } else if meta.path.is_ident("property_type") {
-                Err(meta.error("`property_type` goes on a field, not on the struct"))
+            } else if meta.path.is_ident("property_type") || meta.path.is_ident("encrypt") {
+                Err(meta.error("this attribute goes on a field, not on the struct"))
             } else {
                 Err(meta.error(
                     "unknown table attribute; the struct takes partition_key, row_key, \
@@ -147,6 +147,8 @@ pub(crate) struct Field {
     pub(crate) custom_serializer: bool,
     /// `#[table(property_type = "T")]`.
     pub(crate) property_type: Option<Type>,
+    /// `#[table(encrypt)]`: stored encrypted by client-side encryption.
+    pub(crate) encrypt: Option<Span>,
 }
 
 pub(crate) fn field(attrs: &[Attribute]) -> Result<Field> {
@@ -158,10 +160,16 @@ pub(crate) fn field(attrs: &[Attribute]) -> Result<Field> {
                     let lit: LitStr = meta.value()?.parse()?;
                     let ty = lit.parse::<Type>()?;
                     set_once(&meta, &mut out.property_type, ty)
+                } else if meta.path.is_ident("encrypt") {
+                    let span = meta
+                        .path
+                        .get_ident()
+                        .map_or_else(Span::call_site, |i| i.span());
+                    set_once(&meta, &mut out.encrypt, span)
                 } else {
                     Err(meta.error(
-                        "unknown table attribute; a field takes property_type = \"Type\" \
-                         (keys are set on the struct)",
+                        "unknown table attribute; a field takes property_type = \"Type\" and \
+                         encrypt (keys are set on the struct)",
                     ))
                 }
             })?;

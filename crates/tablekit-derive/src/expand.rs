@@ -137,10 +137,16 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
             )),
         }
     }
+    for field in &fields {
+        if let Err(e) = check_encrypt(field, &container) {
+            push_error(e);
+        }
+    }
     if let Some(errors) = errors {
         return Err(errors);
     }
     let [partition_key, row_key] = [&templates[0], &templates[1]];
+    let encrypted = encrypted_properties(&fields, &container.krate);
 
     let krate = &container.krate;
     let private = quote!(#krate::__private);
@@ -229,6 +235,8 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
                 fn keys(&self) -> #private::Result<#private::Keys> {
                     #private::Keys::new(#partition_key, #row_key)
                 }
+
+                #encrypted
             }
         };
 
@@ -237,6 +245,79 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
             #(#constants)*
         }
     })
+}
+
+/// Refuses `#[table(encrypt)]` where it cannot hold: on a key field (keys are never
+/// encrypted, so the value would be stored in the clear in the key), on a field serde does
+/// not write, and on a flattened field (its properties are another type's).
+fn check_encrypt(field: &FieldInfo<'_>, container: &attrs::Container) -> Result<()> {
+    let Some(span) = field.settings.encrypt else {
+        return Ok(());
+    };
+    if field.settings.flatten {
+        return Err(Error::new(
+            span,
+            "#[table(encrypt)] cannot apply to a flattened field: mark the inner type's fields",
+        ));
+    }
+    if field.settings.not_written.is_some() {
+        return Err(Error::new(
+            span,
+            "#[table(encrypt)] on a field serde skips: it is not stored, so there is nothing to \
+             encrypt",
+        ));
+    }
+    let in_key = [&container.partition_key, &container.row_key]
+        .into_iter()
+        .flatten()
+        .flat_map(|lit| template::parse(&lit.value()).unwrap_or_default())
+        .any(|segment| matches!(segment, Segment::Field { name, .. } if name == field.name));
+    if in_key {
+        return Err(Error::new(
+            span,
+            format!(
+                "`{}` is a key field: PartitionKey and RowKey are never encrypted, so its value \
+                 would be stored in the clear in the key; keep sensitive values out of key \
+                 templates",
+                field.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `TableEntity::encrypted_properties`, listing the fields marked `#[table(encrypt)]` under
+/// their stored names, with a check that each is a string type; nothing when none is marked
+/// (the trait's default, an empty list, applies).
+fn encrypted_properties(fields: &[FieldInfo<'_>], krate: &Path) -> TokenStream {
+    let private = quote!(#krate::__private);
+    let marked: Vec<&FieldInfo<'_>> = fields
+        .iter()
+        .filter(|f| f.settings.encrypt.is_some())
+        .collect();
+    if marked.is_empty() {
+        return TokenStream::new();
+    }
+    let checks = marked.iter().map(|f| {
+        let ty = f.ty;
+        let cfgs = f.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+        // Spanned at the field's type, so a type that cannot be encrypted is reported there.
+        quote_spanned! {ty.span()=>
+            #(#cfgs)*
+            #private::assert_encryptable::<#ty>();
+        }
+    });
+    let names = marked.iter().map(|f| {
+        let name = &f.ser_name;
+        let cfgs = f.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+        quote!(#(#cfgs)* #name)
+    });
+    quote! {
+        fn encrypted_properties() -> &'static [&'static str] {
+            #(#checks)*
+            &[#(#names),*]
+        }
+    }
 }
 
 /// The shadow's copy of a field: its `cfg` and `serde` attributes, plus the property name.

@@ -13,7 +13,8 @@ mod template;
 ///
 /// The [crate documentation](crate) describes the attributes:
 /// `#[table(partition_key = "...", row_key = "...")]` (required), `#[table(rename_all =
-/// "...")]`, `#[table(crate = "...")]`, and `#[table(property_type = "...")]` on fields.
+/// "...")]`, `#[table(crate = "...")]`, and on fields `#[table(property_type = "...")]` and
+/// `#[table(encrypt)]` (a string property client-side encryption stores encrypted).
 /// Field-level `#[serde(...)]` attributes apply as usual; do not also derive serde's traits.
 ///
 /// # Examples

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
 
+mod codec;
 mod error;
 mod format;
 mod key;

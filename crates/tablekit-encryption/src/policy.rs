@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::validate_property_name;
-use tablekit_core::{Error, NameKind, OperationKind, Result};
+use tablekit_core::{Error, NameKind, OperationKind, Result, TableEntity};
 
 use crate::RESERVED_PROPERTIES;
 use crate::key::{KeyEncryptionKey, KeyResolver, check_key_id};
@@ -60,6 +60,17 @@ impl EncryptionPolicy {
         }
     }
 
+    /// A policy encrypting the properties `T` marks with `#[table(encrypt)]`
+    /// ([`TableEntity::encrypted_properties`]) under `kek`: the builder with
+    /// [`properties_of::<T>()`](EncryptionPolicyBuilder::properties_of), built.
+    ///
+    /// # Errors
+    /// As [`EncryptionPolicyBuilder::build`]: [`Error::InvalidConfig`] when `T` marks no
+    /// property.
+    pub fn for_type<T: TableEntity>(kek: Arc<dyn KeyEncryptionKey>) -> Result<Self> {
+        Self::builder(kek).properties_of::<T>().build()
+    }
+
     /// Whether the property `name` of the entity with these keys is encrypted.
     pub fn selects(&self, pk: &str, rk: &str, name: &str) -> bool {
         self.properties.contains(name) || self.select.as_ref().is_some_and(|f| f(pk, rk, name))
@@ -82,17 +93,17 @@ impl EncryptionPolicy {
     /// Sends no request.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] (part `encryption policy`) for `Merge` and `UpsertMerge`.
+    /// [`Error::InvalidArgument`] (argument `operation`) for `Merge` and `UpsertMerge`.
     pub fn refuse_merge(&self, kind: OperationKind) -> Result<()> {
         match kind {
-            OperationKind::Merge | OperationKind::UpsertMerge => Err(Error::InvalidConfig {
-                part: "encryption policy".into(),
-                reason: format!(
+            OperationKind::Merge | OperationKind::UpsertMerge => Err(Error::invalid_argument(
+                "operation",
+                format!(
                     "{kind:?} is refused for encrypted entities: the stored properties may be \
                      encrypted under another content key than the new ones; read the entity and \
                      replace it instead"
                 ),
-            }),
+            )),
             _ => Ok(()),
         }
     }
@@ -170,6 +181,13 @@ impl EncryptionPolicyBuilder {
     {
         self.properties.extend(names.into_iter().map(Into::into));
         self
+    }
+
+    /// Encrypts the properties `T` marks with `#[table(encrypt)]`
+    /// ([`TableEntity::encrypted_properties`]), added to any listed before.
+    #[must_use]
+    pub fn properties_of<T: TableEntity>(self) -> Self {
+        self.properties(T::encrypted_properties().iter().copied())
     }
 
     /// Also encrypts every property for which `select(PartitionKey, RowKey, name)` is true.

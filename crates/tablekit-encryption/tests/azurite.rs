@@ -1,7 +1,7 @@
 //! Encrypted entities through Azurite: the stored form survives the service, a point read and
 //! a partition query decrypt, values at the 64 KiB limit round trip, and encrypting and
-//! decrypting add no request to the table operations around them. The book's recipe includes
-//! its code from here.
+//! decrypting add no request to the table operations around them — the functions underneath
+//! an encrypting table, used on their own.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -30,23 +30,19 @@ async fn encrypted_entities_round_trip_through_azurite_with_no_extra_request() -
     let table = fixtures::table_on(&account, "encrypted").await;
     let key_bytes = [0x42u8; 32];
 
-    // ANCHOR: setup
     // One key-encryption key wraps each entity's content key; its id is stored with the
     // entity so that reads find the right key after a rotation.
     let kek = Arc::new(AesKeyWrap::new("employees-2026", &key_bytes)?);
     let policy = EncryptionPolicy::builder(kek)
         .properties(["Email", "HomeAddress"])
         .build()?;
-    // ANCHOR_END: setup
 
     let keys = Keys::new("Sales", "000223")?;
     let plain = employee("jun.cao@contoso.example");
     let (encrypted, encrypt_cost) = measured(&account, async {
-        // ANCHOR: write
         // Encrypt, then write with insert or replace: never merge.
         policy.refuse_merge(OperationKind::Insert)?;
         let stored = policy.encrypt(&keys, plain.clone()).await?;
-        // ANCHOR_END: write
         Ok::<_, tablekit_core::Error>(stored)
     })
     .await;
@@ -54,9 +50,7 @@ async fn encrypted_entities_round_trip_through_azurite_with_no_extra_request() -
     assert_requests(&encrypt_cost, None, 0);
 
     let (inserted, insert_cost) = measured(&account, async {
-        // ANCHOR: insert
         table.insert(&Entity::new(keys.clone(), encrypted)).await?;
-        // ANCHOR_END: insert
         Ok::<_, tablekit_core::Error>(())
     })
     .await;
@@ -71,10 +65,8 @@ async fn encrypted_entities_round_trip_through_azurite_with_no_extra_request() -
     assert_eq!(raw.get_str("FirstName"), Some("Jun"));
 
     let (read, read_cost) = measured(&account, async {
-        // ANCHOR: read
         let stored = table.get::<Properties>(&keys).await?.expect("stored");
         let employee = policy.decrypt(table.name(), &keys, stored.value).await?;
-        // ANCHOR_END: read
         Ok::<_, tablekit_core::Error>(employee)
     })
     .await;
@@ -101,21 +93,18 @@ async fn a_partition_query_decrypts_and_a_filter_on_an_encrypted_property_is_ref
         table.insert(&Entity::new(keys, stored)).await?;
     }
 
-    // ANCHOR: rotate
     // Writes use the new key; the ring still finds the old one for entities written before.
     let old_kek = Arc::new(AesKeyWrap::new("employees-2025", &old_key)?);
     let policy = EncryptionPolicy::builder(Arc::new(AesKeyWrap::new("employees-2026", &new_key)?))
         .properties(["Email", "HomeAddress"])
         .resolver(Arc::new(KeyRing::new().with(old_kek)))
         .build()?;
-    // ANCHOR_END: rotate
     let keys = Keys::new("Sales", "000229")?;
     let stored = policy
         .encrypt(&keys, employee("new@contoso.example"))
         .await?;
     table.insert(&Entity::new(keys, stored)).await?;
 
-    // ANCHOR: query
     // Filter on plain properties only; an encrypted one could never match.
     let refused = policy.check_filter(&Filter::eq("Email", "e1@contoso.example"));
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::InvalidInput);
@@ -128,7 +117,6 @@ async fn a_partition_query_decrypts_and_a_filter_on_an_encrypted_property_is_ref
             .await?;
         emails.extend(employee.get_str("Email").map(str::to_owned));
     }
-    // ANCHOR_END: query
     emails.sort();
     assert_eq!(
         emails,

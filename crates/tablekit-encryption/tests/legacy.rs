@@ -1,8 +1,9 @@
 //! Compatibility with the legacy format: entities written to Azurite by the legacy Python
 //! table client (`azure-cosmosdb-table` 1.0.6, in a virtual environment under
 //! `target/py-legacy`, set up here when missing) with an AES key-wrap key, an RSA-OAEP key
-//! and in Java's first-release variant are read with tablekit and decrypted exactly; altered
-//! copies of them are decryption failures naming the entity.
+//! and in Java's first-release variant are read with tablekit and decrypted exactly, also
+//! through an encrypting table; altered copies of them are decryption failures naming the
+//! entity.
 //!
 //! Skipped, with a message, only when no `python3` is installed.
 
@@ -214,6 +215,36 @@ async fn entities_written_by_the_legacy_python_client_decrypt_exactly() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn legacy_entities_decrypt_through_an_encrypting_table() {
+    let Some(raw) = written_by_the_legacy_client().await else {
+        return;
+    };
+    let table = policy().table(&raw);
+    for (keys, _, _, expected) in entities() {
+        let read = table.get::<Properties>(&keys).await.unwrap().unwrap().value;
+        assert!(read == expected, "{keys}: read through the table");
+    }
+    // A projection asks for the legacy metadata too, so the selected values decrypt.
+    let projected = table
+        .query::<Properties>()
+        .filter(tablekit_core::filter::Filter::partition("Sales"))
+        .select(["Email", "Age"])
+        .collect()
+        .await
+        .unwrap();
+    let mut emails: Vec<_> = projected
+        .iter()
+        .map(|s| (s.value.get_str("Email").unwrap().to_owned(), s.value.len()))
+        .collect();
+    emails.sort();
+    let expected: Vec<_> = ["cao", "java", "jun"]
+        .iter()
+        .map(|n| (format!("{n}@contoso.example"), 2))
+        .collect();
+    assert_eq!(emails, expected);
 }
 
 /// Asserts a decryption failure naming the entity, the property and the cause.

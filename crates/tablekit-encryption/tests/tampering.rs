@@ -271,7 +271,7 @@ fn merge_and_upsert_merge_are_refused() {
     let policy = policy(aes("k1", 1));
     for kind in [OperationKind::Merge, OperationKind::UpsertMerge] {
         let error = policy.refuse_merge(kind).unwrap_err();
-        assert!(matches!(error, Error::InvalidConfig { .. }), "{error:?}");
+        assert!(matches!(error, Error::InvalidArgument { .. }), "{error:?}");
         assert!(error.to_string().contains("replace"), "{error}");
     }
     for kind in [

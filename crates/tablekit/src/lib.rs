@@ -11,6 +11,10 @@ pub use tablekit_derive::TableEntity;
 #[doc(inline)]
 pub use tablekit_azure as azure;
 
+#[cfg(feature = "encryption")]
+#[doc(inline)]
+pub use tablekit_encryption as encryption;
+
 #[cfg(feature = "eventual")]
 #[doc(inline)]
 pub use tablekit_eventual as eventual;
@@ -61,6 +65,8 @@ pub mod prelude {
         PutOptions, Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions,
         TableSas, TokenScope, TypedTable,
     };
+    #[cfg(feature = "encryption")]
+    pub use tablekit_encryption::EncryptionPolicy;
     #[cfg(feature = "eventual")]
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
     #[cfg(feature = "index")]

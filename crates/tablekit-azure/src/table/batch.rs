@@ -74,8 +74,12 @@ impl Table {
     /// transaction is all-or-nothing; an atomic plan is one transaction. A best-effort plan
     /// stops at the first failed transaction; earlier ones stay committed.
     ///
+    /// With a codec ([`Table::with_codec`]), each operation's properties are encoded before
+    /// the transaction is built (deletes are sent as they are).
+    ///
     /// # Errors
-    /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more.
+    /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more; an operation
+    /// the handle's codec refuses (encryption refuses merges).
     /// [`Error::BatchFailed`] with the caller's index of the operation the service refused
     /// and its cause (e.g. [`Error::AlreadyExists`]); nothing of that transaction was written.
     /// A transport error or timeout that outlasts the retries leaves the failed transaction's
@@ -100,7 +104,10 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub async fn submit(&self, plan: &BatchPlan) -> Result<Vec<TransactionOutcome>> {
-        let transactions = encode(plan, &self.service_url(), self.name())?;
+        // With a codec, the operations' properties are encoded first; the caller's plan stays
+        // what outcomes are named and read-backs compared by.
+        let sent = self.encode_plan(plan).await?;
+        let transactions = encode(&sent, &self.service_url(), self.name())?;
         let mut outcomes = Vec::with_capacity(transactions.len());
         for tx in &transactions {
             outcomes.push(self.send_transaction(plan, tx).await?);
@@ -311,8 +318,10 @@ impl Table {
         }
     }
 
-    /// The stored rows of the partition between the transaction's smallest and largest
-    /// RowKey: one query (more pages only if over 1,000 other rows lie in between).
+    /// The stored rows of the transaction's operations, read with one query over the
+    /// partition between its smallest and largest RowKey (more pages only if over 1,000 other
+    /// rows lie in between). With a codec, the rows are decoded — only the transaction's own,
+    /// so that another row in the range cannot fail the read.
     pub(crate) async fn read_rows(
         &self,
         plan: &BatchPlan,
@@ -323,7 +332,7 @@ impl Table {
             .iter()
             .filter_map(|&i| plan.operation(i))
             .map(|op| op.keys().rk());
-        let (Some(min), Some(max)) = (keys.clone().min(), keys.max()) else {
+        let (Some(min), Some(max)) = (keys.clone().min(), keys.clone().max()) else {
             return Ok(Rows::new());
         };
         let filter = Filter::row_range(
@@ -331,15 +340,27 @@ impl Table {
             std::ops::Bound::Included(min),
             std::ops::Bound::Included(max),
         );
-        Ok(self
+        let rows = self
+            .without_codec()
             .query::<Properties>()
             .filter(filter)
             .allow_scan()
             .collect()
-            .await?
-            .into_iter()
-            .map(|s| (s.keys.rk().to_owned(), s))
-            .collect())
+            .await?;
+        let mut out = Rows::with_capacity(tx.indices.len());
+        for row in rows {
+            let rk = row.keys.rk().to_owned();
+            match &self.codec {
+                None => {
+                    out.insert(rk, row);
+                }
+                Some(codec) if keys.clone().any(|k| k == rk) => {
+                    out.insert(rk, self.decode_stored(codec.as_ref(), row).await?);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -227,9 +227,14 @@ impl Table {
     /// [`BulkReport::read_backs`] count them. Consistency: each transaction is atomic; the
     /// bulk write as a whole is not.
     ///
+    /// With a codec ([`Table::with_codec`]), each operation's properties are encoded before
+    /// any transaction is built, and read-backs compare what the caller wrote with the stored
+    /// entities decoded.
+    ///
     /// # Errors
     /// Before any request: [`Error::DuplicateInTransaction`] for two operations on one entity,
-    /// [`Error::InvalidArgument`] for an empty list. Per-operation failures are in the report.
+    /// [`Error::InvalidArgument`] for an empty list, an operation the handle's codec refuses
+    /// (encryption refuses merges). Per-operation failures are in the report.
     pub async fn bulk_write(
         &self,
         operations: Vec<Operation>,
@@ -237,7 +242,10 @@ impl Table {
     ) -> Result<BulkReport> {
         let total = operations.len();
         let plan = BatchPlan::best_effort(operations)?;
-        let transactions = encode(&plan, &self.service_url(), self.name())?;
+        // With a codec, the operations' properties are encoded first: `encoded` is what goes
+        // out, `plan` what outcomes are named and read-backs compared by.
+        let encoded = self.encode_plan(&plan).await?;
+        let transactions = encode(&encoded, &self.service_url(), self.name())?;
         let concurrency = options
             .concurrency
             .unwrap_or(self.account.settings().concurrency)
@@ -248,9 +256,12 @@ impl Table {
             ..Progress::default()
         };
         let (mut sent, mut read_backs) = (0, 0);
-        let (plan_ref, options_ref) = (&plan, &options);
+        let (plan_ref, encoded_ref, options_ref) = (&plan, &*encoded, &options);
         let mut results = futures::stream::iter(transactions)
-            .map(|tx| async move { self.write_resilient(plan_ref, tx, options_ref).await })
+            .map(|tx| async move {
+                self.write_resilient(plan_ref, encoded_ref, tx, options_ref)
+                    .await
+            })
             .buffer_unordered(concurrency);
         while let Some(resolved) = results.next().await {
             sent += resolved.transactions;
@@ -286,10 +297,12 @@ impl Table {
     }
 
     /// Sends a transaction; when one operation is refused, records it and resends the rest;
-    /// when the transaction's outcome is left open, settles it by reading back.
+    /// when the transaction's outcome is left open, settles it by reading back. `encoded` is
+    /// `plan` as it is sent (through the handle's codec).
     async fn write_resilient(
         &self,
         plan: &BatchPlan,
+        encoded: &BatchPlan,
         first: EncodedTransaction,
         options: &BulkOptions,
     ) -> Resolved {
@@ -332,7 +345,7 @@ impl Table {
                     continue;
                 }
             };
-            match self.reencode(plan, &rest) {
+            match self.reencode(encoded, &rest) {
                 Ok(next) => pending = next,
                 Err(e) => r.outcomes.extend(
                     rest.into_iter()

@@ -39,8 +39,9 @@ impl Table {
     /// Returns the new ETag.
     ///
     /// # Errors
-    /// Before any request: invalid keys, property names or values ([`Error::Encode`]), and
-    /// limit violations. [`Error::AlreadyExists`] (409) if the keys are taken;
+    /// Before any request: invalid keys, property names or values ([`Error::Encode`]), limit
+    /// violations, and whatever the handle's codec refuses ([`Table::with_codec`]).
+    /// [`Error::AlreadyExists`] (409) if the keys are taken;
     /// [`Error::NotFound`] if the table does not exist. After a lost response the insert is
     /// verified: a 409 on a retry counts as success only if the stored entity is the one that
     /// was sent.
@@ -71,7 +72,8 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::NotFound`] (404) if the entity does not exist, [`Error::PreconditionFailed`]
-    /// (412) if its ETag is not `if_match`; encoding errors before any request.
+    /// (412) if its ETag is not `if_match`; encoding errors and the codec's refusals before
+    /// any request.
     pub async fn replace(&self, entity: &impl AsEntity, if_match: IfMatch) -> Result<ETag> {
         let op = Operation::replace(entity, if_match)?;
         self.execute(&op)
@@ -84,7 +86,8 @@ impl Table {
     /// Requests: 1. Returns the new ETag.
     ///
     /// # Errors
-    /// As [`Table::replace`].
+    /// As [`Table::replace`]. A codec that cannot merge (client-side encryption) refuses it
+    /// before any request.
     pub async fn merge(&self, entity: &impl AsEntity, if_match: IfMatch) -> Result<ETag> {
         let op = Operation::merge(entity, if_match)?;
         self.execute(&op)
@@ -97,7 +100,8 @@ impl Table {
     /// Requests: 1. Idempotent: safe to repeat.
     ///
     /// # Errors
-    /// Encoding errors before any request; [`Error::NotFound`] if the table does not exist.
+    /// Encoding errors and the codec's refusals before any request; [`Error::NotFound`] if
+    /// the table does not exist.
     pub async fn upsert_replace(&self, entity: &impl AsEntity) -> Result<ETag> {
         let op = Operation::upsert_replace(entity)?;
         self.execute(&op)
@@ -110,7 +114,8 @@ impl Table {
     /// Requests: 1. Idempotent: safe to repeat.
     ///
     /// # Errors
-    /// As [`Table::upsert_replace`].
+    /// As [`Table::upsert_replace`]. A codec that cannot merge (client-side encryption)
+    /// refuses it before any request.
     pub async fn upsert_merge(&self, entity: &impl AsEntity) -> Result<ETag> {
         let op = Operation::upsert_merge(entity)?;
         self.execute(&op)
@@ -156,7 +161,8 @@ impl Table {
     /// # Errors
     /// Key errors before any request; [`Error::NotFound`] if the *table* does not exist (a
     /// missing entity is `Ok(None)`); [`Error::Decode`] naming the table, keys and property
-    /// when the stored data does not fit `T`.
+    /// when the stored data does not fit `T`; with a codec, its decoding errors (for
+    /// encryption, [`Error::Corrupt`] naming the entity).
     ///
     /// # Examples
     /// ```no_run
@@ -187,8 +193,16 @@ impl Table {
             .await;
         match outcome.result {
             Ok(response) => {
-                let stored = parse_entity(&response.body, response.header("etag"))
-                    .map_err(|e| self.in_table(e))?;
+                let stored = match &self.codec {
+                    None => parse_entity(&response.body, response.header("etag"))
+                        .map_err(|e| self.in_table(e))?,
+                    Some(codec) => {
+                        let raw =
+                            parse_entity::<Properties>(&response.body, response.header("etag"))
+                                .map_err(|e| self.in_table(e))?;
+                        self.decode_stored(codec.as_ref(), raw).await?
+                    }
+                };
                 self.account.metrics().entities_read(1);
                 Ok(Some(stored))
             }
@@ -198,8 +212,11 @@ impl Table {
         }
     }
 
-    /// Sends one encoded operation alone. Returns the new ETag (none for deletes).
+    /// Sends one operation alone, its properties passed through the handle's codec. Returns
+    /// the new ETag (none for deletes).
     pub(crate) async fn execute(&self, op: &Operation) -> Result<Option<ETag>> {
+        let encoded = self.encode_operation(op).await?;
+        let sent = encoded.as_ref().unwrap_or(op);
         let keys = op.keys();
         let target = Target::entity(self.name.as_ref(), keys.clone());
         let (method, path) = match op.kind() {
@@ -213,7 +230,7 @@ impl Table {
             OperationKind::Delete => (Method::Delete, entity_path(&self.name, keys)),
         };
         let url = self.url(&path, &[]);
-        let body = op.body().map(Bytes::copy_from_slice);
+        let body = sent.body().map(Bytes::copy_from_slice);
         let mut headers: Vec<(&'static str, &str)> = vec![("accept", ACCEPT_NONE)];
         if body.is_some() {
             headers.push(("content-type", "application/json"));
@@ -246,6 +263,8 @@ impl Table {
 
     /// After a retried write failed in a way an applied earlier attempt explains (its response
     /// was lost), reads the entity and decides. Costs one extra request, only in that case.
+    /// `op` is the operation as the caller gave it; with a codec, the entity is read decoded,
+    /// so what is compared is what the caller wrote.
     async fn verify(&self, op: &Operation, error: Error) -> Result<Option<ETag>> {
         let explained = matches!(
             (op.kind(), error.kind()),

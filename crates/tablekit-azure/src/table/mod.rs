@@ -2,6 +2,7 @@
 
 mod batch;
 mod bulk;
+mod codec;
 mod entity;
 mod list;
 mod query;
@@ -22,6 +23,7 @@ use tracing::Instrument as _;
 
 pub use batch::TransactionOutcome;
 pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
+pub use codec::EntityCodec;
 pub use query::{ContinuationToken, Page, Query};
 pub use typed::{TypedTable, WriteMode};
 pub use update::ConflictLoop;
@@ -34,10 +36,15 @@ pub(crate) const ACCEPT_MINIMAL: &str = "application/json;odata=minimalmetadata"
 pub(crate) const ACCEPT_NONE: &str = "application/json;odata=nometadata";
 
 /// A handle on one table of an [`Account`]. Cheap to clone; holds no connection of its own.
+///
+/// A handle may carry an [`EntityCodec`] ([`Table::with_codec`]) that every entity it writes
+/// and reads passes through — client-side encryption, for instance. The codec belongs to the
+/// handle: clones carry it, [`Account::table`] makes handles without one.
 #[derive(Clone)]
 pub struct Table {
     account: Account,
     name: Arc<str>,
+    codec: Option<Arc<dyn EntityCodec>>,
 }
 
 impl fmt::Debug for Table {
@@ -45,12 +52,14 @@ impl fmt::Debug for Table {
         f.debug_struct("Table")
             .field("name", &self.name)
             .field("account", &self.account.name())
+            .field("codec", &self.codec)
             .finish()
     }
 }
 
 impl Account {
-    /// A handle on the table `name`. No request is sent.
+    /// A handle on the table `name`, without a codec ([`Table::with_codec`]). No request is
+    /// sent.
     ///
     /// # Errors
     /// [`Error::InvalidName`](tablekit_core::Error::InvalidName) when `name` breaks the table naming rules
@@ -60,6 +69,7 @@ impl Account {
         Ok(Table {
             account: self.clone(),
             name: Arc::from(name),
+            codec: None,
         })
     }
 }
@@ -76,7 +86,8 @@ impl Table {
 
     /// An SDK client for this table with the same credentials, endpoint and HTTP stack, for
     /// anything tablekit does not cover. Requests made through it are counted in the
-    /// account's metrics but are not retried by tablekit.
+    /// account's metrics but are not retried by tablekit, and do not pass through this
+    /// handle's codec ([`Table::with_codec`]).
     pub fn client(&self) -> TableClient {
         TableServiceClientBuilder::with_location(
             self.account.location(ServiceType::Table),

@@ -9,7 +9,7 @@ use azure_storage::clients::ServiceType;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tablekit_core::edm::{field_names, parse_page};
+use tablekit_core::edm::{Properties, field_names, parse_page};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::{MAX_PAGE_SIZE, validate_property_identifier};
 use tablekit_core::{Error, Limit, QueryShape, Result, Stored};
@@ -98,6 +98,30 @@ fn per_request(remaining: Option<usize>, page_size: Option<usize>) -> Option<usi
     }
 }
 
+/// A query checked and rendered, before its first request.
+#[derive(Debug, Clone, Default)]
+struct Prepared {
+    /// The `$filter` text.
+    filter: Option<String>,
+    /// The `$select` text.
+    select: Option<String>,
+}
+
+/// The `$select` text for a projection of `properties`.
+fn select_param(properties: &[String]) -> String {
+    // Azure always returns the system properties with a projection; Azurite does not.
+    // Asking for them explicitly keeps `Stored` complete on both.
+    let mut all = String::from("PartitionKey,RowKey,Timestamp");
+    for name in properties
+        .iter()
+        .filter(|n| !matches!(n.as_str(), "PartitionKey" | "RowKey" | "Timestamp"))
+    {
+        all.push(',');
+        all.push_str(name);
+    }
+    all
+}
+
 /// Where a query continues: the service's next partition and row keys. Serialize it (serde,
 /// or `Display`/`FromStr`) to resume later — in another process if need be — with
 /// [`Query::resume`].
@@ -159,7 +183,8 @@ pub struct Page<T> {
 }
 
 /// A query on a [`Table`], built with [`Table::query`]. Nothing is sent until a page or the
-/// stream is asked for.
+/// stream is asked for. On a handle with a codec ([`Table::with_codec`]), the filter and the
+/// projection are checked by the codec before any request and every entity is decoded.
 ///
 /// Requests: one per page (≤ 1,000 entities per page; the service also ends a page after 5 s
 /// or at a partition boundary). Consistency: each page is consistent; pages are not a
@@ -337,8 +362,9 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             .map_or(QueryShape::TableScan, Filter::shape)
     }
 
-    /// Validates the query and renders its filter, applying the scan policy.
-    fn prepare(&self) -> Result<Option<String>> {
+    /// Validates the query (through the handle's codec too) and renders its filter and
+    /// projection, applying the scan policy.
+    fn prepare(&self) -> Result<Prepared> {
         if let Some(n) = self.page_size {
             if n == 0 || n > MAX_PAGE_SIZE {
                 return Err(Error::LimitExceeded {
@@ -350,6 +376,21 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         for name in self.select.iter().flatten() {
             validate_property_identifier(name)?;
         }
+        let codec = self.table.codec();
+        if let (Some(codec), Some(filter)) = (codec, &self.filter) {
+            codec.check_filter(filter)?;
+        }
+        let select = match (codec, &self.select) {
+            (Some(codec), Some(selected)) => {
+                let requested = codec.projection(selected)?;
+                for name in &requested {
+                    validate_property_identifier(name)?;
+                }
+                Some(select_param(&requested))
+            }
+            (None, Some(selected)) => Some(select_param(selected)),
+            (_, None) => None,
+        };
         let rendered = self.filter.as_ref().map(Filter::render).transpose()?;
         let shape = self.shape();
         let policy = self.table.account().settings().scan_policy;
@@ -371,7 +412,10 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                 });
             }
         }
-        Ok(rendered)
+        Ok(Prepared {
+            filter: rendered,
+            select,
+        })
     }
 
     /// Fetches one page, starting at the query's start (or its [`Query::resume`] token).
@@ -380,12 +424,15 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     ///
     /// # Errors
     /// Before any request: invalid filter or property names, page size out of range,
-    /// [`Error::ScanDenied`]. Then [`Error::NotFound`] for a missing table,
-    /// [`Error::Decode`] naming the table, keys and property when an entity does not fit `T`.
+    /// [`Error::ScanDenied`], a filter or projection the handle's codec refuses
+    /// ([`Table::with_codec`]; encryption refuses a filter on an encrypted property with
+    /// [`Error::InvalidFilter`]). Then [`Error::NotFound`] for a missing table,
+    /// [`Error::Decode`] naming the table, keys and property when an entity does not fit `T`,
+    /// and the codec's decoding errors.
     pub async fn page(&self) -> Result<Page<T>> {
-        let filter = self.prepare()?;
+        let prepared = self.prepare()?;
         self.fetch(
-            filter.as_deref(),
+            &prepared,
             self.start.as_ref(),
             per_request(self.top, self.page_size),
         )
@@ -395,23 +442,11 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// The URL of one page request.
     fn page_url(
         &self,
-        filter: Option<&str>,
+        prepared: &Prepared,
         start: Option<&ContinuationToken>,
         top: Option<usize>,
     ) -> Url {
-        // Azure always returns the system properties with a projection; Azurite does not.
-        // Asking for them explicitly keeps `Stored` complete on both.
-        let select = self.select.as_ref().map(|s| {
-            let mut all = String::from("PartitionKey,RowKey,Timestamp");
-            for name in s
-                .iter()
-                .filter(|n| !matches!(n.as_str(), "PartitionKey" | "RowKey" | "Timestamp"))
-            {
-                all.push(',');
-                all.push_str(name);
-            }
-            all
-        });
+        let (filter, select) = (prepared.filter.as_deref(), &prepared.select);
         let top = top.map(|t| t.min(MAX_PAGE_SIZE).to_string());
         let mut query: Vec<(&str, &str)> = Vec::with_capacity(5);
         if let Some(f) = filter {
@@ -434,21 +469,30 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
 
     async fn fetch(
         &self,
-        filter: Option<&str>,
+        prepared: &Prepared,
         start: Option<&ContinuationToken>,
         top: Option<usize>,
     ) -> Result<Page<T>> {
         let raw = fetch_raw(
             self.table.clone(),
-            self.page_url(filter, start, top),
+            self.page_url(prepared, start, top),
             self.shape(),
         )
         .await?;
-        self.parse(raw)
+        self.parse(raw).await
     }
 
-    fn parse(&self, raw: RawPage) -> Result<Page<T>> {
-        let items = parse_page::<T>(&raw.body).map_err(|e| self.table.in_table(e))?;
+    /// Reads a page's entities as `T`s, decoded by the handle's codec if it has one (without
+    /// one, the page is parsed straight into `T`s, as before codecs existed).
+    async fn parse(&self, raw: RawPage) -> Result<Page<T>> {
+        let items = match self.table.codec() {
+            None => parse_page::<T>(&raw.body).map_err(|e| self.table.in_table(e))?,
+            Some(codec) => {
+                let stored =
+                    parse_page::<Properties>(&raw.body).map_err(|e| self.table.in_table(e))?;
+                self.table.decode_all(codec.as_ref(), stored).await?
+            }
+        };
         self.table.account().metrics().entities_read(items.len());
         Ok(Page {
             items,
@@ -468,7 +512,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     pub fn pages(self) -> impl Stream<Item = Result<Page<T>>> + Send + 'static {
         struct State<T> {
             query: Query<T>,
-            filter: Option<String>,
+            prepared: Prepared,
             next: Option<ContinuationToken>,
             remaining: Option<usize>,
             ahead: Option<Prefetch>,
@@ -479,14 +523,14 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             next: self.start.clone(),
             remaining: self.top,
             query: self,
-            filter: None,
+            prepared: Prepared::default(),
             ahead: None,
             done: false,
         };
         futures::stream::unfold((state, Some(prepared)), |(mut st, prepared)| async move {
             if let Some(prepared) = prepared {
                 match prepared {
-                    Ok(filter) => st.filter = filter,
+                    Ok(prepared) => st.prepared = prepared,
                     Err(e) => {
                         st.done = true;
                         return Some((Err(e), (st, None)));
@@ -501,7 +545,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                 Some(ahead) => ahead.join().await,
                 None => {
                     let url = q.page_url(
-                        st.filter.as_deref(),
+                        &st.prepared,
                         st.next.as_ref(),
                         per_request(st.remaining, q.page_size),
                     );
@@ -521,10 +565,10 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             // service works on it while this page is parsed and consumed. With `top`, the
             // next request's size depends on this page's count, so it waits.
             if let (Some(next), None, true) = (&st.next, st.remaining, q.read_ahead) {
-                let url = q.page_url(st.filter.as_deref(), Some(next), q.page_size);
+                let url = q.page_url(&st.prepared, Some(next), q.page_size);
                 st.ahead = Some(Prefetch::spawn(fetch_raw(q.table.clone(), url, q.shape())));
             }
-            match q.parse(raw) {
+            match q.parse(raw).await {
                 Ok(mut page) => {
                     if let Some(r) = st.remaining.as_mut() {
                         page.items.truncate(*r);
@@ -577,7 +621,7 @@ mod tests {
 
     fn sent_select(query: &Query<Properties>) -> Option<String> {
         query
-            .page_url(None, None, None)
+            .page_url(&query.prepare().unwrap(), None, None)
             .query_pairs()
             .find(|(k, _)| k == "$select")
             .map(|(_, v)| v.into_owned())

@@ -115,8 +115,12 @@ impl<'de> Deserialize<'de> for Properties {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Properties, A::Error> {
                 let mut out = BTreeMap::new();
-                while let Some((k, v)) = map.next_entry::<String, EdmValue>()? {
-                    out.insert(k, v);
+                // The service stores no nulls; Azure answers a projection naming a property
+                // an entity lacks with a null, which is read as the absence it stands for.
+                while let Some((k, v)) = map.next_entry::<String, Option<EdmValue>>()? {
+                    if let Some(v) = v {
+                        out.insert(k, v);
+                    }
                 }
                 Ok(Properties(out))
             }
