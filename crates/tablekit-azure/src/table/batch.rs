@@ -18,6 +18,7 @@ use tablekit_core::{ETag, Error, ErrorKind, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use super::Table;
+use crate::governor::Charge;
 use crate::metrics::RequestKind;
 use crate::send::may_have_applied;
 
@@ -75,7 +76,9 @@ impl Table {
     /// stops at the first failed transaction; earlier ones stay committed.
     ///
     /// # Errors
-    /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more.
+    /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more (2 MB on
+    /// the Cosmos DB Table API, where a RowKey over 255 bytes is refused the same way and a
+    /// reserved property name with [`Error::InvalidName`]).
     /// [`Error::BatchFailed`] with the caller's index of the operation the service refused
     /// and its cause (e.g. [`Error::AlreadyExists`]); nothing of that transaction was written.
     /// A transport error or timeout that outlasts the retries leaves the failed transaction's
@@ -100,7 +103,9 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub async fn submit(&self, plan: &BatchPlan) -> Result<Vec<TransactionOutcome>> {
+        self.check_plan(plan)?;
         let transactions = encode(plan, &self.service_url(), self.name())?;
+        self.check_transactions(&transactions)?;
         let mut outcomes = Vec::with_capacity(transactions.len());
         for tx in &transactions {
             outcomes.push(self.send_transaction(plan, tx).await?);
@@ -129,10 +134,11 @@ impl Table {
         let target = Target::table(self.name.as_ref());
         let outcome = self
             .account
-            .send(
+            .send_charged(
                 ServiceType::Table,
                 RequestKind::Transaction,
                 &target,
+                &Charge::partition(tx.partition_key.as_str(), tx.indices.len() as u32),
                 || self.request(Method::Post, url.clone(), &headers, Some(&body)),
             )
             .instrument(span.clone())

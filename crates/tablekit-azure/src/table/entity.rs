@@ -200,6 +200,7 @@ impl Table {
 
     /// Sends one encoded operation alone. Returns the new ETag (none for deletes).
     pub(crate) async fn execute(&self, op: &Operation) -> Result<Option<ETag>> {
+        self.check_operation(op)?;
         let keys = op.keys();
         let target = Target::entity(self.name.as_ref(), keys.clone());
         let (method, path) = match op.kind() {

@@ -5,6 +5,7 @@ mod bulk;
 mod entity;
 mod list;
 mod query;
+mod service_limits;
 mod typed;
 mod update;
 
