@@ -26,7 +26,10 @@ pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
 pub use progress::{Progress, ProgressCallback};
 pub use queue::{MAX_VISIBILITY, Message, MessageTtl, PutOptions, Queue};
 pub use retry::{ConflictRetry, RetryPolicy};
-pub use sas::{AccountSas, SAS_VERSION, SasProtocol, SasServices, TablePermissions, TableSas};
+pub use sas::{
+    AccountSas, COSMOS_TABLE_SAS_VERSION, SAS_VERSION, SasProtocol, SasServices, TablePermissions,
+    TableSas,
+};
 pub use settings::{ScanAction, ScanPolicy, Settings, TableService};
 pub use table::{
     BulkOptions, BulkReport, ConflictLoop, ContinuationToken, OperationOutcome, Page, Query, Table,
