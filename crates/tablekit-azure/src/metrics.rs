@@ -225,7 +225,7 @@ impl Metrics {
         }
     }
 
-    /// Counts `n` entities served in partition `pk`; `take`: charge them to the budgets too
+    /// Counts `n` entities served in partition `pk` (a partition name, `{table}/{pk}`); `take`: charge them to the budgets too
     /// (query results, known only once returned).
     pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
         if n > 0 {
@@ -250,11 +250,18 @@ impl Metrics {
         }
     }
 
-    /// The rate (entities per second) the account's budget for partition `pk` — or, for
-    /// `None`, the account's own budget — admits now: the target times its utilization, less
-    /// any cut made by adaptation. Infinite when there is no budget.
-    pub fn budget_rate(&self, pk: Option<&str>) -> f64 {
-        self.governor.limit(pk)
+    /// The rate (entities per second) the budget of partition `pk` of `table` admits now:
+    /// the target times its utilization, less any cut made by adaptation and not yet grown
+    /// back (see [`ThroughputPolicy`]). Infinite when there is no budget.
+    pub fn partition_budget_rate(&self, table: &str, pk: &str) -> f64 {
+        self.governor
+            .limit(Some(&crate::governor::partition_name(table, pk)))
+    }
+
+    /// The rate (entities per second) the account's budget admits now (see
+    /// [`Metrics::partition_budget_rate`]).
+    pub fn account_budget_rate(&self) -> f64 {
+        self.governor.limit(None)
     }
 
     pub(crate) fn request(&self, kind: RequestKind, bytes_sent: usize) {
@@ -336,8 +343,8 @@ pub struct MetricsSnapshot {
     pub entities_metered: u64,
     /// Entities per second the account served over the meter's window, at the snapshot.
     pub account_rate: u64,
-    /// The partitions with the highest rates over the meter's window, at the snapshot
-    /// (entities per second, highest first, at most five).
+    /// The partitions with the highest rates over the meter's window, at the snapshot, named
+    /// `{table}/{partition key}` (entities per second, highest first, at most five).
     pub hottest_partitions: Vec<(String, u64)>,
     /// Times adaptation cut a budget after a throttling answer.
     pub budget_cuts: u64,

@@ -58,8 +58,8 @@ fn default_charge(service: ServiceType, kind: RequestKind, target: &Target) -> C
         return Charge::free();
     }
     match (&target.keys, kind) {
-        (Some(keys), _) => Charge::partition(keys.pk(), 1),
-        (None, RequestKind::Query) => Charge::query(None),
+        (Some(keys), _) => Charge::partition(&target.table, keys.pk(), 1),
+        (None, RequestKind::Query) => Charge::query(&target.table, None),
         (None, _) => Charge::account(1),
     }
 }

@@ -71,8 +71,8 @@ async fn the_meter_counts_transaction_operations_single_operations_and_returned_
     assert_eq!(stats.admitted_in("c"), 3);
     // The last thing served was partition "a": the hottest in the window.
     assert_eq!(
-        m.hottest_partitions.first().map(|(pk, _)| pk.as_str()),
-        Some("a"),
+        m.hottest_partitions.first().map(|(pk, _)| pk.clone()),
+        Some(format!("{}/a", table.name())),
         "{m:?}"
     );
     assert!(m.account_rate > 0);
@@ -179,7 +179,10 @@ async fn a_retry_hint_delays_the_retry_and_request_charges_are_recorded() {
     );
     assert!(m.budget_cuts >= 1, "{m:?}");
     assert!(
-        account.metrics().budget_rate(Some("p")).is_finite(),
+        account
+            .metrics()
+            .partition_budget_rate(table.name(), "p")
+            .is_finite(),
         "the first 429 set a budget for the partition"
     );
     let charge = m.request_charge();
@@ -196,7 +199,7 @@ async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
     let account = &proxied.account;
     let table = created(account, "aimd").await;
     let metrics = account.metrics().clone();
-    let full = metrics.budget_rate(Some("p"));
+    let full = metrics.partition_budget_rate(table.name(), "p");
     assert_eq!(full, 200.0 * 0.95);
 
     // Partition "p" runs near its budget when it is refused: its budget is cut.
@@ -215,10 +218,10 @@ async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
         .unwrap();
     // Halved, then grown back for as long as the retry waited for the smaller budget
     // (about half a second, at a tenth of the target per second).
-    let cut = metrics.budget_rate(Some("p"));
+    let cut = metrics.partition_budget_rate(table.name(), "p");
     assert!(cut < full * 0.75, "{cut} after a 503 (was {full})");
     assert_eq!(
-        metrics.budget_rate(None),
+        metrics.account_budget_rate(),
         4_000.0 * 0.95,
         "not the account's"
     );
@@ -226,7 +229,7 @@ async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
     assert_eq!((m.throttled_responses, m.budget_cuts), (1, 1), "{m:?}");
     // Additive increase: it grows back while nothing is throttled.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(metrics.budget_rate(Some("p")) > cut);
+    assert!(metrics.partition_budget_rate(table.name(), "p") > cut);
 
     // A partition far below its budget when refused: the account's budget is cut instead.
     proxied.table.clear();
@@ -239,9 +242,12 @@ async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
         .upsert_replace(&Entity::try_new("idle", "1", Properties::new()).unwrap())
         .await
         .unwrap();
-    let account_rate = metrics.budget_rate(None);
+    let account_rate = metrics.account_budget_rate();
     assert!(account_rate < 4_000.0 * 0.95 * 0.75, "{account_rate}");
-    assert_eq!(metrics.budget_rate(Some("idle")), 200.0 * 0.95);
+    assert_eq!(
+        metrics.partition_budget_rate(table.name(), "idle"),
+        200.0 * 0.95
+    );
     assert_eq!(metrics.snapshot().budget_cuts, 2);
 }
 
@@ -293,7 +299,10 @@ async fn governance_switched_off_sends_exactly_the_same_requests() {
         counts.push((m.requests_by_kind.clone(), m.entities_metered));
         if std::ptr::eq(account, &off) {
             assert_eq!((m.budget_waits, m.budget_cuts), (0, 0), "{m:?}");
-            assert_eq!(off.metrics().budget_rate(Some("x")), f64::INFINITY);
+            assert_eq!(
+                off.metrics().partition_budget_rate(table.name(), "x"),
+                f64::INFINITY
+            );
         }
         table.delete_table().await.unwrap();
     }

@@ -16,6 +16,12 @@ pub use policy::ThroughputPolicy;
 use budget::Budget;
 use meter::Window;
 
+/// The name a partition has in the meter and the budgets: `{table}/{partition key}` (neither
+/// can contain `/` before it). A partition of the service is a PartitionKey of one table.
+pub(crate) fn partition_name(table: &str, pk: &str) -> String {
+    format!("{table}/{pk}")
+}
+
 /// What one request costs, and where.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Charge {
@@ -53,19 +59,20 @@ impl Charge {
         }
     }
 
-    /// `cost` entities in partition `pk` (and the account).
-    pub(crate) fn partition(pk: impl Into<String>, cost: u32) -> Self {
+    /// `cost` entities in partition `pk` of `table` (and the account).
+    pub(crate) fn partition(table: &str, pk: &str, cost: u32) -> Self {
         Self {
-            partition: Some(pk.into()),
+            partition: Some(partition_name(table, pk)),
             cost,
             mode: Mode::Upfront,
         }
     }
 
-    /// A query page, confined to `pinned` when its filter fixes the PartitionKey.
-    pub(crate) fn query(pinned: Option<String>) -> Self {
+    /// A query page of `table`, confined to partition `pinned` when its filter fixes the
+    /// PartitionKey.
+    pub(crate) fn query(table: &str, pinned: Option<&str>) -> Self {
         Self {
-            partition: pinned,
+            partition: pinned.map(|pk| partition_name(table, pk)),
             cost: 0,
             mode: Mode::Query,
         }
@@ -184,12 +191,13 @@ impl Governor {
         }
     }
 
-    /// How long until `cost` entities in partition `pk` fit the budgets (zero: now).
-    pub(crate) fn ready_in(&self, pk: &str, cost: u32) -> Duration {
+    /// How long until `cost` entities in partition `pk` of `table` fit the budgets (zero:
+    /// now).
+    pub(crate) fn ready_in(&self, table: &str, pk: &str, cost: u32) -> Duration {
         if !self.policy.is_governed() {
             return Duration::ZERO;
         }
-        self.try_admit(&Charge::partition(pk, cost), Instant::now(), false)
+        self.try_admit(&Charge::partition(table, pk, cost), Instant::now(), false)
     }
 
     fn try_admit(&self, charge: &Charge, now: Instant, take: bool) -> Duration {
@@ -210,7 +218,8 @@ impl Governor {
         wait
     }
 
-    /// Counts `n` entities served in partition `pk` (or the account only), and for query
+    /// Counts `n` entities served in partition `pk` (a [`partition_name`]; or the account
+    /// only), and for query
     /// results also takes them from the budgets (which may go into debt).
     pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
         if n == 0 {
@@ -299,8 +308,8 @@ impl Governor {
         (account, partitions)
     }
 
-    /// The rate a partition's budget (or the account's) admits now, entities per second
-    /// (infinite: no budget).
+    /// The rate a partition's budget (`pk` a [`partition_name`]), or the account's, admits
+    /// now, entities per second (infinite: no budget).
     pub(crate) fn limit(&self, pk: Option<&str>) -> f64 {
         let now = Instant::now();
         let state = self.lock();
@@ -345,5 +354,56 @@ fn note_heat(scope: &mut Scope, rate: f64, target: f64, warn_at: f64, pk: Option
         }
     } else if scope.hot && rate < 0.9 * threshold {
         scope.hot = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heat_is_noted_once_per_episode() {
+        let policy = ThroughputPolicy::default();
+        let now = Instant::now();
+        let mut scope = Scope::new(100.0, &policy, now);
+        note_heat(&mut scope, 79.0, 100.0, 0.8, Some("t/p"));
+        assert!(!scope.hot);
+        note_heat(&mut scope, 80.0, 100.0, 0.8, Some("t/p"));
+        assert!(scope.hot);
+        // Still above 90 % of the threshold: the same episode.
+        note_heat(&mut scope, 73.0, 100.0, 0.8, Some("t/p"));
+        assert!(scope.hot);
+        note_heat(&mut scope, 71.0, 100.0, 0.8, Some("t/p"));
+        assert!(!scope.hot);
+        // No target, no heat.
+        note_heat(&mut scope, 1e9, f64::INFINITY, 0.8, None);
+        assert!(!scope.hot);
+    }
+
+    #[test]
+    fn partitions_of_different_tables_have_budgets_of_their_own() {
+        let g = Governor::new(ThroughputPolicy::default().with_targets(100.0, 10_000.0));
+        assert!(g.ready_in("A", "p", 95).is_zero());
+        g.try_admit(&Charge::partition("A", "p", 95), Instant::now(), true);
+        assert!(!g.ready_in("A", "p", 95).is_zero(), "spent");
+        assert!(
+            g.ready_in("B", "p", 95).is_zero(),
+            "another table's partition"
+        );
+        g.served(Some(&partition_name("A", "p")), 40, false);
+        let (account, hottest) = g.rates(5);
+        assert_eq!(account, 40.0);
+        assert_eq!(hottest, vec![("A/p".to_owned(), 40.0)]);
+    }
+
+    #[test]
+    fn ungoverned_charges_never_wait() {
+        let g = Governor::new(ThroughputPolicy::unlimited());
+        for _ in 0..100 {
+            assert!(g.ready_in("A", "p", 100).is_zero());
+            g.try_admit(&Charge::partition("A", "p", 100), Instant::now(), true);
+        }
+        assert!(!g.throttled(&Charge::partition("A", "p", 1), None));
+        assert_eq!(g.limit(None), f64::INFINITY);
     }
 }

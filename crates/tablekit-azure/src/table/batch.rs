@@ -138,7 +138,11 @@ impl Table {
                 ServiceType::Table,
                 RequestKind::Transaction,
                 &target,
-                &Charge::partition(tx.partition_key.as_str(), tx.indices.len() as u32),
+                &Charge::partition(
+                    &self.name,
+                    tx.partition_key.as_str(),
+                    tx.indices.len() as u32,
+                ),
                 || self.request(Method::Post, url.clone(), &headers, Some(&body)),
             )
             .instrument(span.clone())

@@ -257,7 +257,7 @@ impl PartitionQueues {
             if *in_flight >= bound {
                 continue;
             }
-            let wait = ready_in(tx.partition_key.as_ref(), tx.indices.len() as u32);
+            let wait = ready_in(tx.partition_key.as_str(), tx.indices.len() as u32);
             if wait.is_zero() {
                 best = Some((slot, wait));
                 break;
@@ -365,7 +365,7 @@ impl Table {
                 let governor = self.account.metrics().governor();
                 let Some((slot, tx)) = queues.next(per_partition, |pk, cost| {
                     if governed {
-                        governor.ready_in(pk, cost)
+                        governor.ready_in(self.name(), pk, cost)
                     } else {
                         Duration::ZERO
                     }

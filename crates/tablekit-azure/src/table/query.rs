@@ -16,7 +16,7 @@ use tablekit_core::{Error, Limit, QueryShape, Result, Stored};
 use tracing::Instrument as _;
 
 use super::{ACCEPT_MINIMAL, Table};
-use crate::governor::Charge;
+use crate::governor::{Charge, partition_name};
 use crate::metrics::RequestKind;
 use crate::settings::ScanAction;
 
@@ -41,7 +41,7 @@ async fn fetch_raw(
             ServiceType::Table,
             RequestKind::Query,
             &table.target(),
-            &Charge::query(pinned),
+            &Charge::query(table.name(), pinned.as_deref()),
             || {
                 table.request(
                     Method::Get,
@@ -71,7 +71,8 @@ async fn fetch_raw(
 /// Charges a page's entities to the budgets and the meter, by partition (pages come grouped
 /// by partition, so runs are counted together). A page without entities costs one: the
 /// service did the work of answering it.
-fn charge_returned<'a>(metrics: &crate::Metrics, pks: impl Iterator<Item = &'a str>) {
+fn charge_returned<'a>(metrics: &crate::Metrics, table: &str, pks: impl Iterator<Item = &'a str>) {
+    let served = |pk: &str, n| metrics.served(Some(&partition_name(table, pk)), n, true);
     let mut run: Option<(&str, u64)> = None;
     let mut any = false;
     for pk in pks {
@@ -80,14 +81,14 @@ fn charge_returned<'a>(metrics: &crate::Metrics, pks: impl Iterator<Item = &'a s
             Some((current, n)) if *current == pk => *n += 1,
             _ => {
                 if let Some((p, n)) = run.take() {
-                    metrics.served(Some(p), n, true);
+                    served(p, n);
                 }
                 run = Some((pk, 1));
             }
         }
     }
     if let Some((p, n)) = run {
-        metrics.served(Some(p), n, true);
+        served(p, n);
     }
     if !any {
         metrics.served(None, 1, true);
@@ -494,7 +495,11 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         let items = parse_page::<T>(&raw.body).map_err(|e| self.table.in_table(e))?;
         let metrics = self.table.account().metrics();
         metrics.entities_read(items.len());
-        charge_returned(metrics, items.iter().map(|s| s.keys.pk()));
+        charge_returned(
+            metrics,
+            self.table.name(),
+            items.iter().map(|s| s.keys.pk()),
+        );
         Ok(Page {
             items,
             continuation: raw.continuation,
