@@ -149,22 +149,22 @@ impl ThroughputPolicy {
                 return bad(name, "must be positive (f64::INFINITY for no budget)");
             }
         }
-        if !(self.utilization > 0.0 && self.utilization <= 1.0) {
+        if !(0.0..=1.0).contains(&self.utilization) || self.utilization == 0.0 {
             return bad("utilization", "must be in (0, 1]");
         }
         if self.burst.is_zero() {
             return bad("burst", "must be positive");
         }
-        if !(self.decrease > 0.0 && self.decrease < 1.0) {
+        if !(0.0..1.0).contains(&self.decrease) || self.decrease == 0.0 {
             return bad("decrease", "must be in (0, 1)");
         }
-        if !(self.floor > 0.0 && self.floor <= 1.0) {
+        if !(0.0..=1.0).contains(&self.floor) || self.floor == 0.0 {
             return bad("floor", "must be in (0, 1]");
         }
         if self.recovery.is_zero() || self.window.is_zero() {
             return bad("recovery/window", "must be positive");
         }
-        if !(self.warn_at > 0.0) {
+        if self.warn_at.is_nan() || self.warn_at <= 0.0 {
             return bad("warn_at", "must be positive");
         }
         Ok(())
