@@ -6,6 +6,7 @@ use crate::measure::{Figure, fmt};
 use crate::memory::Memory;
 use crate::patterns::PatternCount;
 use crate::python::Python;
+use crate::throughput::Throughput;
 use crate::workloads::{Bulk, Connections, Points, Scan, Sizes};
 
 #[derive(Debug, Serialize)]
@@ -64,6 +65,7 @@ pub(crate) struct Report {
     pub(crate) connections: Connections,
     pub(crate) patterns: Vec<PatternCount>,
     pub(crate) python: Option<Python>,
+    pub(crate) throughput: Throughput,
     pub(crate) checks: Vec<Check>,
 }
 
@@ -158,6 +160,7 @@ impl Report {
                 pass: wrong.is_empty(),
             });
         }
+        checks.extend(throughput_checks(&self.throughput));
         if let Some(py) = &self.python {
             checks.push(check(
                 "tablekit bulk load ≥ 5× the Python SDK's".into(),
@@ -274,6 +277,7 @@ impl Report {
                 &py.points_parallel,
             ));
         }
+        out.push_str(&throughput_section(&self.throughput));
         out.push_str("\n| Acceptance | measured | |\n|---|---|---|\n");
         for c in &self.checks {
             out.push_str(&format!(
@@ -285,6 +289,74 @@ impl Report {
         }
         out
     }
+}
+
+pub(crate) fn throughput_checks(t: &Throughput) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for row in &t.rows {
+        let tk = &row.tablekit;
+        checks.push(Check {
+                criterion: format!(
+                    "throttled bulk load over {} partition(s): tablekit goodput ≥ 0.85 of the budget, throttled < 2 % of requests, all written",
+                    row.partitions
+                ),
+                measured: format!(
+                    "{:.3} of the budget, {} of {} requests throttled ({:.2} %), {} of {} written",
+                    tk.goodput,
+                    tk.throttled,
+                    tk.requests,
+                    100.0 * tk.throttled_fraction(),
+                    tk.written,
+                    row.entities
+                ),
+                pass: tk.goodput >= 0.85
+                    && tk.throttled_fraction() < 0.02
+                    && tk.written == row.entities
+                    && tk.error.is_none(),
+            });
+    }
+    checks
+}
+
+pub(crate) fn throughput_section(t: &Throughput) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+            "\n9. Throughput governance: bulk load through the throttle model ({} entities/s per partition, {} per account, 1 s burst; 503 beyond), {} transactions in flight. Goodput: entities written over the most the model admits in the run's time (one burst + time × budget). The raw SDK uses its default retry policy.\n\n\
+             | Partitions | entities | budget | tablekit goodput | tablekit throttled | raw SDK goodput | raw SDK throttled |\n|---|---|---|---|---|---|---|\n",
+            fmt(t.per_partition),
+            fmt(t.per_account),
+            t.concurrency
+        ));
+    let show = |s: &crate::throughput::Side| {
+        (
+            format!(
+                "{:.3} ({:.1} s){}",
+                s.goodput,
+                s.seconds,
+                s.error
+                    .as_ref()
+                    .map(|e| format!(", {} written, failed: {e}", s.written))
+                    .unwrap_or_default()
+            ),
+            format!(
+                "{} of {} ({:.1} %)",
+                s.throttled,
+                s.requests,
+                100.0 * s.throttled_fraction()
+            ),
+        )
+    };
+    for row in &t.rows {
+        let (tg, tt) = show(&row.tablekit);
+        let (rg, rt) = show(&row.raw_sdk);
+        out.push_str(&format!(
+            "| {} | {} | {} /s | {tg} | {tt} | {rg} | {rt} |\n",
+            row.partitions,
+            row.entities,
+            fmt(row.budget)
+        ));
+    }
+    out
 }
 
 fn check(criterion: String, value: f64, at_least: f64) -> Check {

@@ -18,7 +18,7 @@ pub(crate) const RUNS: usize = 5;
 
 pub(crate) type Result<T> = std::result::Result<T, String>;
 
-fn err(e: impl std::fmt::Display) -> String {
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -41,6 +41,9 @@ pub(crate) struct Sizes {
     pub(crate) memory_large: usize,
     /// Transactions in flight for bulk loads.
     pub(crate) concurrency: usize,
+    /// Seconds of the model's budget each throughput-governance load needs (after its first
+    /// burst).
+    pub(crate) throughput_seconds: u64,
 }
 
 impl Sizes {
@@ -57,6 +60,7 @@ impl Sizes {
             memory_small: 10_000,
             memory_large: 200_000,
             concurrency: 8,
+            throughput_seconds: 15,
         }
     }
 
@@ -71,6 +75,7 @@ impl Sizes {
             memory_small: 1_000,
             memory_large: 20_000,
             concurrency: 8,
+            throughput_seconds: 4,
         }
     }
 }
@@ -83,7 +88,7 @@ async fn fresh_table(account: &Account, prefix: &str) -> Result<Table> {
     Ok(table)
 }
 
-fn operations(n: usize, partitions: usize) -> Vec<Operation> {
+pub(crate) fn operations(n: usize, partitions: usize) -> Vec<Operation> {
     (0..n)
         .map(|i| {
             let (pk, rk) = keys(i, partitions);

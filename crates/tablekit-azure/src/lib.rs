@@ -2,6 +2,7 @@
 
 mod account;
 mod container;
+mod governor;
 mod metrics;
 mod progress;
 mod queue;
@@ -20,12 +21,16 @@ pub use account::{
     TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV, TokenScope,
 };
 pub use container::{Blob, BlobCondition, BlobInfo, Container, PutBlob};
+pub use governor::ThroughputPolicy;
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
 pub use progress::{Progress, ProgressCallback};
 pub use queue::{MAX_VISIBILITY, Message, MessageTtl, PutOptions, Queue};
 pub use retry::{ConflictRetry, RetryPolicy};
-pub use sas::{AccountSas, SAS_VERSION, SasProtocol, SasServices, TablePermissions, TableSas};
-pub use settings::{ScanAction, ScanPolicy, Settings};
+pub use sas::{
+    AccountSas, COSMOS_TABLE_SAS_VERSION, SAS_VERSION, SasProtocol, SasServices, TablePermissions,
+    TableSas,
+};
+pub use settings::{ScanAction, ScanPolicy, Settings, TableService};
 pub use table::{
     BulkOptions, BulkReport, ConflictLoop, ContinuationToken, EntityCodec, OperationOutcome, Page,
     Query, Table, TransactionOutcome, TypedTable, WriteMode,

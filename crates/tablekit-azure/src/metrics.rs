@@ -4,6 +4,12 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::governor::{Charge, Governor, ThroughputPolicy};
+
+/// Partitions listed in [`MetricsSnapshot::hottest_partitions`].
+const HOTTEST: usize = 5;
 
 macro_rules! kinds {
     ($($variant:ident => $name:literal, $doc:literal;)*) => {
@@ -79,23 +85,28 @@ struct Counters {
     throttled: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
+    throttled_responses: AtomicU64,
+    entities_metered: AtomicU64,
+    budget_cuts: AtomicU64,
+    budget_waits: AtomicU64,
+    budget_wait_nanos: AtomicU64,
+    retry_delay_nanos: AtomicU64,
+    retry_hint_nanos: AtomicU64,
+    request_charge_milli: AtomicU64,
 }
 
-/// Live counters of one account, shared by all its handles (cheap to clone).
+/// Live counters of one account, shared by all its handles (cheap to clone), and the account's
+/// rate meter and throughput budgets (see [`ThroughputPolicy`]).
 #[derive(Clone)]
 pub struct Metrics {
     counters: Arc<Counters>,
+    governor: Arc<Governor>,
 }
 
 impl Default for Metrics {
+    /// Counters at zero, with the default [`ThroughputPolicy`]'s meter.
     fn default() -> Self {
-        let counters = Counters {
-            by_kind: RequestKind::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
-            ..Counters::default()
-        };
-        Self {
-            counters: Arc::new(counters),
-        }
+        Self::new(ThroughputPolicy::default())
     }
 }
 
@@ -109,11 +120,31 @@ fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl Metrics {
+    pub(crate) fn new(policy: ThroughputPolicy) -> Self {
+        let counters = Counters {
+            by_kind: RequestKind::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            ..Counters::default()
+        };
+        Self {
+            counters: Arc::new(counters),
+            governor: Arc::new(Governor::new(policy)),
+        }
+    }
+
+    pub(crate) fn governor(&self) -> &Governor {
+        &self.governor
+    }
+
     /// A copy of the current values.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (account_rate, hottest) = self.governor.rates(HOTTEST);
         MetricsSnapshot {
             requests_by_kind: RequestKind::ALL
                 .iter()
@@ -129,10 +160,24 @@ impl Metrics {
             throttled: load(&c.throttled),
             bytes_sent: load(&c.bytes_sent),
             bytes_received: load(&c.bytes_received),
+            throttled_responses: load(&c.throttled_responses),
+            entities_metered: load(&c.entities_metered),
+            account_rate: account_rate.round() as u64,
+            hottest_partitions: hottest
+                .into_iter()
+                .map(|(pk, r)| (pk, r.round() as u64))
+                .collect(),
+            budget_cuts: load(&c.budget_cuts),
+            budget_waits: load(&c.budget_waits),
+            budget_wait: Duration::from_nanos(load(&c.budget_wait_nanos)),
+            retry_delay: Duration::from_nanos(load(&c.retry_delay_nanos)),
+            retry_after_hints: Duration::from_nanos(load(&c.retry_hint_nanos)),
+            request_charge_milli: load(&c.request_charge_milli),
         }
     }
 
-    /// Sets every counter to zero.
+    /// Sets every counter to zero and forgets the metered rates (the budgets are kept: they
+    /// follow the service, not the counters).
     pub fn reset(&self) {
         let c = &self.counters;
         for v in c.by_kind.iter().chain([
@@ -145,9 +190,78 @@ impl Metrics {
             &c.throttled,
             &c.bytes_sent,
             &c.bytes_received,
+            &c.throttled_responses,
+            &c.entities_metered,
+            &c.budget_cuts,
+            &c.budget_waits,
+            &c.budget_wait_nanos,
+            &c.retry_delay_nanos,
+            &c.retry_hint_nanos,
+            &c.request_charge_milli,
         ]) {
             v.store(0, Ordering::Relaxed);
         }
+        self.governor.reset_meter();
+    }
+
+    /// Waits for `charge`'s budgets (see [`ThroughputPolicy`]) and takes it.
+    pub(crate) async fn admit(&self, charge: &Charge) {
+        let waited = self.governor.admit(charge).await;
+        if !waited.is_zero() {
+            add(&self.counters.budget_waits, 1);
+            add(&self.counters.budget_wait_nanos, nanos(waited));
+        }
+    }
+
+    /// The answer to a charged request: counts what it served, or adapts to a refusal.
+    pub(crate) fn answered(&self, charge: &Charge, throttled: Option<Option<Duration>>) {
+        match throttled {
+            None => self.served(charge.partition_key(), charge.upfront_cost().into(), false),
+            Some(hint) => {
+                if self.governor.throttled(charge, hint) {
+                    add(&self.counters.budget_cuts, 1);
+                }
+            }
+        }
+    }
+
+    /// Counts `n` entities served in partition `pk` (a partition name, `{table}/{pk}`); `take`: charge them to the budgets too
+    /// (query results, known only once returned).
+    pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
+        if n > 0 {
+            add(&self.counters.entities_metered, n);
+            self.governor.served(pk, n, take);
+        }
+    }
+
+    pub(crate) fn retry_delay(&self, delay: Duration, hint: Option<Duration>) {
+        add(&self.counters.retry_delay_nanos, nanos(delay));
+        if let Some(hint) = hint {
+            add(&self.counters.retry_hint_nanos, nanos(hint));
+        }
+    }
+
+    pub(crate) fn request_charge(&self, units: f64) {
+        if units.is_finite() && units > 0.0 {
+            add(
+                &self.counters.request_charge_milli,
+                (units * 1000.0).round() as u64,
+            );
+        }
+    }
+
+    /// The rate (entities per second) the budget of partition `pk` of `table` admits now:
+    /// the target times its utilization, less any cut made by adaptation and not yet grown
+    /// back (see [`ThroughputPolicy`]). Infinite when there is no budget.
+    pub fn partition_budget_rate(&self, table: &str, pk: &str) -> f64 {
+        self.governor
+            .limit(Some(&crate::governor::partition_name(table, pk)))
+    }
+
+    /// The rate (entities per second) the account's budget admits now (see
+    /// [`Metrics::partition_budget_rate`]).
+    pub fn account_budget_rate(&self) -> f64 {
+        self.governor.limit(None)
     }
 
     pub(crate) fn request(&self, kind: RequestKind, bytes_sent: usize) {
@@ -186,10 +300,16 @@ impl Metrics {
         if error.kind() == tablekit_core::ErrorKind::Throttled {
             add(&self.counters.throttled, 1);
         }
+        if matches!(error.status(), Some(429 | 503)) {
+            add(&self.counters.throttled_responses, 1);
+        }
     }
 }
 
 /// Counter values at one moment. Subtract two snapshots to measure an operation.
+///
+/// Counters are cumulative; [`account_rate`](Self::account_rate) and
+/// [`hottest_partitions`](Self::hottest_partitions) are rates at the moment of the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MetricsSnapshot {
     /// HTTP requests sent (every attempt counts), by kind.
@@ -212,6 +332,34 @@ pub struct MetricsSnapshot {
     pub bytes_sent: u64,
     /// Response bytes received (bodies).
     pub bytes_received: u64,
+    /// Refusals for throughput: 503 Server Busy and 429 Too Many Requests answers (each
+    /// attempt counts).
+    pub throttled_responses: u64,
+    /// Entities counted by the rate meter, as the service counts them where the client can
+    /// see it: each operation of a transaction, each single-entity operation, each entity a
+    /// query returned (the service also counts the entities a query scanned and did not
+    /// return), each table create, delete and list request as one. Refused attempts do not
+    /// count.
+    pub entities_metered: u64,
+    /// Entities per second the account served over the meter's window, at the snapshot.
+    pub account_rate: u64,
+    /// The partitions with the highest rates over the meter's window, at the snapshot, named
+    /// `{table}/{partition key}` (entities per second, highest first, at most five).
+    pub hottest_partitions: Vec<(String, u64)>,
+    /// Times adaptation cut a budget after a throttling answer.
+    pub budget_cuts: u64,
+    /// Requests that waited for budget before being sent.
+    pub budget_waits: u64,
+    /// Time requests spent waiting for budget, added up over requests.
+    pub budget_wait: Duration,
+    /// Time slept before retries of transient failures, added up.
+    pub retry_delay: Duration,
+    /// The retry hints throttling answers carried (`x-ms-retry-after-ms`, `Retry-After`),
+    /// added up.
+    pub retry_after_hints: Duration,
+    /// Request units charged by the Cosmos DB Table API (`x-ms-request-charge`), in
+    /// thousandths. See [`MetricsSnapshot::request_charge`].
+    pub request_charge_milli: u64,
 }
 
 impl MetricsSnapshot {
@@ -223,12 +371,17 @@ impl MetricsSnapshot {
             .map_or(0, |(_, n)| *n)
     }
 
+    /// Request units charged by the Cosmos DB Table API.
+    pub fn request_charge(&self) -> f64 {
+        self.request_charge_milli as f64 / 1000.0
+    }
+
     /// All requests.
     pub fn requests(&self) -> u64 {
         self.requests_by_kind.iter().map(|(_, n)| n).sum()
     }
 
-    /// The counts accumulated since `earlier`.
+    /// The counts accumulated since `earlier` (rates are this snapshot's).
     pub fn since(&self, earlier: &MetricsSnapshot) -> MetricsSnapshot {
         MetricsSnapshot {
             requests_by_kind: self
@@ -249,6 +402,24 @@ impl MetricsSnapshot {
             throttled: self.throttled.saturating_sub(earlier.throttled),
             bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            throttled_responses: self
+                .throttled_responses
+                .saturating_sub(earlier.throttled_responses),
+            entities_metered: self
+                .entities_metered
+                .saturating_sub(earlier.entities_metered),
+            account_rate: self.account_rate,
+            hottest_partitions: self.hottest_partitions.clone(),
+            budget_cuts: self.budget_cuts.saturating_sub(earlier.budget_cuts),
+            budget_waits: self.budget_waits.saturating_sub(earlier.budget_waits),
+            budget_wait: self.budget_wait.saturating_sub(earlier.budget_wait),
+            retry_delay: self.retry_delay.saturating_sub(earlier.retry_delay),
+            retry_after_hints: self
+                .retry_after_hints
+                .saturating_sub(earlier.retry_after_hints),
+            request_charge_milli: self
+                .request_charge_milli
+                .saturating_sub(earlier.request_charge_milli),
         }
     }
 }

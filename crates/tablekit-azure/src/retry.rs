@@ -10,6 +10,10 @@ use tablekit_core::{Error, ErrorKind};
 /// The default schedule is the one the design guide recommends — wait 2 s, 4 s, 10 s, 30 s,
 /// then give up — each delay with ±20 % jitter so that clients throttled together do not
 /// retry together. A connection error is first retried at once (it is not throttling).
+///
+/// A throttling answer's retry hint (`x-ms-retry-after-ms`, `Retry-After`) lengthens its
+/// delay: the delay is the larger of the schedule's and the hint, the hint capped at
+/// [`max_retry_after`](Self::max_retry_after).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
     /// Delays before each retry; the number of entries is the number of retries.
@@ -18,6 +22,11 @@ pub struct RetryPolicy {
     pub jitter: f64,
     /// Retry a connection error once immediately before following the schedule.
     pub immediate_first_retry_on_connection_error: bool,
+    /// The longest server retry hint honoured; a longer one is cut to this, so that
+    /// [`max_total_delay`](Self::max_total_delay) stays a bound. Default 2 s (below the
+    /// default schedule's shortest delay, which the hint therefore never lengthens past its
+    /// jitter).
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -26,6 +35,7 @@ impl Default for RetryPolicy {
             schedule: [2, 4, 10, 30].map(Duration::from_secs).to_vec(),
             jitter: 0.2,
             immediate_first_retry_on_connection_error: true,
+            max_retry_after: Duration::from_secs(2),
         }
     }
 }
@@ -37,6 +47,7 @@ impl RetryPolicy {
             schedule: Vec::new(),
             jitter: 0.0,
             immediate_first_retry_on_connection_error: false,
+            max_retry_after: Duration::ZERO,
         }
     }
 
@@ -61,11 +72,12 @@ impl RetryPolicy {
             .saturating_add(1 + immediate)
     }
 
-    /// The longest the retry delays add up to, every delay at the top of its jitter.
+    /// The longest the retry delays add up to, every delay at the top of its jitter or
+    /// lengthened to [`max_retry_after`](Self::max_retry_after) by a hint.
     pub fn max_total_delay(&self) -> Duration {
         let jitter = 1.0 + self.jitter.max(0.0);
         self.schedule.iter().fold(Duration::ZERO, |sum, d| {
-            sum.saturating_add(d.mul_f64(jitter))
+            sum.saturating_add(d.mul_f64(jitter).max(self.max_retry_after))
         })
     }
 
@@ -86,7 +98,15 @@ impl RetryPolicy {
             retry as usize - 1
         };
         let base = *self.schedule.get(index)?;
-        Some(jittered(base, self.jitter))
+        let delay = jittered(base, self.jitter);
+        let hint = match error {
+            Error::Throttled {
+                retry_after: Some(hint),
+                ..
+            } => (*hint).min(self.max_retry_after),
+            _ => Duration::ZERO,
+        };
+        Some(delay.max(hint))
     }
 }
 
@@ -210,6 +230,30 @@ mod tests {
         assert!((total - 46.0 * 1.2).abs() < 1e-6, "{total}");
         assert_eq!(RetryPolicy::none().max_attempts(), 1);
         assert_eq!(RetryPolicy::none().max_total_delay(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_retry_hint_lengthens_the_delay_up_to_its_cap() {
+        let p = RetryPolicy {
+            max_retry_after: Duration::from_secs(5),
+            ..RetryPolicy::exponential(3, Duration::from_millis(10), Duration::from_secs(1))
+        };
+        let hinted = |ms: u64| Error::Throttled {
+            status: 429,
+            code: None,
+            retry_after: Some(Duration::from_millis(ms)),
+        };
+        assert!(p.delay(1, &hinted(300)).unwrap() >= Duration::from_millis(300));
+        assert_eq!(p.delay(1, &hinted(60_000)).unwrap(), Duration::from_secs(5));
+        // A hint shorter than the schedule's delay does not shorten it.
+        let d = p.delay(3, &hinted(1)).unwrap();
+        assert!(d >= Duration::from_millis(32), "{d:?}");
+        assert_eq!(p.delay(4, &hinted(300)), None, "the schedule still ends");
+        // Each delay may reach the cap: the bound says so.
+        assert_eq!(p.max_total_delay(), Duration::from_secs(15));
+        // The default cap is below the default schedule's delays: its bound is unchanged.
+        let d = RetryPolicy::default();
+        assert!((d.max_total_delay().as_secs_f64() - 46.0 * 1.2).abs() < 1e-6);
     }
 
     #[test]

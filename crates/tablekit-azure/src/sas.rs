@@ -17,6 +17,18 @@ use crate::account::{Account, SasToken};
 /// The signed-version tablekit issues tokens with.
 pub const SAS_VERSION: &str = "2019-02-02";
 
+/// The signed-version of table SAS tokens for the Cosmos DB Table API, which refuses table
+/// tokens of later versions (403). The string to sign has the same fields in both versions.
+pub const COSMOS_TABLE_SAS_VERSION: &str = "2017-07-29";
+
+/// The signed-version of a table SAS for `account`'s table service.
+fn table_sas_version(account: &Account) -> &'static str {
+    match account.settings().table_service {
+        crate::TableService::Cosmos => COSMOS_TABLE_SAS_VERSION,
+        _ => SAS_VERSION,
+    }
+}
+
 /// Which protocols a token may be used over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum SasProtocol {
@@ -183,6 +195,10 @@ impl TableSas {
     /// (table name lower-cased), identifier, IP, protocol, version, then the start and end
     /// PartitionKey and RowKey, separated by newlines.
     pub fn string_to_sign(&self, account: &str) -> String {
+        self.string_to_sign_as(account, SAS_VERSION)
+    }
+
+    fn string_to_sign_as(&self, account: &str, version: &str) -> String {
         let opt = |v: &Option<String>| v.clone().unwrap_or_default();
         [
             self.permissions.as_string(),
@@ -192,7 +208,7 @@ impl TableSas {
             opt(&self.identifier),
             opt(&self.ip),
             self.protocol.as_str().to_owned(),
-            SAS_VERSION.to_owned(),
+            version.to_owned(),
             opt(&self.start_pk),
             opt(&self.start_rk),
             opt(&self.end_pk),
@@ -201,7 +217,9 @@ impl TableSas {
         .join("\n")
     }
 
-    /// Signs the token with the account key. No request is sent.
+    /// Signs the token with the account key. No request is sent. The signed-version is
+    /// [`SAS_VERSION`], or [`COSMOS_TABLE_SAS_VERSION`] for an account on the Cosmos DB Table
+    /// API ([`Settings::table_service`](crate::Settings::table_service)).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming `credentials` when the account has no key (a SAS
@@ -223,9 +241,10 @@ impl TableSas {
                 "a RowKey range needs a PartitionKey range",
             ));
         }
-        let signature = sign(account, &self.string_to_sign(account.name()))?;
+        let version = table_sas_version(account);
+        let signature = sign(account, &self.string_to_sign_as(account.name(), version))?;
         let mut pairs = vec![
-            ("sv", SAS_VERSION.to_owned()),
+            ("sv", version.to_owned()),
             ("tn", self.table.clone()),
             ("sp", self.permissions.as_string()),
         ];

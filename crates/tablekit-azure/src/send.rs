@@ -1,4 +1,8 @@
-//! Sending one logical request: attempts with retries, error mapping, metrics.
+//! Sending one logical request: admission by the throughput budgets, attempts with retries,
+//! error mapping, metrics.
+
+use std::sync::Mutex;
+use std::time::Duration;
 
 use azure_core::headers::Headers;
 use azure_core::{Context, Pipeline, Request};
@@ -7,7 +11,58 @@ use bytes::Bytes;
 use tablekit_core::{Error, ResourceKind, Result, Target};
 
 use crate::account::Account;
+use crate::governor::Charge;
 use crate::metrics::RequestKind;
+
+/// What the transport saw in one attempt's response headers that the error mapping loses: the
+/// server's retry hint. Put into the request's context by [`attempt`].
+#[derive(Debug, Default)]
+pub(crate) struct ResponseNotes {
+    retry_after: Mutex<Option<Duration>>,
+}
+
+impl ResponseNotes {
+    /// Reads the retry hint of a response: `x-ms-retry-after-ms` (milliseconds, the Cosmos DB
+    /// Table API's), else `Retry-After` in whole seconds.
+    pub(crate) fn record(&self, header: impl Fn(&str) -> Option<String>) {
+        let hint = header("x-ms-retry-after-ms")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .or_else(|| {
+                header("retry-after")
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs)
+            });
+        if let Some(hint) = hint {
+            *self
+                .retry_after
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hint);
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        *self
+            .retry_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The default charge of a request: one entity in its entity's partition for an operation on
+/// one entity, one against the account for table management, nothing for queues and blobs
+/// (their services have targets of their own). Transactions and queries state theirs.
+fn default_charge(service: ServiceType, kind: RequestKind, target: &Target) -> Charge {
+    if !matches!(service, ServiceType::Table) {
+        return Charge::free();
+    }
+    match (&target.keys, kind) {
+        (Some(keys), _) => Charge::partition(&target.table, keys.pk(), 1),
+        (None, RequestKind::Query) => Charge::query(&target.table, None),
+        (None, _) => Charge::account(1),
+    }
+}
 
 /// A successful response, fully read.
 #[derive(Debug)]
@@ -98,7 +153,8 @@ pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
 
 impl Account {
     /// Sends the request `build` makes (a new one per attempt, so dates and signatures are
-    /// fresh), retrying transient failures per the account's [`crate::RetryPolicy`].
+    /// fresh), retrying transient failures per the account's [`crate::RetryPolicy`], each
+    /// attempt charged as [`default_charge`] says.
     pub(crate) async fn send(
         &self,
         service: ServiceType,
@@ -106,13 +162,33 @@ impl Account {
         target: &Target,
         build: impl Fn() -> Result<Request>,
     ) -> Outcome<Collected> {
+        let charge = default_charge(service, kind, target);
+        self.send_charged(service, kind, target, &charge, build)
+            .await
+    }
+
+    /// [`Account::send`] with an explicit charge: each attempt first waits for the account's
+    /// throughput budgets to hold it (see [`crate::ThroughputPolicy`]); its answer is metered,
+    /// or adapts the budgets when it is a throttling refusal.
+    pub(crate) async fn send_charged(
+        &self,
+        service: ServiceType,
+        kind: RequestKind,
+        target: &Target,
+        charge: &Charge,
+        build: impl Fn() -> Result<Request>,
+    ) -> Outcome<Collected> {
         let pipeline = self.pipeline(service);
+        let metrics = self.metrics();
         let mut attempts = 0;
         let mut maybe_applied = false;
         loop {
             attempts += 1;
             let result = match build() {
-                Ok(mut request) => attempt(pipeline, service, kind, target, &mut request).await,
+                Ok(mut request) => {
+                    metrics.admit(charge).await;
+                    attempt(pipeline, service, kind, target, &mut request).await
+                }
                 Err(e) => {
                     return Outcome {
                         result: Err(e),
@@ -122,17 +198,29 @@ impl Account {
             };
             match result {
                 Ok(collected) => {
+                    metrics.answered(charge, None);
                     return Outcome {
                         result: Ok(collected),
                         maybe_applied,
                     };
                 }
                 Err(error) => {
-                    self.metrics().error(&error);
+                    metrics.error(&error);
+                    let hint = match &error {
+                        Error::Throttled { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    if matches!(error.status(), Some(429 | 503)) {
+                        metrics.answered(charge, Some(hint));
+                    } else if error.status().is_some() {
+                        // Answered, so the service did the work of reading it.
+                        metrics.answered(charge, None);
+                    }
                     match self.settings().retry.delay(attempts, &error) {
                         Some(delay) => {
                             tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
-                            self.metrics().retry();
+                            metrics.retry();
+                            metrics.retry_delay(delay, hint);
                             maybe_applied |= may_have_applied(&error);
                             tokio::time::sleep(delay).await;
                         }
@@ -156,13 +244,20 @@ async fn attempt(
     target: &Target,
     request: &mut Request,
 ) -> Result<Collected> {
+    let notes = std::sync::Arc::new(ResponseNotes::default());
     let mut ctx = Context::new();
     ctx.insert(service);
     ctx.insert(kind);
-    let response = pipeline
-        .send(&ctx, request)
-        .await
-        .map_err(|e| map_error(e, target))?;
+    ctx.insert(notes.clone());
+    let response = pipeline.send(&ctx, request).await.map_err(|e| {
+        let mut error = map_error(e, target);
+        if let Error::Throttled { retry_after, .. } = &mut error {
+            if retry_after.is_none() {
+                *retry_after = notes.retry_after();
+            }
+        }
+        error
+    })?;
     let (_, headers, body) = response.deconstruct();
     let body = body.collect().await.map_err(|e| map_error(e, target))?;
     Ok(Collected { headers, body })

@@ -1,8 +1,43 @@
-//! Per-account behaviour: retries, scan policy, concurrency, timeouts.
+//! Per-account behaviour: retries, scan policy, concurrency, timeouts, throughput budgets and
+//! the kind of table service.
 
 use std::time::Duration;
 
+use tablekit_core::{Error, Result};
+
+use crate::governor::ThroughputPolicy;
 use crate::retry::{ConflictRetry, RetryPolicy};
+
+/// Which service answers the account's table endpoint. It decides which limits are checked
+/// before sending and which operations are available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum TableService {
+    /// Azure Table storage (and Azurite): query results sorted by PartitionKey and RowKey.
+    #[default]
+    Storage,
+    /// The Cosmos DB Table API: stricter limits (a RowKey of at most 255 bytes, transactions
+    /// of at most 2 MB, reserved property names), query results not sorted, throttling
+    /// answered with 429 and a retry hint, request units charged per request.
+    Cosmos,
+}
+
+impl TableService {
+    /// The service a table endpoint belongs to: [`TableService::Cosmos`] for a host under
+    /// `table.cosmos.azure.com` (or a sovereign cloud's `table.cosmos.…`), else
+    /// [`TableService::Storage`].
+    pub fn of_endpoint(table_endpoint: &azure_core::Url) -> Self {
+        match table_endpoint.host_str() {
+            Some(host) if host.to_ascii_lowercase().contains(".table.cosmos.") => Self::Cosmos,
+            _ => Self::Storage,
+        }
+    }
+
+    /// Whether query results come sorted by PartitionKey, then RowKey.
+    pub fn sorts_query_results(self) -> bool {
+        self == Self::Storage
+    }
+}
 
 /// What to do with a query of an expensive shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,9 +100,72 @@ pub struct Settings {
     pub concurrency: usize,
     /// Time limit of one HTTP request attempt. Default 30 s.
     pub request_timeout: Duration,
+    /// Entity budgets per partition and per account, and their adaptation to throttling.
+    /// Default: Azure Table storage's scalability targets. See [`ThroughputPolicy`].
+    pub throughput: ThroughputPolicy,
+    /// The service behind the table endpoint. Default [`TableService::Storage`]; accounts
+    /// whose table endpoint is a Cosmos DB one get [`Settings::cosmos`] when built.
+    pub table_service: TableService,
 }
 
 impl Settings {
+    /// Settings for the Cosmos DB Table API: [`TableService::Cosmos`] (its limits are checked
+    /// before sending; operations that rely on sorted query results refuse), and
+    /// [`ThroughputPolicy::cosmos`] (budgets learned from 429 answers, retry hints honoured).
+    /// Accounts whose table endpoint is under `table.cosmos.azure.com` get these settings
+    /// when built from a connection string or [`AccountBuilder`](crate::AccountBuilder).
+    pub fn cosmos() -> Self {
+        Self {
+            throughput: ThroughputPolicy::cosmos(),
+            table_service: TableService::Cosmos,
+            ..Self::default()
+        }
+    }
+
+    /// The default settings for an account whose table endpoint is `table_endpoint`:
+    /// [`Settings::cosmos`] for a Cosmos DB endpoint, [`Settings::default`] otherwise.
+    pub fn for_table_endpoint(table_endpoint: &azure_core::Url) -> Self {
+        match TableService::of_endpoint(table_endpoint) {
+            TableService::Cosmos => Self::cosmos(),
+            TableService::Storage => Self::default(),
+        }
+    }
+
+    /// Checks the values are in range.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the setting: zero concurrency, a zero request
+    /// timeout, throughput values out of range ([`ThroughputPolicy::validate`]).
+    pub fn validate(&self) -> Result<()> {
+        if self.concurrency == 0 {
+            return Err(Error::InvalidConfig {
+                part: "concurrency".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        self.throughput.validate()
+    }
+
+    /// Refuses `operation` when it relies on query results sorted by PartitionKey and RowKey
+    /// (the newest entries of a log tail, a prefix read with `$top`, a merge of sorted
+    /// partitions) and the table service does not sort them (the Cosmos DB Table API).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the table service and `operation`, before any request.
+    pub fn require_sorted_queries(&self, operation: &str) -> Result<()> {
+        if self.table_service.sorts_query_results() {
+            return Ok(());
+        }
+        Err(Error::InvalidConfig {
+            part: "table service (Cosmos DB Table API)".into(),
+            reason: format!(
+                "{operation} relies on query results sorted by PartitionKey and RowKey, \
+                 which the Cosmos DB Table API does not return; read the whole range and \
+                 sort it instead"
+            ),
+        })
+    }
+
     /// The longest a single write may take to land after it is started, by these settings:
     /// every attempt running into [`request_timeout`](Self::request_timeout), every retry
     /// delay at the top of its jitter, and one more `request_timeout` for an attempt the
@@ -94,6 +192,8 @@ impl Default for Settings {
             scan_policy: ScanPolicy::default(),
             concurrency: 8,
             request_timeout: Duration::from_secs(30),
+            throughput: ThroughputPolicy::default(),
+            table_service: TableService::Storage,
         }
     }
 }
@@ -114,5 +214,28 @@ mod tests {
             ..Settings::default()
         };
         assert_eq!(fast.write_settles_within(), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn cosmos_endpoints_are_recognised_and_refuse_order_dependent_operations() {
+        let url = |s: &str| azure_core::Url::parse(s).unwrap();
+        assert_eq!(
+            TableService::of_endpoint(&url("https://acct.table.cosmos.azure.com:443/")),
+            TableService::Cosmos
+        );
+        assert_eq!(
+            TableService::of_endpoint(&url("https://acct.table.core.windows.net/")),
+            TableService::Storage
+        );
+        assert_eq!(
+            TableService::of_endpoint(&url("http://127.0.0.1:10002/devstoreaccount1")),
+            TableService::Storage
+        );
+        Settings::default().require_sorted_queries("x").unwrap();
+        let err = Settings::cosmos()
+            .require_sorted_queries("`LogTail::latest`")
+            .unwrap_err();
+        assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("LogTail::latest"), "{err}");
     }
 }

@@ -12,6 +12,7 @@ use tablekit_core::{Error, Result};
 
 use crate::account::Bearer;
 use crate::metrics::{Metrics, RequestKind};
+use crate::send::ResponseNotes;
 
 /// A new client with tablekit's connection settings: keep-alive pool, TCP_NODELAY (Nagle off:
 /// checklist item 16), rustls, no redirects (the storage services never redirect).
@@ -148,6 +149,17 @@ impl Policy for Transport {
                     HeaderName::from(name.as_str().to_owned()),
                     HeaderValue::from(value.to_owned()),
                 );
+            }
+        }
+        let header = |name: &str| headers.get_optional_string(&HeaderName::from(name.to_owned()));
+        if let Some(charge) =
+            header("x-ms-request-charge").and_then(|v| v.trim().parse::<f64>().ok())
+        {
+            self.metrics.request_charge(charge);
+        }
+        if status == StatusCode::TooManyRequests || status == StatusCode::ServiceUnavailable {
+            if let Some(notes) = ctx.get::<Arc<ResponseNotes>>() {
+                notes.record(header);
             }
         }
         let bytes = response.bytes().await.map_err(io)?;

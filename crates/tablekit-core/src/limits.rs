@@ -29,6 +29,8 @@ pub const TARGET_ENTITIES_PER_SEC_PARTITION: u32 = 2_000;
 /// Entities per second one account is designed to serve (1 KiB entities).
 pub const TARGET_ENTITIES_PER_SEC_ACCOUNT: u32 = 20_000;
 
+pub mod cosmos;
+
 use std::fmt;
 
 use crate::error::{Error, Limit, NameKind, Result};

@@ -301,6 +301,9 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
     /// # Errors
     /// An invalid partition key.
     pub fn latest_query(&self, partition: &str, n: usize) -> Result<Query<T>> {
+        self.table
+            .account()
+            .require_sorted_queries("`LogTail::latest`")?;
         let pk = self::partition(partition)?;
         Ok(self.table.query::<T>().filter(Filter::partition(pk)).top(n))
     }

@@ -73,7 +73,8 @@ pub struct AccountBuilder {
     scope: TokenScope,
     margin: Duration,
     roots: Vec<Vec<u8>>,
-    settings: Settings,
+    /// `None`: chosen by the table endpoint (see [`Settings::for_table_endpoint`]).
+    settings: Option<Settings>,
     client: Option<reqwest::Client>,
 }
 
@@ -108,7 +109,7 @@ impl Account {
             scope: TokenScope::default(),
             margin: DEFAULT_REFRESH_MARGIN,
             roots: Vec::new(),
-            settings: Settings::default(),
+            settings: None,
             client: None,
         }
     }
@@ -281,10 +282,11 @@ impl AccountBuilder {
         self
     }
 
-    /// Retry, scan and concurrency settings (default [`Settings::default`]).
+    /// Retry, scan, concurrency and throughput settings (default [`Settings::default`], or
+    /// [`Settings::cosmos`] for a table endpoint under `table.cosmos.azure.com`).
     #[must_use]
     pub fn with_settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
+        self.settings = Some(settings);
         self
     }
 
@@ -340,6 +342,9 @@ impl AccountBuilder {
             queue: derive(self.queue.clone(), "queue", "QueueEndpoint")?,
             blob: derive(self.blob.clone(), "blob", "BlobEndpoint")?,
         };
+        let settings = self
+            .settings
+            .unwrap_or_else(|| Settings::for_table_endpoint(&endpoints.table));
         let client = match self.client {
             Some(client) => client,
             None if self.roots.is_empty() => crate::transport::new_client(),
@@ -347,7 +352,7 @@ impl AccountBuilder {
         };
         let credential = match self.auth {
             Auth::Parsed(credentials) => {
-                return Account::build(self.name, credentials, endpoints, self.settings, client);
+                return Account::build(self.name, credentials, endpoints, settings, client);
             }
             Auth::Token(credential) => credential,
             Auth::Default => default_chain(&client)?,
@@ -368,7 +373,7 @@ impl AccountBuilder {
             cache: Arc::new(TokenCache::new(credential, self.margin)),
             scopes: ServiceScopes::new(&self.scope, &self.name, &self.suffix),
         };
-        Account::build(self.name, credentials, endpoints, self.settings, client)
+        Account::build(self.name, credentials, endpoints, settings, client)
     }
 }
 

@@ -153,11 +153,12 @@ impl Account {
     /// [`Error::InvalidConfig`] naming the malformed or missing part (never a secret's value).
     pub fn from_connection_string(connection_string: &str) -> Result<Self> {
         let parsed = connection_string::parse(connection_string)?;
+        let settings = Settings::for_table_endpoint(&parsed.endpoints.table);
         Self::build(
             parsed.account,
             parsed.credentials,
             parsed.endpoints,
-            Settings::default(),
+            settings,
             new_client(),
         )
     }
@@ -178,11 +179,12 @@ impl Account {
         let credentials = Credentials::Sas {
             token: SasToken::parse(token)?,
         };
+        let settings = Settings::for_table_endpoint(&endpoints.table);
         Self::build(
             account.into(),
             credentials,
             endpoints,
-            Settings::default(),
+            settings,
             new_client(),
         )
     }
@@ -225,12 +227,7 @@ impl Account {
         settings: Settings,
         client: reqwest::Client,
     ) -> Result<Self> {
-        if settings.concurrency == 0 {
-            return Err(Error::InvalidConfig {
-                part: "concurrency".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
+        settings.validate()?;
         let storage_credentials =
             match &credentials {
                 Credentials::Key { key } => {
@@ -246,7 +243,7 @@ impl Account {
                 // from the account too; the SDK's policy has nothing to add.
                 Credentials::Token { .. } => StorageCredentials::anonymous(),
             };
-        let metrics = Metrics::default();
+        let metrics = Metrics::new(settings.throughput.clone());
         let bearer = match &credentials {
             Credentials::Token { cache, scopes } => Some(Bearer {
                 cache: cache.clone(),
@@ -310,6 +307,16 @@ impl Account {
     /// This account's request metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Refuses `operation` when it relies on query results sorted by PartitionKey and RowKey
+    /// and this account's table service does not sort them (the Cosmos DB Table API); see
+    /// [`Settings::require_sorted_queries`]. Pattern crates call it first thing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the table service and `operation`, before any request.
+    pub fn require_sorted_queries(&self, operation: &str) -> Result<()> {
+        self.inner.settings.require_sorted_queries(operation)
     }
 
     /// Whether requests are signed with the account key (needed to issue SAS tokens).

@@ -18,6 +18,7 @@ use tablekit_core::{ETag, Error, ErrorKind, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use super::Table;
+use crate::governor::Charge;
 use crate::metrics::RequestKind;
 use crate::send::may_have_applied;
 
@@ -78,8 +79,10 @@ impl Table {
     /// the transaction is built (deletes are sent as they are).
     ///
     /// # Errors
-    /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more; an operation
-    /// the handle's codec refuses (encryption refuses merges).
+    /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more (2 MB on
+    /// the Cosmos DB Table API, where a RowKey over 255 bytes is refused the same way and a
+    /// reserved property name with [`Error::InvalidName`]); an operation the handle's codec
+    /// refuses (encryption refuses merges).
     /// [`Error::BatchFailed`] with the caller's index of the operation the service refused
     /// and its cause (e.g. [`Error::AlreadyExists`]); nothing of that transaction was written.
     /// A transport error or timeout that outlasts the retries leaves the failed transaction's
@@ -105,9 +108,11 @@ impl Table {
     /// ```
     pub async fn submit(&self, plan: &BatchPlan) -> Result<Vec<TransactionOutcome>> {
         // With a codec, the operations' properties are encoded first; the caller's plan stays
-        // what outcomes are named and read-backs compared by.
+        // what outcomes are named and read-backs compared by. Limits apply to what is sent.
         let sent = self.encode_plan(plan).await?;
+        self.check_plan(&sent)?;
         let transactions = encode(&sent, &self.service_url(), self.name())?;
+        self.check_transactions(&transactions)?;
         let mut outcomes = Vec::with_capacity(transactions.len());
         for tx in &transactions {
             outcomes.push(self.send_transaction(plan, tx).await?);
@@ -136,10 +141,15 @@ impl Table {
         let target = Target::table(self.name.as_ref());
         let outcome = self
             .account
-            .send(
+            .send_charged(
                 ServiceType::Table,
                 RequestKind::Transaction,
                 &target,
+                &Charge::partition(
+                    &self.name,
+                    tx.partition_key.as_str(),
+                    tx.indices.len() as u32,
+                ),
                 || self.request(Method::Post, url.clone(), &headers, Some(&body)),
             )
             .instrument(span.clone())

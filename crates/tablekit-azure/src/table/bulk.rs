@@ -1,10 +1,14 @@
-//! `bulk_write`: plan, split, bounded parallel submission, and one outcome per operation —
-//! written, failed (not written) or unknown — with unknown outcomes settled by reading back.
+//! `bulk_write`: plan, split, bounded parallel submission scheduled across partitions, and one
+//! outcome per operation — written, failed (not written) or unknown — with unknown outcomes
+//! settled by reading back.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
 use tablekit_core::batch::{BatchPlan, Operation, OperationKind};
 use tablekit_core::wire::{EncodedTransaction, encode};
 use tablekit_core::{ETag, Error, ErrorKind, Result, Target};
@@ -65,6 +69,10 @@ impl OperationOutcome {
 pub struct BulkOptions {
     /// Transactions in flight (default: the account's `concurrency` setting).
     pub concurrency: Option<usize>,
+    /// Transactions in flight in one partition. Default: half of `concurrency` (at least 1)
+    /// when the account governs throughput, `concurrency` otherwise. See
+    /// [`BulkOptions::with_per_partition_concurrency`].
+    pub per_partition_concurrency: Option<usize>,
     /// Called after each transaction with the progress so far. See
     /// [`BulkOptions::with_progress`].
     pub progress: Option<ProgressCallback>,
@@ -81,6 +89,7 @@ impl fmt::Debug for BulkOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BulkOptions")
             .field("concurrency", &self.concurrency)
+            .field("per_partition_concurrency", &self.per_partition_concurrency)
             .field("progress", &self.progress.is_some())
             .field("wait_to_settle", &self.wait_to_settle)
             .field("accept_identical", &self.accept_identical)
@@ -93,6 +102,17 @@ impl BulkOptions {
     #[must_use]
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n);
+        self
+    }
+
+    /// Sets the number of transactions in flight in one partition.
+    ///
+    /// A partition whose budget is spent (see [`ThroughputPolicy`](crate::ThroughputPolicy))
+    /// holds its transactions until it has budget again; this bound keeps it from holding
+    /// every slot meanwhile, so the other partitions' transactions go on.
+    #[must_use]
+    pub fn with_per_partition_concurrency(mut self, n: usize) -> Self {
+        self.per_partition_concurrency = Some(n);
         self
     }
 
@@ -195,6 +215,71 @@ impl BulkReport {
     }
 }
 
+/// The transactions of a bulk write, queued by partition in plan order, handed out so that
+/// no partition has more than a bound in flight and partitions with budget go first.
+struct PartitionQueues {
+    queues: Vec<(VecDeque<EncodedTransaction>, usize)>,
+    /// Where the round-robin search for the next partition starts.
+    cursor: usize,
+}
+
+impl PartitionQueues {
+    fn new(transactions: Vec<EncodedTransaction>) -> Self {
+        let mut queues: Vec<(VecDeque<EncodedTransaction>, usize)> = Vec::new();
+        let mut slot_of = std::collections::HashMap::new();
+        for tx in transactions {
+            let slot = *slot_of
+                .entry(tx.partition_key.to_string())
+                .or_insert_with(|| {
+                    queues.push((VecDeque::new(), 0));
+                    queues.len() - 1
+                });
+            queues[slot].0.push_back(tx);
+        }
+        Self { queues, cursor: 0 }
+    }
+
+    /// The next transaction to start, and its partition's slot: from the first partition in
+    /// round-robin order that has work, fewer than `bound` in flight, and budget now (by
+    /// `ready_in`); failing that, the one whose budget is ready soonest. `None` when no
+    /// partition may start one.
+    fn next(
+        &mut self,
+        bound: usize,
+        ready_in: impl Fn(&str, u32) -> Duration,
+    ) -> Option<(usize, EncodedTransaction)> {
+        let n = self.queues.len();
+        let mut best: Option<(usize, Duration)> = None;
+        for step in 0..n {
+            let slot = (self.cursor + step) % n;
+            let (queue, in_flight) = &self.queues[slot];
+            let Some(tx) = queue.front() else { continue };
+            if *in_flight >= bound {
+                continue;
+            }
+            let wait = ready_in(tx.partition_key.as_str(), tx.indices.len() as u32);
+            if wait.is_zero() {
+                best = Some((slot, wait));
+                break;
+            }
+            if best.is_none_or(|(_, w)| wait < w) {
+                best = Some((slot, wait));
+            }
+        }
+        let (slot, _) = best?;
+        self.cursor = (slot + 1) % n;
+        let (queue, in_flight) = &mut self.queues[slot];
+        *in_flight += 1;
+        queue.pop_front().map(|tx| (slot, tx))
+    }
+
+    fn finished(&mut self, slot: usize) {
+        if let Some((_, in_flight)) = self.queues.get_mut(slot) {
+            *in_flight = in_flight.saturating_sub(1);
+        }
+    }
+}
+
 /// What one transaction of a bulk write came to, after its re-submissions.
 struct Resolved {
     outcomes: Vec<(usize, OperationOutcome)>,
@@ -231,10 +316,24 @@ impl Table {
     /// any transaction is built, and read-backs compare what the caller wrote with the stored
     /// entities decoded.
     ///
+    /// Scheduling: transactions are queued per partition, in plan order within each. A free
+    /// slot goes, round-robin, to the next partition with fewer than
+    /// [`BulkOptions::with_per_partition_concurrency`] transactions in flight whose
+    /// throughput budget can pay for its next transaction now (see
+    /// [`ThroughputPolicy`](crate::ThroughputPolicy)); when none can, to the one whose budget
+    /// is ready soonest. So a partition that has spent its budget waits with at most that
+    /// many slots while the others' transactions go on. Waiting for budget is not an error;
+    /// it makes the bulk write take as long as its hottest partition's share needs at the
+    /// partition's rate. On the Cosmos DB Table API a transaction body over 2 MB is split in
+    /// halves until it fits (each half a transaction of its own).
+    ///
     /// # Errors
     /// Before any request: [`Error::DuplicateInTransaction`] for two operations on one entity,
     /// [`Error::InvalidArgument`] for an empty list, an operation the handle's codec refuses
-    /// (encryption refuses merges). Per-operation failures are in the report.
+    /// (encryption refuses merges); on the Cosmos DB Table API,
+    /// [`Error::LimitExceeded`] for a RowKey over 255 bytes or a single operation over 2 MB,
+    /// [`Error::InvalidName`] for a reserved property name. Per-operation failures are in the
+    /// report.
     pub async fn bulk_write(
         &self,
         operations: Vec<Operation>,
@@ -243,27 +342,56 @@ impl Table {
         let total = operations.len();
         let plan = BatchPlan::best_effort(operations)?;
         // With a codec, the operations' properties are encoded first: `encoded` is what goes
-        // out, `plan` what outcomes are named and read-backs compared by.
+        // out, `plan` what outcomes are named and read-backs compared by. Limits apply to
+        // what is sent.
         let encoded = self.encode_plan(&plan).await?;
-        let transactions = encode(&encoded, &self.service_url(), self.name())?;
+        self.check_plan(&encoded)?;
+        let transactions = self.fit_body_limit(
+            &encoded,
+            encode(&encoded, &self.service_url(), self.name())?,
+        )?;
         let concurrency = options
             .concurrency
             .unwrap_or(self.account.settings().concurrency)
             .max(1);
+        let governed = self.account.settings().throughput.is_governed();
+        let per_partition = options
+            .per_partition_concurrency
+            .unwrap_or(if governed {
+                concurrency / 2
+            } else {
+                concurrency
+            })
+            .clamp(1, concurrency);
         let mut outcomes: Vec<Option<OperationOutcome>> = (0..total).map(|_| None).collect();
         let mut progress = Progress {
             total: Some(total),
             ..Progress::default()
         };
         let (mut sent, mut read_backs) = (0, 0);
-        let (plan_ref, encoded_ref, options_ref) = (&plan, &*encoded, &options);
-        let mut results = futures::stream::iter(transactions)
-            .map(|tx| async move {
-                self.write_resilient(plan_ref, encoded_ref, tx, options_ref)
-                    .await
-            })
-            .buffer_unordered(concurrency);
-        while let Some(resolved) = results.next().await {
+        let mut queues = PartitionQueues::new(transactions);
+        let mut running = FuturesUnordered::new();
+        loop {
+            while running.len() < concurrency {
+                let governor = self.account.metrics().governor();
+                let Some((slot, tx)) = queues.next(per_partition, |pk, cost| {
+                    if governed {
+                        governor.ready_in(self.name(), pk, cost)
+                    } else {
+                        Duration::ZERO
+                    }
+                }) else {
+                    break;
+                };
+                let (plan, encoded, options) = (&plan, &*encoded, &options);
+                running.push(async move {
+                    (slot, self.write_resilient(plan, encoded, tx, options).await)
+                });
+            }
+            let Some((slot, resolved)) = running.next().await else {
+                break;
+            };
+            queues.finished(slot);
             sent += resolved.transactions;
             read_backs += resolved.read_backs;
             progress.requests += resolved.transactions + resolved.read_backs;
@@ -294,6 +422,35 @@ impl Table {
             transactions: sent,
             read_backs,
         })
+    }
+
+    /// Splits transactions whose body exceeds the service's limit when it is below Azure Table
+    /// storage's (the Cosmos DB Table API's 2 MB), halving them until they fit.
+    fn fit_body_limit(
+        &self,
+        plan: &BatchPlan,
+        transactions: Vec<EncodedTransaction>,
+    ) -> Result<Vec<EncodedTransaction>> {
+        let Some(max) = self.max_transaction_bytes() else {
+            return Ok(transactions);
+        };
+        let mut fitted = Vec::with_capacity(transactions.len());
+        let mut stack: Vec<EncodedTransaction> = transactions.into_iter().rev().collect();
+        while let Some(tx) = stack.pop() {
+            if tx.body.len() <= max || tx.indices.len() == 1 {
+                // A single operation over the limit is refused here, before any request.
+                self.check_transactions(std::slice::from_ref(&tx))?;
+                fitted.push(tx);
+                continue;
+            }
+            let (a, b) = tx.indices.split_at(tx.indices.len() / 2);
+            for half in [b, a] {
+                if let Some(part) = self.reencode(plan, half)? {
+                    stack.push(part);
+                }
+            }
+        }
+        Ok(fitted)
     }
 
     /// Sends a transaction; when one operation is refused, records it and resends the rest;

@@ -217,6 +217,8 @@ impl Table {
     pub(crate) async fn execute(&self, op: &Operation) -> Result<Option<ETag>> {
         let encoded = self.encode_operation(op).await?;
         let sent = encoded.as_ref().unwrap_or(op);
+        // Limits apply to what is stored: the encoded body, ciphertext included.
+        self.check_operation(sent)?;
         let keys = op.keys();
         let target = Target::entity(self.name.as_ref(), keys.clone());
         let (method, path) = match op.kind() {

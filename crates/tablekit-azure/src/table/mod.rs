@@ -6,6 +6,7 @@ mod codec;
 mod entity;
 mod list;
 mod query;
+mod service_limits;
 mod typed;
 mod update;
 

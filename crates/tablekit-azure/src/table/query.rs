@@ -16,6 +16,7 @@ use tablekit_core::{Error, Limit, QueryShape, Result, Stored};
 use tracing::Instrument as _;
 
 use super::{ACCEPT_MINIMAL, Table};
+use crate::governor::{Charge, partition_name};
 use crate::metrics::RequestKind;
 use crate::settings::ScanAction;
 
@@ -25,15 +26,22 @@ struct RawPage {
     continuation: Option<ContinuationToken>,
 }
 
-/// Sends one page request.
-async fn fetch_raw(table: Table, url: Url, shape: QueryShape) -> Result<RawPage> {
+/// Sends one page request. It is admitted while its partition (when the filter pins one) and
+/// the account have budget left; its entities are charged when the page is parsed.
+async fn fetch_raw(
+    table: Table,
+    url: Url,
+    shape: QueryShape,
+    pinned: Option<String>,
+) -> Result<RawPage> {
     let span = tracing::debug_span!("tablekit.query", table = %table.name(), shape = ?shape);
     let outcome = table
         .account()
-        .send(
+        .send_charged(
             ServiceType::Table,
             RequestKind::Query,
             &table.target(),
+            &Charge::query(table.name(), pinned.as_deref()),
             || {
                 table.request(
                     Method::Get,
@@ -58,6 +66,33 @@ async fn fetch_raw(table: Table, url: Url, shape: QueryShape) -> Result<RawPage>
         body: response.body,
         continuation,
     })
+}
+
+/// Charges a page's entities to the budgets and the meter, by partition (pages come grouped
+/// by partition, so runs are counted together). A page without entities costs one: the
+/// service did the work of answering it.
+fn charge_returned<'a>(metrics: &crate::Metrics, table: &str, pks: impl Iterator<Item = &'a str>) {
+    let served = |pk: &str, n| metrics.served(Some(&partition_name(table, pk)), n, true);
+    let mut run: Option<(&str, u64)> = None;
+    let mut any = false;
+    for pk in pks {
+        any = true;
+        match &mut run {
+            Some((current, n)) if *current == pk => *n += 1,
+            _ => {
+                if let Some((p, n)) = run.take() {
+                    served(p, n);
+                }
+                run = Some((pk, 1));
+            }
+        }
+    }
+    if let Some((p, n)) = run {
+        served(p, n);
+    }
+    if !any {
+        metrics.served(None, 1, true);
+    }
 }
 
 /// The next page, requested while the current one is consumed. Dropping it (the stream was
@@ -362,6 +397,14 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             .map_or(QueryShape::TableScan, Filter::shape)
     }
 
+    /// The one partition the filter confines the query to, if any.
+    fn pinned(&self) -> Option<String> {
+        self.filter
+            .as_ref()
+            .and_then(Filter::partition_key)
+            .map(str::to_owned)
+    }
+
     /// Validates the query (through the handle's codec too) and renders its filter and
     /// projection, applying the scan policy.
     fn prepare(&self) -> Result<Prepared> {
@@ -477,6 +520,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             self.table.clone(),
             self.page_url(prepared, start, top),
             self.shape(),
+            self.pinned(),
         )
         .await?;
         self.parse(raw).await
@@ -493,7 +537,13 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                 self.table.decode_all(codec.as_ref(), stored).await?
             }
         };
-        self.table.account().metrics().entities_read(items.len());
+        let metrics = self.table.account().metrics();
+        metrics.entities_read(items.len());
+        charge_returned(
+            metrics,
+            self.table.name(),
+            items.iter().map(|s| s.keys.pk()),
+        );
         Ok(Page {
             items,
             continuation: raw.continuation,
@@ -549,7 +599,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                         st.next.as_ref(),
                         per_request(st.remaining, q.page_size),
                     );
-                    fetch_raw(q.table.clone(), url, q.shape()).await
+                    fetch_raw(q.table.clone(), url, q.shape(), q.pinned()).await
                 }
             };
             let raw = match raw {
@@ -566,7 +616,12 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             // next request's size depends on this page's count, so it waits.
             if let (Some(next), None, true) = (&st.next, st.remaining, q.read_ahead) {
                 let url = q.page_url(&st.prepared, Some(next), q.page_size);
-                st.ahead = Some(Prefetch::spawn(fetch_raw(q.table.clone(), url, q.shape())));
+                st.ahead = Some(Prefetch::spawn(fetch_raw(
+                    q.table.clone(),
+                    url,
+                    q.shape(),
+                    q.pinned(),
+                )));
             }
             match q.parse(raw).await {
                 Ok(mut page) => {

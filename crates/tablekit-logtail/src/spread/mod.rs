@@ -248,6 +248,10 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
     /// # Errors
     /// As [`LogTail::latest`].
     pub async fn latest(&self, n: usize) -> Result<Vec<LogEntry<T>>> {
+        self.tail
+            .table()
+            .account()
+            .require_sorted_queries("`SpreadLog::latest`")?;
         if n == 0 {
             return Ok(Vec::new());
         }

@@ -70,6 +70,10 @@ pub(crate) fn response(status: u16, head_only: bool, close: bool) -> Vec<u8> {
     build(status, "status", error, &[], head_only, close)
 }
 
+/// The request units a Cosmos DB-style 429 answer reports in `x-ms-request-charge`: the
+/// service charges a little for reading and refusing a request.
+pub(crate) const THROTTLED_REQUEST_CHARGE: f64 = 1.25;
+
 /// The refusal of a throttled request: `503 ServerBusy` as Azure Table storage sends it, or
 /// `429 TooManyRequests` with its retry hints as the Cosmos DB Table API does.
 pub(crate) fn throttled(mode: ThrottleMode, head_only: bool, close: bool) -> Vec<u8> {
@@ -84,6 +88,7 @@ pub(crate) fn throttled(mode: ThrottleMode, head_only: bool, close: bool) -> Vec
                 &[
                     ("x-ms-retry-after-ms", millis.to_string()),
                     ("Retry-After", seconds.to_string()),
+                    ("x-ms-request-charge", THROTTLED_REQUEST_CHARGE.to_string()),
                 ],
                 head_only,
                 close,
@@ -217,6 +222,7 @@ mod tests {
             "seconds, rounded up: {head}"
         );
         assert!(head.contains("Connection: close\r\n"));
+        assert!(head.contains("x-ms-request-charge: 1.25\r\n"), "{head}");
         assert!(body.contains(r#""code":"TooManyRequests""#));
     }
 }

@@ -17,7 +17,8 @@ pub enum ThrottleMode {
     #[default]
     ServerBusy,
     /// The Cosmos DB Table API: `429 Too Many Requests` with error code `TooManyRequests`,
-    /// `x-ms-retry-after-ms` (milliseconds) and `Retry-After` (whole seconds, rounded up).
+    /// `x-ms-retry-after-ms` (milliseconds), `Retry-After` (whole seconds, rounded up) and
+    /// `x-ms-request-charge` ([`ThrottleMode::THROTTLED_REQUEST_CHARGE`] request units).
     TooManyRequests {
         /// The wait the response asks for.
         retry_after: Duration,
@@ -56,6 +57,12 @@ pub struct ThrottleModel {
     pub burst: Duration,
     /// How refusals are answered.
     pub mode: ThrottleMode,
+}
+
+impl ThrottleMode {
+    /// The request units a [`ThrottleMode::TooManyRequests`] refusal reports in
+    /// `x-ms-request-charge`.
+    pub const THROTTLED_REQUEST_CHARGE: f64 = super::synthetic::THROTTLED_REQUEST_CHARGE;
 }
 
 impl ThrottleModel {

@@ -1,0 +1,409 @@
+//! Throughput governance: the rate meter and the admission control in every account's request
+//! path. Each table request is charged its cost in entities against a budget of its partition
+//! and one of the account (see [`ThroughputPolicy`]); the meter counts what the service counts
+//! (as far as the client can see it) over a sliding window.
+
+mod budget;
+mod meter;
+mod policy;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+pub use policy::ThroughputPolicy;
+
+use budget::Budget;
+use meter::Window;
+
+/// The name a partition has in the meter and the budgets: `{table}/{partition key}` (neither
+/// can contain `/` before it). A partition of the service is a PartitionKey of one table.
+pub(crate) fn partition_name(table: &str, pk: &str) -> String {
+    format!("{table}/{pk}")
+}
+
+/// What one request costs, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Charge {
+    partition: Option<String>,
+    cost: u32,
+    mode: Mode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Not governed (queue and blob requests: their services have targets of their own).
+    Free,
+    /// Charged before it is sent.
+    Upfront,
+    /// Admitted while a token is left; charged by what it returns.
+    Query,
+}
+
+impl Charge {
+    /// Not charged.
+    pub(crate) fn free() -> Self {
+        Self {
+            partition: None,
+            cost: 0,
+            mode: Mode::Free,
+        }
+    }
+
+    /// `cost` entities against the account only.
+    pub(crate) fn account(cost: u32) -> Self {
+        Self {
+            partition: None,
+            cost,
+            mode: Mode::Upfront,
+        }
+    }
+
+    /// `cost` entities in partition `pk` of `table` (and the account).
+    pub(crate) fn partition(table: &str, pk: &str, cost: u32) -> Self {
+        Self {
+            partition: Some(partition_name(table, pk)),
+            cost,
+            mode: Mode::Upfront,
+        }
+    }
+
+    /// A query page of `table`, confined to partition `pinned` when its filter fixes the
+    /// PartitionKey.
+    pub(crate) fn query(table: &str, pinned: Option<&str>) -> Self {
+        Self {
+            partition: pinned.map(|pk| partition_name(table, pk)),
+            cost: 0,
+            mode: Mode::Query,
+        }
+    }
+
+    pub(crate) fn is_free(&self) -> bool {
+        self.mode == Mode::Free
+    }
+
+    /// The entities counted when the request is answered (a query's count when it is parsed).
+    pub(crate) fn upfront_cost(&self) -> u32 {
+        if self.mode == Mode::Upfront {
+            self.cost
+        } else {
+            0
+        }
+    }
+
+    pub(crate) fn partition_key(&self) -> Option<&str> {
+        self.partition.as_deref()
+    }
+}
+
+#[derive(Debug)]
+struct Scope {
+    budget: Budget,
+    meter: Window,
+    /// Whether its rate was last seen above `warn_at` of its target (logged once per episode).
+    hot: bool,
+    touched: Instant,
+}
+
+impl Scope {
+    fn new(target: f64, policy: &ThroughputPolicy, now: Instant) -> Self {
+        Self {
+            budget: Budget::new(target, policy, now),
+            meter: Window::new(policy.window, now),
+            hot: false,
+            touched: now,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    account: Scope,
+    partitions: HashMap<String, Scope>,
+    lookups: u32,
+}
+
+/// Partitions are looked up this many times between sweeps of idle entries.
+const SWEEP_EVERY: u32 = 4_096;
+
+impl State {
+    fn partition(&mut self, pk: &str, policy: &ThroughputPolicy, now: Instant) -> &mut Scope {
+        self.lookups = self.lookups.wrapping_add(1);
+        if self.lookups % SWEEP_EVERY == 0 {
+            // An entry idle this long with its budget at rest is what a new one would be.
+            let idle = policy.window.max(policy.recovery).max(policy.burst);
+            self.partitions.retain(|_, s| {
+                now.saturating_duration_since(s.touched) < idle
+                    || !s.budget.is_at_rest(now, policy.burst)
+            });
+        }
+        let scope = self
+            .partitions
+            .entry(pk.to_owned())
+            .or_insert_with(|| Scope::new(policy.per_partition, policy, now));
+        scope.touched = now;
+        scope
+    }
+}
+
+/// The live budgets and meters of one account.
+#[derive(Debug)]
+pub(crate) struct Governor {
+    policy: ThroughputPolicy,
+    state: Mutex<State>,
+}
+
+impl Governor {
+    pub(crate) fn new(policy: ThroughputPolicy) -> Self {
+        let now = Instant::now();
+        Self {
+            state: Mutex::new(State {
+                account: Scope::new(policy.per_account, &policy, now),
+                partitions: HashMap::new(),
+                lookups: 0,
+            }),
+            policy,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Budgets are plain numbers: a panic elsewhere cannot leave them inconsistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn governs(&self, charge: &Charge) -> bool {
+        !charge.is_free() && self.policy.is_governed()
+    }
+
+    /// Waits until `charge` fits its budgets and takes it. Returns the time waited.
+    pub(crate) async fn admit(&self, charge: &Charge) -> Duration {
+        if !self.governs(charge) {
+            return Duration::ZERO;
+        }
+        let start = Instant::now();
+        loop {
+            let wait = self.try_admit(charge, Instant::now(), true);
+            if wait.is_zero() {
+                return start.elapsed();
+            }
+            // Never spin: a wait shorter than the timer's resolution is rounded up.
+            tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+        }
+    }
+
+    /// How long until `cost` entities in partition `pk` of `table` fit the budgets (zero:
+    /// now).
+    pub(crate) fn ready_in(&self, table: &str, pk: &str, cost: u32) -> Duration {
+        if !self.policy.is_governed() {
+            return Duration::ZERO;
+        }
+        self.try_admit(&Charge::partition(table, pk, cost), Instant::now(), false)
+    }
+
+    fn try_admit(&self, charge: &Charge, now: Instant, take: bool) -> Duration {
+        let policy = &self.policy;
+        let cost = f64::from(charge.upfront_cost());
+        let mut state = self.lock();
+        let mut wait = state.account.budget.wait_for(cost, now, policy.burst);
+        if let Some(pk) = charge.partition_key() {
+            let scope = state.partition(pk, policy, now);
+            wait = wait.max(scope.budget.wait_for(cost, now, policy.burst));
+            if take && wait.is_zero() {
+                scope.budget.take(cost, now, policy.burst);
+            }
+        }
+        if take && wait.is_zero() {
+            state.account.budget.take(cost, now, policy.burst);
+        }
+        wait
+    }
+
+    /// Counts `n` entities served in partition `pk` (a [`partition_name`]; or the account
+    /// only), and for query
+    /// results also takes them from the budgets (which may go into debt).
+    pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
+        if n == 0 {
+            return;
+        }
+        let policy = &self.policy;
+        let now = Instant::now();
+        let mut state = self.lock();
+        let take = take && policy.is_governed();
+        if let Some(pk) = pk {
+            let scope = state.partition(pk, policy, now);
+            if take {
+                scope.budget.take(n as f64, now, policy.burst);
+            }
+            scope.meter.add(n, now);
+            let rate = scope.meter.rate(now);
+            note_heat(scope, rate, policy.per_partition, policy.warn_at, Some(pk));
+        }
+        let account = &mut state.account;
+        if take {
+            account.budget.take(n as f64, now, policy.burst);
+        }
+        account.meter.add(n, now);
+        let rate = account.meter.rate(now);
+        note_heat(account, rate, policy.per_account, policy.warn_at, None);
+    }
+
+    /// A throttling answer to `charge`: cut the budget it hit and honour the server's hint.
+    /// Returns whether a budget was cut.
+    pub(crate) fn throttled(&self, charge: &Charge, hint: Option<Duration>) -> bool {
+        if !self.governs(charge) {
+            return false;
+        }
+        let policy = &self.policy;
+        let now = Instant::now();
+        let cooldown = policy.window;
+        let mut state = self.lock();
+        let mut cut = false;
+        let mut blamed_partition = false;
+        if let Some(pk) = charge.partition_key() {
+            let scope = state.partition(pk, policy, now);
+            if let Some(hint) = hint {
+                scope.budget.pause(now + hint);
+            }
+            let measured = scope.meter.rate(now);
+            let budget = scope.budget.rate(now);
+            // A partition running well below its own budget was refused for the account's.
+            // Without a partition budget (the Cosmos DB Table API's, which throttles by
+            // partition) the partition is the one to learn a budget for.
+            if budget.is_infinite() || measured >= 0.5 * budget {
+                blamed_partition = true;
+                if policy.adaptive {
+                    cut = scope.budget.decrease(now, measured, policy, cooldown);
+                }
+            }
+        } else if let Some(hint) = hint {
+            state.account.budget.pause(now + hint);
+        }
+        if !blamed_partition && policy.adaptive {
+            let measured = state.account.meter.rate(now);
+            cut = state
+                .account
+                .budget
+                .decrease(now, measured, policy, cooldown);
+        }
+        if cut {
+            tracing::info!(target: "tablekit", partition = charge.partition_key().filter(|_| blamed_partition), "throttled: budget cut");
+        }
+        cut
+    }
+
+    /// The account's metered rate and the `n` partitions with the highest rates, highest
+    /// first (entities per second over the window).
+    pub(crate) fn rates(&self, n: usize) -> (f64, Vec<(String, f64)>) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let account = state.account.meter.rate(now);
+        let mut partitions: Vec<(String, f64)> = state
+            .partitions
+            .iter_mut()
+            .map(|(pk, s)| (pk.clone(), s.meter.rate(now)))
+            .filter(|(_, r)| *r > 0.0)
+            .collect();
+        partitions.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        partitions.truncate(n);
+        (account, partitions)
+    }
+
+    /// The rate a partition's budget (`pk` a [`partition_name`]), or the account's, admits
+    /// now, entities per second (infinite: no budget).
+    pub(crate) fn limit(&self, pk: Option<&str>) -> f64 {
+        let now = Instant::now();
+        let state = self.lock();
+        match pk {
+            Some(pk) => state
+                .partitions
+                .get(pk)
+                .map_or(self.policy.per_partition * self.policy.utilization, |s| {
+                    s.budget.rate(now)
+                }),
+            None => state.account.budget.rate(now),
+        }
+    }
+
+    /// Forgets the metered rates (budgets keep their levels).
+    pub(crate) fn reset_meter(&self) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        state.account.meter = Window::new(self.policy.window, now);
+        for scope in state.partitions.values_mut() {
+            scope.meter = Window::new(self.policy.window, now);
+        }
+    }
+}
+
+/// Logs once when a scope's rate passes `warn_at` of its target, and again only after it fell
+/// back below 90 % of that.
+fn note_heat(scope: &mut Scope, rate: f64, target: f64, warn_at: f64, pk: Option<&str>) {
+    if !target.is_finite() {
+        return;
+    }
+    let threshold = warn_at * target;
+    if !scope.hot && rate >= threshold {
+        scope.hot = true;
+        match pk {
+            Some(pk) => {
+                tracing::info!(target: "tablekit", partition = pk, rate, target, "partition near its scalability target")
+            }
+            None => {
+                tracing::info!(target: "tablekit", rate, target, "account near its scalability target")
+            }
+        }
+    } else if scope.hot && rate < 0.9 * threshold {
+        scope.hot = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heat_is_noted_once_per_episode() {
+        let policy = ThroughputPolicy::default();
+        let now = Instant::now();
+        let mut scope = Scope::new(100.0, &policy, now);
+        note_heat(&mut scope, 79.0, 100.0, 0.8, Some("t/p"));
+        assert!(!scope.hot);
+        note_heat(&mut scope, 80.0, 100.0, 0.8, Some("t/p"));
+        assert!(scope.hot);
+        // Still above 90 % of the threshold: the same episode.
+        note_heat(&mut scope, 73.0, 100.0, 0.8, Some("t/p"));
+        assert!(scope.hot);
+        note_heat(&mut scope, 71.0, 100.0, 0.8, Some("t/p"));
+        assert!(!scope.hot);
+        // No target, no heat.
+        note_heat(&mut scope, 1e9, f64::INFINITY, 0.8, None);
+        assert!(!scope.hot);
+    }
+
+    #[test]
+    fn partitions_of_different_tables_have_budgets_of_their_own() {
+        let g = Governor::new(ThroughputPolicy::default().with_targets(100.0, 10_000.0));
+        assert!(g.ready_in("A", "p", 95).is_zero());
+        g.try_admit(&Charge::partition("A", "p", 95), Instant::now(), true);
+        assert!(!g.ready_in("A", "p", 95).is_zero(), "spent");
+        assert!(
+            g.ready_in("B", "p", 95).is_zero(),
+            "another table's partition"
+        );
+        g.served(Some(&partition_name("A", "p")), 40, false);
+        let (account, hottest) = g.rates(5);
+        assert_eq!(account, 40.0);
+        assert_eq!(hottest, vec![("A/p".to_owned(), 40.0)]);
+    }
+
+    #[test]
+    fn ungoverned_charges_never_wait() {
+        let g = Governor::new(ThroughputPolicy::unlimited());
+        for _ in 0..100 {
+            assert!(g.ready_in("A", "p", 100).is_zero());
+            g.try_admit(&Charge::partition("A", "p", 100), Instant::now(), true);
+        }
+        assert!(!g.throttled(&Charge::partition("A", "p", 1), None));
+        assert_eq!(g.limit(None), f64::INFINITY);
+    }
+}
