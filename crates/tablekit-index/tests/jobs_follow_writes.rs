@@ -416,7 +416,7 @@ async fn a_waiting_job_reads_once_per_pause_and_an_absent_insert_past_its_deadli
         .handle(job("000223", Some(etag.clone()), Utc::now()), &steps)
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), tablekit_core::ErrorKind::InvalidInput, "{e}");
+    assert_eq!(e.kind(), tablekit_core::ErrorKind::InvalidArgument, "{e}");
     assert!(e.to_string().contains("did not land by"), "{e}");
     assert_requests(&metrics.snapshot(), None, 1);
 
