@@ -354,24 +354,19 @@ async fn copies_can_live_in_their_own_table() {
     assert!(index.verify("Sales").await.unwrap().is_consistent());
     assert_eq!(index.table_of(&d.by_email).unwrap().name(), by_email.name());
     // A copy of another declaration, or the primary, cannot be placed.
+    let builder = || {
+        let unused = primary.account().queue("unused").unwrap();
+        InterPartitionIndex::builder(primary.clone(), d.spec.clone(), unused)
+    };
     let other = directory();
     for refused in [
-        InterPartitionIndex::builder(
-            primary.clone(),
-            d.spec.clone(),
-            primary.account().queue("unused").unwrap(),
-        )
-        .with_copy_table(&other.by_email, by_email.clone())
-        .build(),
-        InterPartitionIndex::builder(
-            primary.clone(),
-            d.spec.clone(),
-            primary.account().queue("unused").unwrap(),
-        )
-        .with_copy_table(&d.by_id, by_email.clone())
-        .build(),
+        builder().with_copy_table(&other.by_email, by_email.clone()),
+        builder().with_copy_table(&d.by_id, by_email.clone()),
     ] {
-        assert_eq!(refused.unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(
+            refused.build().unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
     }
     index.jobs().delete().await.unwrap();
     by_email.delete_table().await.unwrap();

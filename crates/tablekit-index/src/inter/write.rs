@@ -7,7 +7,7 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Target};
 
 use super::{CopyJob, InterPartitionIndex};
-use crate::follow::Pending;
+use crate::follow::{Pending, delete_followed};
 use crate::read::{IndexEntry, Resolved, sealed::Indexed as _};
 use crate::spec::Family;
 
@@ -186,31 +186,14 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// `false` when it is gone.
     async fn delete_read(&self, keys: &Keys, expected: Option<&ETag>) -> Result<bool> {
         let table = &self.context.placement.tables[0];
-        let mut conflicts = table.account().conflict_loop();
-        loop {
-            let deleted = async {
-                let Some(current) = table.get::<Properties>(keys).await? else {
-                    return Ok::<_, Error>(None);
-                };
-                if expected.is_some_and(|etag| *etag != current.etag) {
-                    return Err(Error::PreconditionFailed {
-                        target: Target::entity(table.name(), keys.clone()),
-                    });
-                }
-                let old = self.family(&from_properties::<T>(&current.value)?)?;
-                let pending = self.pending(Some(current.etag.clone()), false);
-                self.jobs()
-                    .enqueue(&self.job(&old, Some(&old), &pending))
-                    .await?;
-                pending.in_time()?;
-                Ok(Some(table.delete(keys, current.if_match()).await))
-            };
-            match deleted.await? {
-                None => return Ok(false),
-                Some(Ok(())) => return Ok(true),
-                Some(Err(e)) if expected.is_some() => return Err(e),
-                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
-            }
-        }
+        delete_followed(table, keys, expected, |current| async move {
+            let old = self.family(&from_properties::<T>(&current.value)?)?;
+            let pending = self.pending(Some(current.etag), false);
+            self.jobs()
+                .enqueue(&self.job(&old, Some(&old), &pending))
+                .await?;
+            Ok(pending)
+        })
+        .await
     }
 }

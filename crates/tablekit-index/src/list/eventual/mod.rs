@@ -20,7 +20,7 @@ pub use job::{ListHandler, ListJob};
 
 use super::rows::read_lists;
 use super::spec::ListSpec;
-use crate::follow::{DEFAULT_CLOCK_SKEW, Pending};
+use crate::follow::{DEFAULT_CLOCK_SKEW, Pending, delete_followed};
 use job::{Context, Pair, Store};
 
 /// An index of entities by a non-unique value whose lists live apart from the entities and
@@ -286,35 +286,18 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
 
     async fn remove(&self, keys: &Keys, expected: Option<&ETag>) -> Result<bool> {
         let table = &self.context.entities;
-        let mut conflicts = table.account().conflict_loop();
-        loop {
-            let deleted = async {
-                let Some(current) = table.get::<Properties>(keys).await? else {
-                    return Ok::<_, Error>(None);
-                };
-                if expected.is_some_and(|etag| *etag != current.etag) {
-                    return Err(Error::PreconditionFailed {
-                        target: Target::entity(table.name(), keys.clone()),
-                    });
-                }
-                let old = self
-                    .context
-                    .spec
-                    .value_of(&from_properties::<T>(&current.value)?)?;
-                let pending = self.pending(Some(current.etag.clone()), false);
-                self.jobs()
-                    .enqueue(&self.job(keys, Some(old), &pending))
-                    .await?;
-                pending.in_time()?;
-                Ok(Some(table.delete(keys, current.if_match()).await))
-            };
-            match deleted.await? {
-                None => return Ok(false),
-                Some(Ok(())) => return Ok(true),
-                Some(Err(e)) if expected.is_some() => return Err(e),
-                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
-            }
-        }
+        delete_followed(table, keys, expected, |current| async move {
+            let old = self
+                .context
+                .spec
+                .value_of(&from_properties::<T>(&current.value)?)?;
+            let pending = self.pending(Some(current.etag), false);
+            self.jobs()
+                .enqueue(&self.job(keys, Some(old), &pending))
+                .await?;
+            Ok(pending)
+        })
+        .await
     }
 
     /// The (PartitionKey, RowKey) pairs listed for `value`, across all partitions, oldest
