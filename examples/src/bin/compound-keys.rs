@@ -82,7 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         table.clone(),
         CompoundKey::new('_').with_width(1, 6).with_width(2, 4),
     );
-    // RowKey ge 'empid_000123' and RowKey lt 'empid_000124' (not S4's 'lt 000123_2012').
+    // RowKey ge 'empid_000123' and lt 'empid_000124' (never 'lt 000123_2012': below the start).
     let of_123: Vec<Stored<Properties>> = rows
         .with_prefix("Sales", ["empid", "123"])?
         .collect()
