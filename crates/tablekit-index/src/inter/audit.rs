@@ -124,11 +124,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     ///
     /// # Errors
     /// [`tablekit_core::Error::InvalidArgument`] for a copy of another declaration, or the
-    /// primary, in `options.copies`
-    /// (before any request), [`tablekit_core::Error::Decode`] for an entity that does not fit
-    /// `T`; the first copy the service
-    /// refuses or whose write has an unknown outcome (the page is then not checkpointed, and
-    /// a rerun writes it again); checkpoint, transport and service errors.
+    /// primary, in `options.copies` (before any request); [`tablekit_core::Error::Decode`]
+    /// for an entity that does not fit `T`; the first copy the service refuses or whose write
+    /// has an unknown outcome (the page is then not checkpointed, and a rerun writes it
+    /// again); checkpoint, transport and service errors.
     pub async fn backfill<C: Checkpoint>(
         &self,
         checkpoint: &C,

@@ -186,8 +186,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a copy of another declaration, or the primary, in
-    /// `options.copies` (before any request), [`Error::Decode`] for an entity that does not fit `T`; checkpoint, transport and service errors (the
-    /// checkpoint keeps the last completed page).
+    /// `options.copies` (before any request); [`Error::Decode`] for an entity that does not
+    /// fit `T`; checkpoint, transport and service errors (the checkpoint keeps the last
+    /// completed page).
     pub async fn backfill<C: Checkpoint>(
         &self,
         checkpoint: &C,
