@@ -125,6 +125,25 @@ impl KeyPart for Cow<'_, str> {
 /// and [`ListSpecBuilder::build`](crate::ListSpecBuilder::build) refuse a name `T` does not
 /// have, and a write whose property is missing (an `Option` field that is `None`) is refused
 /// with [`Error::Encode`] before any request.
+///
+/// # Examples
+/// A property of another type (a float, a date, bytes) gives no key component: it sorts
+/// as text only by accident, so declaring a copy of it does not compile.
+/// ```compile_fail
+/// use tablekit_core::filter::Property;
+/// use tablekit_index::CopySpec;
+/// # struct Employee;
+/// const SALARY: Property<f64> = Property::new("Salary");
+/// let by_salary = CopySpec::<Employee>::new("salary", SALARY);
+/// ```
+/// The same declaration over a text or an integer property compiles:
+/// ```
+/// use tablekit_core::filter::Property;
+/// use tablekit_index::CopySpec;
+/// # struct Employee;
+/// const GRADE: Property<u16> = Property::new("Grade");
+/// let by_grade = CopySpec::<Employee>::new("grade", GRADE).with_width(3);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot give a key component of a `{T}`",
     label = "expected a `Property<_>` of a text or integer field, or a closure `|e: &{T}| ...`",

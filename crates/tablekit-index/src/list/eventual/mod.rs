@@ -91,6 +91,29 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// Option 3: entities in `entities`, each value's list in its own partition of `lists`
     /// (`<prefix><value>`; `lists` may be `entities` — give the spec a prefix then, so list
     /// partitions cannot meet entity partitions). Jobs go to `queue`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit::TableEntity;
+    /// use tablekit_eventual::WorkerOptions;
+    /// use tablekit_index::{EventualList, ListSpec};
+    ///
+    /// #[derive(Debug, Clone, TableEntity)]
+    /// #[table(partition_key = "{department}", row_key = "{id:06}")]
+    /// struct Employee { department: String, id: u32, last_name: String }
+    ///
+    /// # async fn run(account: tablekit_azure::Account) -> tablekit_core::Result<()> {
+    /// let employees = account.table("Employees")?;
+    /// let lists = account.table("LastNames")?;
+    /// let spec = ListSpec::builder("lastname", Employee::LAST_NAME).build()?;
+    /// let by_last_name = EventualList::separate(employees, lists, spec, account.queue("lastnames")?);
+    /// by_last_name.create().await?;
+    /// let jones = Employee { department: "Sales".into(), id: 223, last_name: "Jones".into() };
+    /// by_last_name.insert(&jones).await?; // the job is queued first, then the entity written
+    /// by_last_name.worker(WorkerOptions::default()).drain().await?; // a worker lists it
+    /// let joneses = by_last_name.lookup("Jones").await?;
+    /// # Ok(()) }
+    /// ```
     pub fn separate(entities: Table, lists: Table, spec: ListSpec<T>, queue: Queue) -> Self {
         Self::with_store(entities, Store::Rows(lists), spec, queue)
     }

@@ -71,6 +71,27 @@ impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
     /// [`Error::InvalidConfig`] when `spec` has no [prefix](crate::ListSpecBuilder::with_prefix):
     /// without one, the list of a value equal to an entity's RowKey (a last name `000152`)
     /// would live under that entity's keys.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit::TableEntity;
+    /// use tablekit_index::{ListSpec, SamePartitionList};
+    ///
+    /// #[derive(Debug, Clone, TableEntity)]
+    /// #[table(partition_key = "{department}", row_key = "{id:06}")]
+    /// struct Employee { department: String, id: u32, last_name: String }
+    ///
+    /// # async fn run(table: tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // Sales/lastname_Jones lists the ids of the Joneses of Sales.
+    /// let spec = ListSpec::builder("lastname", Employee::LAST_NAME)
+    ///     .with_prefix("lastname_")
+    ///     .build()?;
+    /// let by_last_name = SamePartitionList::new(table, spec)?;
+    /// let jones = Employee { department: "Sales".into(), id: 223, last_name: "Jones".into() };
+    /// by_last_name.insert(&jones).await?; // a read of the list, one transaction
+    /// let joneses = by_last_name.lookup("Sales", "Jones").await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table, spec: ListSpec<T>) -> Result<Self> {
         if spec.prefix().is_empty() {
             return Err(Error::InvalidConfig {
