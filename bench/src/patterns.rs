@@ -155,16 +155,15 @@ async fn fresh(account: &Account, prefix: &str) -> Result<tablekit_azure::Table>
 
 /// Each pattern crate's main operations: measured requests next to their documented counts.
 pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternCount>> {
-    use tablekit_index::{CopySpec, IndexSpec, IntraPartitionIndex};
+    use tablekit_index::{CopySpec, IndexRead as _, IndexSpec, IntraPartitionIndex};
     let mut out = Vec::new();
     let e = |s: &str| s.to_owned();
 
     let table = fresh(account, "benchindex").await?;
-    let spec = IndexSpec::builder(|x: &Employee| x.department.clone())
-        .primary(CopySpec::new("empid", |x: &Employee| x.id.clone()).fixed_width(6))
-        .secondary(CopySpec::new("email", |x: &Employee| x.email.clone()))
-        .build()
-        .map_err(|x| x.to_string())?;
+    let mut spec = IndexSpec::builder(|x: &Employee| x.department.clone());
+    spec.primary(CopySpec::new("empid", |x: &Employee| x.id.clone()).with_width(6));
+    let by_email = spec.secondary(CopySpec::new("email", |x: &Employee| x.email.clone()));
+    let spec = spec.build().map_err(|x| x.to_string())?;
     let index = IntraPartitionIndex::new(table.clone(), spec);
     let mut jones = Employee {
         department: e("Sales"),
@@ -195,7 +194,7 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
             account,
             "IntraPartitionIndex::get_by",
             1,
-            index.get_by("email", "Sales", "jun.jones@contoso.com"),
+            index.get_by(&by_email, "Sales", "jun.jones@contoso.com"),
         )
         .await?,
     );

@@ -7,11 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{ContinuationToken, Query, Table};
+use tablekit_azure::{ContinuationToken, Progress, ProgressCallback, Query, Table};
 use tablekit_core::edm::Properties;
 use tablekit_core::{Entity, Keys, Result, Stored};
 
-/// Where a backfill stands: saved after every page, reported to the progress callback.
+use crate::spec::CopyId;
+
+/// Where a backfill stands: saved after every page, and returned.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackfillState {
     /// Where the next page starts; `None` before the first page and after the last.
@@ -118,14 +120,12 @@ impl Checkpoint for TableCheckpoint {
     }
 }
 
-/// A progress callback: called with the state saved after each page.
-pub type ProgressFn = Arc<dyn Fn(&BackfillState) + Send + Sync>;
-
-/// Options of a backfill.
+/// Options of a backfill: set them with the `with_*` methods on
+/// `BackfillOptions::default()`.
 #[derive(Clone, Default)]
 pub struct BackfillOptions {
-    /// The copies to write, by name (default: every secondary copy).
-    pub indexes: Option<Vec<String>>,
+    /// The copies to write (default: every secondary copy).
+    pub copies: Option<Vec<CopyId>>,
     /// Only this partition (default: the whole table, which is a table scan).
     pub partition: Option<String>,
     /// Rows per page (1 to 1,000; default: the service's 1,000).
@@ -136,22 +136,89 @@ pub struct BackfillOptions {
     pub stop: Option<Arc<AtomicBool>>,
     /// Transactions in flight (default: the account's `concurrency` setting).
     pub concurrency: Option<usize>,
-    /// Called after every page with the saved state.
-    pub on_progress: Option<ProgressFn>,
+    /// Called after every page; see [`with_progress`](Self::with_progress).
+    pub progress: Option<ProgressCallback>,
 }
 
 impl fmt::Debug for BackfillOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BackfillOptions")
-            .field("indexes", &self.indexes)
+            .field("copies", &self.copies)
             .field("partition", &self.partition)
             .field("page_size", &self.page_size)
             .field("max_pages", &self.max_pages)
             .field("stop", &self.stop)
             .field("concurrency", &self.concurrency)
-            .field("on_progress", &self.on_progress.is_some())
+            .field("progress", &self.progress.is_some())
             .finish()
     }
+}
+
+impl BackfillOptions {
+    /// Writes this copy (call once per copy); without any, every secondary copy is written.
+    #[must_use]
+    pub fn with_copy(mut self, copy: impl Into<CopyId>) -> Self {
+        self.copies.get_or_insert_with(Vec::new).push(copy.into());
+        self
+    }
+
+    /// Backfills only this partition.
+    #[must_use]
+    pub fn with_partition(mut self, partition: impl Into<String>) -> Self {
+        self.partition = Some(partition.into());
+        self
+    }
+
+    /// Reads `n` rows per page (1 to 1,000).
+    #[must_use]
+    pub fn with_page_size(mut self, n: usize) -> Self {
+        self.page_size = Some(n);
+        self
+    }
+
+    /// Stops after `n` pages in this run.
+    #[must_use]
+    pub fn with_max_pages(mut self, n: u64) -> Self {
+        self.max_pages = Some(n);
+        self
+    }
+
+    /// Stops before the next page once `flag` is set.
+    #[must_use]
+    pub fn with_stop(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.stop = Some(flag);
+        self
+    }
+
+    /// Keeps `n` transactions in flight.
+    #[must_use]
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n);
+        self
+    }
+
+    /// Sets the progress callback, called after each page (once its checkpoint is saved) with
+    /// the totals of this run: [`Progress::done`] entities whose copies were written or left
+    /// to a concurrent writer, [`Progress::requests`] pages and transactions sent (the
+    /// checkpoint's own requests not counted). [`Progress::total`] is `None`: a backfill
+    /// finds its entities as it goes. A backfill ends at its first failure, so
+    /// [`Progress::failed`] and [`Progress::unknown`] stay 0.
+    #[must_use]
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+}
+
+/// What writing one page did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PageOutcome {
+    /// Entities whose copies were written.
+    pub(crate) written: u64,
+    /// Entities left out because a writer changed them.
+    pub(crate) skipped: u64,
+    /// Requests sent.
+    pub(crate) requests: usize,
 }
 
 /// Runs a backfill: loads the checkpoint, then page by page calls `write` (which returns the
@@ -165,10 +232,11 @@ pub(crate) async fn run<C, W, F>(
 where
     C: Checkpoint,
     W: FnMut(Vec<Stored<Properties>>) -> F,
-    F: Future<Output = Result<(u64, u64)>>,
+    F: Future<Output = Result<PageOutcome>>,
 {
     let mut state = checkpoint.load().await?.unwrap_or_default();
     let mut pages = 0;
+    let mut progress = Progress::default();
     while !state.done {
         let stopped = options
             .stop
@@ -183,17 +251,19 @@ where
         }
         let page = page_query.page().await?;
         state.scanned += page.items.len() as u64;
-        let (written, skipped) = write(page.items).await?;
-        state.written += written;
-        state.skipped += skipped;
+        let outcome = write(page.items).await?;
+        state.written += outcome.written;
+        state.skipped += outcome.skipped;
+        progress.done += usize::try_from(outcome.written + outcome.skipped).unwrap_or(usize::MAX);
+        progress.requests += 1 + outcome.requests;
         state.pages += 1;
         state.done = page.continuation.is_none();
         state.continuation = page.continuation;
         checkpoint.save(&state).await?;
         pages += 1;
         tracing::debug!(target: "tablekit", pages = state.pages, scanned = state.scanned, written = state.written, "backfill page done");
-        if let Some(progress) = &options.on_progress {
-            progress(&state);
+        if let Some(report) = &options.progress {
+            report(&progress);
         }
     }
     Ok(state)

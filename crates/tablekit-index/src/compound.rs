@@ -1,6 +1,6 @@
 //! [`CompoundRows`]: related rows under compound RowKeys (`empid_000123`,
 //! `empid_000123_2012`) so one range query returns an entity with its children
-//! (PATTERNS.md §5.6).
+//! (the design guide's compound key pattern).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -8,7 +8,7 @@ use tablekit_azure::{Query, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
 use tablekit_core::keys::CompoundKey;
-use tablekit_core::{ETag, Entity, Keys, Result, Stored};
+use tablekit_core::{ETag, Entity, IfMatch, Keys, Result, Stored};
 
 /// Rows of a table addressed by compound RowKeys built with a [`CompoundKey`]: the employee
 /// at `empid_000123` and its yearly reviews at `empid_000123_2012`, `empid_000123_2013`, in
@@ -26,6 +26,23 @@ pub struct CompoundRows {
 
 impl CompoundRows {
     /// Rows of `table` keyed by `key`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::Properties;
+    /// use tablekit_core::keys::CompoundKey;
+    /// use tablekit_index::CompoundRows;
+    ///
+    /// # async fn run(table: tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // empid_000123, then empid_000123_2012, empid_000123_2013: ids six digits, years four.
+    /// let reviews = CompoundRows::new(table, CompoundKey::new('_').with_width(1, 6).with_width(2, 4));
+    /// let keys = reviews.keys("Sales", ["empid", "123", "2012"])?;
+    /// assert_eq!(keys.rk(), "empid_000123_2012");
+    /// // An employee and all its reviews: one range query.
+    /// let rows: Vec<tablekit_core::Stored<Properties>> =
+    ///     reviews.with_prefix("Sales", ["empid", "123"])?.collect().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table, key: CompoundKey) -> Self {
         Self { table, key }
     }
@@ -99,7 +116,8 @@ impl CompoundRows {
         Operation::insert(&Entity::new(self.keys(partition, components)?, value))
     }
 
-    /// Reads the row with these components: a point query.
+    /// Reads the row with these components, as `T` (named by the binding:
+    /// `let review: Option<Stored<Review>> = rows.get(…).await?`): a point query.
     ///
     /// **Requests:** 1. **Consistency:** strong.
     ///
@@ -118,19 +136,42 @@ impl CompoundRows {
         self.table.get(&self.keys(partition, components)?).await
     }
 
+    /// Deletes the row with these components, if `if_match` holds.
+    ///
+    /// **Requests:** 1.
+    ///
+    /// # Errors
+    /// Key errors before any request; [`tablekit_core::Error::NotFound`] when the row does
+    /// not exist; [`tablekit_core::Error::PreconditionFailed`] when its ETag is not the one
+    /// given; transport and service errors.
+    pub async fn delete<I, S>(
+        &self,
+        partition: &str,
+        components: I,
+        if_match: IfMatch,
+    ) -> Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.table
+            .delete(self.keys(partition, components)?, if_match)
+            .await
+    }
+
     /// Deletes the row with these components if it exists; returns whether it did.
     ///
     /// **Requests:** 1.
     ///
     /// # Errors
     /// Key errors; transport and service errors.
-    pub async fn delete<I, S>(&self, partition: &str, components: I) -> Result<bool>
+    pub async fn delete_if_exists<I, S>(&self, partition: &str, components: I) -> Result<bool>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
         self.table
-            .delete_if_exists(&self.keys(partition, components)?)
+            .delete_if_exists(self.keys(partition, components)?)
             .await
     }
 
@@ -151,7 +192,9 @@ impl CompoundRows {
     }
 
     /// A range query over the rows of [`prefix_filter`](Self::prefix_filter), in key order:
-    /// the parent first, then its children. Add `.select([...])` for a projection.
+    /// the parent first, then its children, read as `T` (named by the binding; the parent and
+    /// its children usually differ, so `Properties` or an `OrUnknown` enum). A lazy
+    /// [`Query`]: add `.select([...])` for a projection, `.resume(token)` to continue.
     ///
     /// **Requests:** one per page when read. **Consistency:** as a query.
     ///

@@ -1,5 +1,5 @@
 //! [`DenormalizedCopy`]: data of one entity copied into another of the same partition, kept
-//! in step by writing both in one transaction (PATTERNS.md §5.5).
+//! in step by writing both in one transaction (the design guide's denormalization pattern).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::Properties;
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result};
+use tablekit_core::{AsEntity, ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result};
 
 /// How the source entity is written alongside its copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +105,29 @@ where
 {
     /// A denormalized copy in `table`, written by `copy(before, after, target)`. No request is
     /// sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::{IfMatch, Keys, TableEntity};
+    /// use tablekit_index::{DenormalizedCopy, SourceWrite};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct Employee { department: String, id: u32, name: String }
+    /// # impl TableEntity for Employee {
+    /// #     fn keys(&self) -> tablekit_core::Result<Keys> { Keys::new(&self.department, format!("{:06}", self.id)) }
+    /// # }
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct Department { manager_name: String }
+    ///
+    /// # async fn run(table: tablekit_azure::Table, manager: Employee) -> tablekit_core::Result<()> {
+    /// // The department row carries its manager's name, kept in step in one transaction.
+    /// let manager_name = DenormalizedCopy::new(table, |_, m: &Employee, d: &mut Department| {
+    ///     d.manager_name = m.name.clone();
+    /// });
+    /// manager_name
+    ///     .write(&manager, SourceWrite::Upsert, ("Sales", "Department"))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(
         table: Table,
         copy: impl Fn(Option<&S>, &S, &mut D) + Send + Sync + 'static,
@@ -121,7 +144,8 @@ where
         &self.table
     }
 
-    /// Writes `source` and refreshes its copy in `target` in one transaction: reads the
+    /// Writes `source` (an entity that knows its keys, or an [`Entity`]) and refreshes its
+    /// copy in the entity at `target` in one transaction: reads the
     /// target (and, unless `how` is [`SourceWrite::Insert`], the source as it is now), applies
     /// `copy(before, source, target)`, then commits the source write and the target merge
     /// under the target's ETag. The source write is an insert when there is no `before`, and
@@ -145,11 +169,12 @@ where
     /// retries.
     pub async fn write(
         &self,
-        source: &Entity<S>,
+        source: &impl AsEntity<Value = S>,
         how: SourceWrite,
-        target: &Keys,
+        target: impl IntoKeys,
     ) -> Result<DenormalizedWrite> {
-        same_partition(&source.keys, target)?;
+        let (source_keys, target) = (&source.entity_keys()?, &target.into_keys()?);
+        same_partition(source_keys, target)?;
         Operation::insert(source)?;
         // Whether a lost race on the source itself is ours to retry: only when its condition
         // is the ETag we read, not one the caller gave.
@@ -169,7 +194,7 @@ where
                 let (before, current) = match how {
                     SourceWrite::Insert => (None, self.table.get::<D>(target).await?),
                     _ => futures::try_join!(
-                        self.table.get::<S>(&source.keys),
+                        self.table.get::<S>(source_keys),
                         self.table.get::<D>(target)
                     )?,
                 };
@@ -185,7 +210,7 @@ where
                 };
                 (self.copy)(
                     before.as_ref().map(|b| &b.value),
-                    &source.value,
+                    source.entity_value(),
                     &mut current.value,
                 );
                 let target_op = Operation::merge(
@@ -213,12 +238,13 @@ where
             }),
             None => Err(Error::BatchFailed {
                 index: 0,
-                source: Box::new(missing(&source.keys)),
+                source: Box::new(missing(source_keys)),
             }),
         }
     }
 
-    /// Copies the current `source` into `target` without changing the source (after the
+    /// Copies the current entity at `source` into the one at `target` (keys, or entities that
+    /// know theirs) without changing the source (after the
     /// target was pointed at another source, e.g. a new manager), calling `copy` with the
     /// source as both `before` and `after` (so a summary does not count it): reads both, then one
     /// transaction merges the target under its ETag and guards the source with an empty
@@ -230,7 +256,12 @@ where
     ///
     /// # Errors
     /// As [`write`](Self::write); [`Error::NotFound`] when either entity does not exist.
-    pub async fn refresh(&self, source: &Keys, target: &Keys) -> Result<DenormalizedWrite> {
+    pub async fn refresh(
+        &self,
+        source: impl IntoKeys,
+        target: impl IntoKeys,
+    ) -> Result<DenormalizedWrite> {
+        let (source, target) = (&source.into_keys()?, &target.into_keys()?);
         same_partition(source, target)?;
         let missing = |keys: &Keys| Error::NotFound {
             target: tablekit_core::Target::entity(self.table.name(), keys.clone()),

@@ -226,6 +226,43 @@ impl Pending {
     }
 }
 
+/// Deletes the entity at `keys` of `table`, its job queued first: reads it (refusing another
+/// ETag than `expected`, if given), lets `enqueue` put the job for the entity read and return
+/// the pending delete, then deletes it under the ETag read. A lost race starts again from the
+/// read, unless the caller gave the ETag: then it is the answer. `false` when the entity is
+/// gone; no job is queued then.
+///
+/// Requests: 1 read, the enqueue, 1 delete; again per lost race. 1 when the entity is gone.
+pub(crate) async fn delete_followed<F, Fut>(
+    table: &Table,
+    keys: &Keys,
+    expected: Option<&ETag>,
+    mut enqueue: F,
+) -> Result<bool>
+where
+    F: FnMut(Stored<Properties>) -> Fut,
+    Fut: std::future::Future<Output = Result<Pending>>,
+{
+    let mut conflicts = table.account().conflict_loop();
+    loop {
+        let Some(current) = table.get::<Properties>(keys).await? else {
+            return Ok(false);
+        };
+        if expected.is_some_and(|etag| *etag != current.etag) {
+            return Err(Error::PreconditionFailed {
+                target: tablekit_core::Target::entity(table.name(), keys.clone()),
+            });
+        }
+        let if_match = current.if_match();
+        enqueue(current).await?.in_time()?;
+        match table.delete(keys, if_match).await {
+            Ok(()) => return Ok(true),
+            Err(e) if expected.is_some() => return Err(e),
+            Err(e) => conflicts.retry(e.not_found_as_conflict()).await?,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,21 +1,32 @@
 //! [`TypedRows`]: several entity types in one partition, told apart by an `EntityType`
-//! property and kept contiguous by a RowKey prefix per type (PATTERNS.md §4.6, §6.6).
+//! property and kept contiguous by a RowKey prefix per type (the design guide's heterogeneous
+//! entity types).
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Query, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{EdmValue, Properties, to_properties};
 use tablekit_core::filter::Filter;
-use tablekit_core::{ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, Stored, Target};
+use tablekit_core::{
+    ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, Stored, TableEntity, Target,
+};
 
 /// An entity type that shares partitions with others: its discriminator value (stored in the
-/// [`ENTITY_TYPE`] property) and the RowKey prefix that keeps its rows together.
+/// [`ENTITY_TYPE`] property) and the RowKey prefix that keeps its rows together. Its own keys
+/// ([`TableEntity::keys`]) must start with that prefix.
 ///
 /// ```
+/// use tablekit_core::keys::pad_number;
+/// use tablekit_core::{Keys, Result, TableEntity};
 /// # use serde::{Deserialize, Serialize};
 /// #[derive(Serialize, Deserialize)]
 /// struct Department { name: String, employee_count: i64 }
+///
+/// impl TableEntity for Department {
+///     fn keys(&self) -> Result<Keys> {
+///         Keys::new(&self.name, format!("DEPARTMENT_{}", self.name))
+///     }
+/// }
 ///
 /// impl tablekit_index::EntityKind for Department {
 ///     const ENTITY_TYPE: &'static str = "Department";
@@ -23,10 +34,11 @@ use tablekit_core::{ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, S
 /// }
 /// ```
 ///
-/// To read a partition's mixed rows in one query, define an enum with
-/// `#[serde(tag = "EntityType")]` whose variant names are the `ENTITY_TYPE` values, and use
-/// [`TypedRows::all`].
-pub trait EntityKind: Serialize + DeserializeOwned {
+/// With `#[derive(TableEntity)]`, put the prefix in the row key template
+/// (`row_key = "DEPARTMENT_{name}"`). To read a partition's mixed rows in one query, define
+/// an enum with `#[serde(tag = "EntityType")]` whose variant names are the `ENTITY_TYPE`
+/// values, and use [`TypedRows::all`].
+pub trait EntityKind: TableEntity {
     /// The value of the `EntityType` property (`Employee`). Add a version (`Employee.v2`) to
     /// let old and new shapes coexist.
     const ENTITY_TYPE: &'static str;
@@ -45,6 +57,27 @@ pub struct TypedRows {
 
 impl TypedRows {
     /// Typed rows of `table`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use tablekit_core::{Keys, OrUnknown, Result, Stored, TableEntity};
+    /// # use tablekit_index::{EntityKind, TypedRows};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct Department { name: String }
+    /// # impl TableEntity for Department {
+    /// #     fn keys(&self) -> Result<Keys> { Keys::new(&self.name, format!("DEPARTMENT_{}", self.name)) }
+    /// # }
+    /// # impl EntityKind for Department {
+    /// #     const ENTITY_TYPE: &'static str = "Department";
+    /// #     const ROW_PREFIX: &'static str = "DEPARTMENT_";
+    /// # }
+    /// # async fn run(table: tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// let rows = TypedRows::new(table);
+    /// rows.insert(&Department { name: "Sales".into() }).await?; // with EntityType = Department
+    /// let sales: Option<Stored<Department>> = rows.get("Sales", "Sales").await?;
+    /// let departments: Vec<Stored<Department>> = rows.of_kind("Sales").collect().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table) -> Self {
         Self { table }
     }
@@ -62,16 +95,25 @@ impl TypedRows {
         Keys::new(partition, format!("{}{id}", K::ROW_PREFIX))
     }
 
-    /// The row as written: `value`'s properties plus `EntityType`.
+    /// The row as written: `value`'s keys, its properties plus `EntityType`.
     ///
     /// # Errors
-    /// [`Error::Encode`] when `value` has its own `EntityType` property with another value;
-    /// encoding errors.
-    pub fn entity<K: EntityKind>(
-        partition: &str,
-        id: &str,
-        value: &K,
-    ) -> Result<Entity<Properties>> {
+    /// [`Error::InvalidArgument`] when `value`'s RowKey does not start with its kind's
+    /// prefix; [`Error::Encode`] when `value` has its own `EntityType` property with another
+    /// value; key and encoding errors.
+    pub fn entity<K: EntityKind>(value: &K) -> Result<Entity<Properties>> {
+        let keys = value.keys()?;
+        if !keys.rk().starts_with(K::ROW_PREFIX) {
+            return Err(Error::invalid_argument(
+                "keys",
+                format!(
+                    "{keys}: a {} row's RowKey starts with {:?}, which keeps each type's rows \
+                     together",
+                    K::ENTITY_TYPE,
+                    K::ROW_PREFIX
+                ),
+            ));
+        }
         let mut props = to_properties(value)?;
         match props.get(ENTITY_TYPE) {
             Some(EdmValue::String(t)) if t == K::ENTITY_TYPE => {}
@@ -88,7 +130,7 @@ impl TypedRows {
                 ));
             }
         }
-        Ok(Entity::new(Self::keys::<K>(partition, id)?, props))
+        Ok(Entity::new(keys, props))
     }
 
     /// An insert of a `K` row, for a transaction mixing types (an employee and its
@@ -96,12 +138,8 @@ impl TypedRows {
     ///
     /// # Errors
     /// As [`entity`](Self::entity).
-    pub fn insert_operation<K: EntityKind>(
-        partition: &str,
-        id: &str,
-        value: &K,
-    ) -> Result<Operation> {
-        Operation::insert(&Self::entity(partition, id, value)?)
+    pub fn insert_operation<K: EntityKind>(value: &K) -> Result<Operation> {
+        Operation::insert(&Self::entity(value)?)
     }
 
     /// Inserts a `K` row.
@@ -110,15 +148,8 @@ impl TypedRows {
     ///
     /// # Errors
     /// As [`entity`](Self::entity) before any request; [`Error::AlreadyExists`].
-    pub async fn insert<K: EntityKind>(
-        &self,
-        partition: &str,
-        id: &str,
-        value: &K,
-    ) -> Result<ETag> {
-        self.table
-            .insert(&Self::entity(partition, id, value)?)
-            .await
+    pub async fn insert<K: EntityKind>(&self, value: &K) -> Result<ETag> {
+        self.table.insert(&Self::entity(value)?).await
     }
 
     /// Inserts or replaces a `K` row.
@@ -127,18 +158,13 @@ impl TypedRows {
     ///
     /// # Errors
     /// As [`entity`](Self::entity) before any request.
-    pub async fn upsert<K: EntityKind>(
-        &self,
-        partition: &str,
-        id: &str,
-        value: &K,
-    ) -> Result<ETag> {
-        self.table
-            .upsert_replace(&Self::entity(partition, id, value)?)
-            .await
+    pub async fn upsert<K: EntityKind>(&self, value: &K) -> Result<ETag> {
+        self.table.upsert_replace(&Self::entity(value)?).await
     }
 
-    /// Reads the `K` row `id`: a point query.
+    /// Reads the `K` row `id` (`K` named by the binding:
+    /// `let d: Option<Stored<Department>> = rows.get("Sales", "Sales").await?`): a point
+    /// query.
     ///
     /// **Requests:** 1. **Consistency:** strong.
     ///
@@ -147,7 +173,7 @@ impl TypedRows {
     pub async fn get<K: EntityKind>(&self, partition: &str, id: &str) -> Result<Option<Stored<K>>> {
         let Some(row) = self
             .table
-            .get::<Properties>(&Self::keys::<K>(partition, id)?)
+            .get::<Properties>(Self::keys::<K>(partition, id)?)
             .await?
         else {
             return Ok(None);
@@ -156,7 +182,7 @@ impl TypedRows {
     }
 
     /// The `K` rows of `partition`, in id order: a range query over `K`'s prefix (rows of
-    /// other types are never read).
+    /// other types are never read). A lazy [`Query`]: filter, project, page or resume it.
     ///
     /// **Requests:** one per page when read.
     pub fn of_kind<K: EntityKind + Send + 'static>(&self, partition: &str) -> Query<K> {
@@ -167,7 +193,7 @@ impl TypedRows {
 
     /// Every row of `partition` as `E` — typically an enum tagged with `EntityType` — or, for
     /// types `E` does not know, as a property bag. Rows come in RowKey order, so each type's
-    /// rows are contiguous.
+    /// rows are contiguous. A lazy [`Query`].
     ///
     /// **Requests:** one per page when read.
     pub fn all<E: DeserializeOwned + Send + 'static>(

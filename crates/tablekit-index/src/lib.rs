@@ -11,12 +11,11 @@ mod inter;
 mod intra;
 mod list;
 mod range;
+mod read;
 mod spec;
 mod verify;
 
-pub use backfill::{
-    BackfillOptions, BackfillState, Checkpoint, MemoryCheckpoint, ProgressFn, TableCheckpoint,
-};
+pub use backfill::{BackfillOptions, BackfillState, Checkpoint, MemoryCheckpoint, TableCheckpoint};
 pub use compound::CompoundRows;
 pub use denormalize::{DenormalizedCopy, DenormalizedWrite, SourceWrite};
 pub use follow::{DEFAULT_CLOCK_SKEW, FollowedWrite, WRITE_ID_PROPERTY};
@@ -25,5 +24,7 @@ pub use inter::{CopyHandler, CopyJob, InterPartitionIndex, InterPartitionIndexBu
 pub use intra::IntraPartitionIndex;
 pub use list::{EventualList, ListHandler, ListJob, ListSpec, ListSpecBuilder, SamePartitionList};
 pub use range::IndexRange;
-pub use spec::{CopySpec, IndexSpec, IndexSpecBuilder};
+pub use read::{IndexEntry, IndexRead};
+pub use spec::key::{KeyPart, KeySource, ValueRange};
+pub use spec::{CopyHandle, CopyId, CopySpec, IndexSpec, IndexSpecBuilder};
 pub use verify::{CopyIssue, RepairReport, VerifyReport};

@@ -221,11 +221,10 @@ mod tests {
     }
 
     fn spec() -> IndexSpec<Emp> {
-        IndexSpec::builder(|_: &Emp| "Sales".to_owned())
-            .primary(CopySpec::new("empid", |e: &Emp| e.id.clone()))
-            .secondary(CopySpec::new("email", |e: &Emp| e.email.clone()))
-            .build()
-            .unwrap()
+        let mut spec = IndexSpec::builder(|_: &Emp| "Sales");
+        spec.primary(CopySpec::new("empid", |e: &Emp| e.id.clone()));
+        spec.secondary(CopySpec::new("email", |e: &Emp| e.email.clone()));
+        spec.build().unwrap()
     }
 
     fn stored(entity: Entity<Properties>) -> Stored<Properties> {

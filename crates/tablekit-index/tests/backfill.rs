@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{employee, employee_spec, measured, table};
-use tablekit_azure::{BulkOptions, RequestKind, Table};
+use common::{directory, employee, measured, table};
+use tablekit_azure::{BulkOptions, Progress, RequestKind, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
@@ -59,22 +59,15 @@ async fn a_5000_entity_backfill_stopped_after_one_page_resumes_to_exactly_one_co
     let table = table("backfill5k").await;
     seed(&table, &DEPARTMENTS, 1000).await;
     let checkpoint = TableCheckpoint::new(table.clone(), Keys::new("backfill", "email").unwrap());
-    let seen: Arc<Mutex<Vec<BackfillState>>> = Arc::default();
-    let progress = {
+    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
+    let options = || {
         let seen = Arc::clone(&seen);
-        Arc::new(move |s: &BackfillState| seen.lock().unwrap().push(s.clone()))
+        BackfillOptions::default().with_progress(move |p| seen.lock().unwrap().push(*p))
     };
 
-    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
+    let index = IntraPartitionIndex::new(table.clone(), directory().spec);
     let first = index
-        .backfill(
-            &checkpoint,
-            BackfillOptions {
-                max_pages: Some(1),
-                on_progress: Some(progress.clone()),
-                ..BackfillOptions::default()
-            },
-        )
+        .backfill(&checkpoint, options().with_max_pages(1))
         .await
         .unwrap();
     assert_eq!(first.pages, 1);
@@ -84,23 +77,26 @@ async fn a_5000_entity_backfill_stopped_after_one_page_resumes_to_exactly_one_co
     assert_eq!(checkpoint.load().await.unwrap().as_ref(), Some(&first));
 
     // Another process picks it up from the saved checkpoint.
-    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
-    let done = index
-        .backfill(
-            &checkpoint,
-            BackfillOptions {
-                on_progress: Some(progress),
-                ..BackfillOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+    let index = IntraPartitionIndex::new(table.clone(), directory().spec);
+    let done = index.backfill(&checkpoint, options()).await.unwrap();
     assert!(done.done && done.continuation.is_none());
     assert_eq!(done.written, 5000);
     assert_eq!(done.skipped, 0);
-    let states = seen.lock().unwrap().clone();
-    assert_eq!(states.len() as u64, done.pages, "progress after every page");
-    assert!(states.windows(2).all(|w| w[0].written < w[1].written));
+    let reports = seen.lock().unwrap().clone();
+    assert_eq!(
+        reports.len() as u64,
+        done.pages,
+        "progress after every page"
+    );
+    // Each run counts its own: the first one page, the second the other four.
+    assert_eq!(reports[0].done, 1000);
+    assert!(reports[1..].windows(2).all(|w| w[0].done < w[1].done));
+    assert_eq!(reports.last().unwrap().done, 4000);
+    assert!(
+        reports
+            .iter()
+            .all(|p| p.total.is_none() && p.failed == 0 && p.unknown == 0)
+    );
 
     let copies = email_copies(&table).await;
     assert_eq!(copies.len(), 5000);
@@ -132,12 +128,13 @@ async fn backfill_requests_are_pages_transactions_and_checkpoints() {
     let table = table("backfillcount").await;
     seed(&table, &["Sales"], 150).await;
     let checkpoint = TableCheckpoint::new(table.clone(), Keys::new("backfill", "email").unwrap());
-    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
-    let options = BackfillOptions {
-        partition: Some("Sales".into()),
-        page_size: Some(100),
-        ..BackfillOptions::default()
-    };
+    let index = IntraPartitionIndex::new(table.clone(), directory().spec);
+    let progress: Arc<Mutex<Option<Progress>>> = Arc::default();
+    let last = Arc::clone(&progress);
+    let options = BackfillOptions::default()
+        .with_partition("Sales")
+        .with_page_size(100)
+        .with_progress(move |p| *last.lock().unwrap() = Some(*p));
     let (state, spent) = measured(&table, index.backfill(&checkpoint, options)).await;
     let state = state.unwrap();
     assert_eq!((state.pages, state.written, state.done), (2, 150, true));
@@ -151,6 +148,12 @@ async fn backfill_requests_are_pages_transactions_and_checkpoints() {
     // 100 entities × (guard + copy) = 200 operations: 2 transactions; then 50 × 2: 1.
     assert_eq!(spent.requests_of(RequestKind::Transaction), 3);
     assert_eq!(spent.requests(), 8);
+    let progress = progress.lock().unwrap().unwrap();
+    assert_eq!(
+        (progress.done, progress.requests),
+        (150, 2 + 3),
+        "pages and transactions; the checkpoint's own requests are its own"
+    );
     table.delete_table().await.unwrap();
 }
 
@@ -182,12 +185,10 @@ impl Checkpoint for Flaky {
 async fn a_page_redone_after_a_lost_checkpoint_writes_no_duplicates() {
     let table = table("backfillcrash").await;
     seed(&table, &["Sales", "Marketing"], 120).await;
-    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
+    let d = directory();
+    let index = IntraPartitionIndex::new(table.clone(), d.spec.clone());
     let checkpoint = Flaky::default();
-    let options = BackfillOptions {
-        page_size: Some(100),
-        ..BackfillOptions::default()
-    };
+    let options = BackfillOptions::default().with_page_size(100);
     // First page written, its checkpoint lost.
     checkpoint.fail_next_save.store(true, Ordering::SeqCst);
     assert!(index.backfill(&checkpoint, options.clone()).await.is_err());
@@ -196,13 +197,7 @@ async fn a_page_redone_after_a_lost_checkpoint_writes_no_duplicates() {
     // Stopped from outside before any page: nothing happens.
     let stop = Arc::new(AtomicBool::new(true));
     let stopped = index
-        .backfill(
-            &checkpoint,
-            BackfillOptions {
-                stop: Some(Arc::clone(&stop)),
-                ..options.clone()
-            },
-        )
+        .backfill(&checkpoint, options.clone().with_stop(Arc::clone(&stop)))
         .await
         .unwrap();
     assert_eq!(stopped.pages, 0);
@@ -215,19 +210,22 @@ async fn a_page_redone_after_a_lost_checkpoint_writes_no_duplicates() {
     for d in ["Sales", "Marketing"] {
         assert!(index.verify(d).await.unwrap().is_consistent());
     }
-    // Only some copies: an unknown name is refused before any request.
-    let (r, spent) = measured(
-        &table,
-        index.backfill(
-            &MemoryCheckpoint::new(),
-            BackfillOptions {
-                indexes: Some(vec!["phone".into()]),
-                ..BackfillOptions::default()
-            },
-        ),
-    )
-    .await;
-    assert!(r.is_err());
-    assert_eq!(spent.requests(), 0);
+    // Only some copies: the primary, or a copy of another declaration, is refused before
+    // any request.
+    for refused in [d.by_id.id(), directory().by_email.id()] {
+        let (r, spent) = measured(
+            &table,
+            index.backfill(
+                &MemoryCheckpoint::new(),
+                BackfillOptions::default().with_copy(refused),
+            ),
+        )
+        .await;
+        assert_eq!(
+            r.unwrap_err().kind(),
+            tablekit_core::ErrorKind::InvalidArgument
+        );
+        assert_eq!(spent.requests(), 0);
+    }
     table.delete_table().await.unwrap();
 }

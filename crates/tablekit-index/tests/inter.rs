@@ -1,18 +1,20 @@
-//! The inter-partition secondary index against Azurite: claim 31, the guide's layout, request
-//! counts, a worker killed between the primary write and the copy, verify and repair.
+//! The inter-partition secondary index against Azurite: the guide's layout, request counts, a
+//! worker killed between the primary write and the copy, verify and repair, deletes.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{EmailCard, Employee, employee, employee_spec, measured, table};
+use common::{Directory, EmailCard, Employee, directory, employee, measured, table};
 use tablekit_azure::{Queue, RequestKind, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, to_properties};
 use tablekit_core::filter::{Filter, ROW_KEY};
-use tablekit_core::{Entity, Error, Keys};
+use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys};
 use tablekit_eventual::{HandlerRetry, WorkerOptions};
-use tablekit_index::{CopyJob, FollowedWrite, InterPartitionIndex, WRITE_ID_PROPERTY};
+use tablekit_index::{
+    CopyJob, FollowedWrite, IndexRead as _, InterPartitionIndex, WRITE_ID_PROPERTY,
+};
 use tablekit_testkit::unique_queue_name;
 
 fn fast_worker() -> WorkerOptions {
@@ -25,12 +27,13 @@ fn fast_worker() -> WorkerOptions {
     }
 }
 
-async fn setup(prefix: &str) -> (InterPartitionIndex<Employee>, Table, Queue) {
+async fn setup(prefix: &str) -> (InterPartitionIndex<Employee>, Table, Queue, Directory) {
     let table = table(prefix).await;
     let queue = table.account().queue(&unique_queue_name(prefix)).unwrap();
-    let index = InterPartitionIndex::new(table.clone(), employee_spec(), queue.clone());
+    let directory = directory();
+    let index = InterPartitionIndex::new(table.clone(), directory.spec.clone(), queue.clone());
     index.create().await.unwrap();
-    (index, table, queue)
+    (index, table, queue, directory)
 }
 
 async fn cleanup(index: &InterPartitionIndex<Employee>, table: &Table) {
@@ -40,7 +43,7 @@ async fn cleanup(index: &InterPartitionIndex<Employee>, table: &Table) {
 
 #[tokio::test]
 async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
-    let (index, table, _) = setup("inter").await;
+    let (index, table, _, d) = setup("inter").await;
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
     let (r, spent) = measured(&table, index.insert(&jones)).await;
     r.unwrap();
@@ -65,7 +68,7 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
     // The copy is not there until the job runs.
     assert!(
         index
-            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .get_by(&d.by_email, "Sales", "jonesj@contoso.com")
             .await
             .unwrap()
             .is_none()
@@ -79,7 +82,7 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
         Keys::new("email_Sales", "jonesj@contoso.com").unwrap()
     );
 
-    // Claim 31: the two partitions cannot share a transaction — refused before sending.
+    // The two partitions cannot share a transaction — refused before sending.
     let copy = |pk: &str, rk: &str| {
         Operation::upsert_replace(&Entity::try_new(pk, rk, &jones).unwrap()).unwrap()
     };
@@ -109,7 +112,7 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
     );
     let (card, spent) = measured(
         &table,
-        index.get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com"),
+        index.get_by(&d.by_email, "Sales", "jonesj@contoso.com"),
     )
     .await;
     assert_eq!(card.unwrap().unwrap().value.id, "000223");
@@ -141,7 +144,7 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
     let (range, spent) = measured(
         &table,
         index
-            .range_by("empid", "Sales", "000100"..="000199")
+            .range_by(&d.by_id, "Sales", "000100"..="000199")
             .unwrap()
             .collect(),
     )
@@ -159,9 +162,8 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
     let (a, spent) = measured(
         &table,
         index
-            .range_by_prefix("email", "Sales", "a")
+            .range_by_prefix(&d.by_email, "Sales", "a")
             .unwrap()
-            .as_type::<EmailCard>()
             .collect(),
     )
     .await;
@@ -174,7 +176,7 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
 
 #[tokio::test]
 async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart_converges() {
-    let (index, table, queue) = setup("interkill").await;
+    let (index, table, queue, d) = setup("interkill").await;
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
     let (r, spent) = measured(&table, index.put(&jones)).await;
     r.unwrap();
@@ -228,16 +230,16 @@ async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart
     assert!(after.is_consistent(), "{after:?}");
     assert!(
         index
-            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .get_by(&d.by_email, "Sales", "jonesj@contoso.com")
             .await
             .unwrap()
             .is_none()
     );
 
     // Deleting: the primary at once, the copy when the job runs.
-    let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
-    assert!(gone.unwrap());
-    assert_eq!(spent.requests(), 3);
+    let (gone, spent) = measured(&table, index.delete(("Sales", "000223"), IfMatch::Any)).await;
+    gone.unwrap();
+    assert_eq!(spent.requests(), 3, "read, enqueue, delete");
     index.worker(fast_worker()).drain().await.unwrap();
     let left = table
         .query::<Properties>()
@@ -251,7 +253,7 @@ async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart
 
 #[tokio::test]
 async fn a_job_that_runs_before_its_write_waits_for_it() {
-    let (index, table, _) = setup("intersettle").await;
+    let (index, table, _, d) = setup("intersettle").await;
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
     // The job of an insert that has not landed yet.
     let job = CopyJob {
@@ -291,7 +293,7 @@ async fn a_job_that_runs_before_its_write_waits_for_it() {
     let report = running.await.unwrap().unwrap();
     assert_eq!((report.processed, report.failed_attempts), (1, 0));
     let card = index
-        .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+        .get_by(&d.by_email, "Sales", "jonesj@contoso.com")
         .await
         .unwrap();
     assert_eq!(card.unwrap().value.email, jones.email);
@@ -320,8 +322,9 @@ async fn copies_can_live_in_their_own_table() {
         .account()
         .queue(&unique_queue_name("intertables"))
         .unwrap();
-    let index = InterPartitionIndex::builder(primary.clone(), employee_spec(), queue)
-        .copy_table("email", by_email.clone())
+    let d = directory();
+    let index = InterPartitionIndex::builder(primary.clone(), d.spec.clone(), queue)
+        .with_copy_table(&d.by_email, by_email.clone())
         .build()
         .unwrap();
     let (r, spent) = measured(&primary, index.create()).await;
@@ -349,14 +352,22 @@ async fn copies_can_live_in_their_own_table() {
             .is_none()
     );
     assert!(index.verify("Sales").await.unwrap().is_consistent());
-    let refused = InterPartitionIndex::builder(
-        primary.clone(),
-        employee_spec(),
-        primary.account().queue("unused").unwrap(),
-    )
-    .copy_table("phone", by_email.clone())
-    .build();
-    assert!(refused.is_err());
+    assert_eq!(index.table_of(&d.by_email).unwrap().name(), by_email.name());
+    // A copy of another declaration, or the primary, cannot be placed.
+    let builder = || {
+        let unused = primary.account().queue("unused").unwrap();
+        InterPartitionIndex::builder(primary.clone(), d.spec.clone(), unused)
+    };
+    let other = directory();
+    for refused in [
+        builder().with_copy_table(&other.by_email, by_email.clone()),
+        builder().with_copy_table(&d.by_id, by_email.clone()),
+    ] {
+        assert_eq!(
+            refused.build().unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
     index.jobs().delete().await.unwrap();
     by_email.delete_table().await.unwrap();
     primary.delete_table().await.unwrap();
@@ -364,7 +375,7 @@ async fn copies_can_live_in_their_own_table() {
 
 #[tokio::test]
 async fn a_backfill_writes_the_copies_of_existing_primaries_once() {
-    let (index, table, _) = setup("interbackfill").await;
+    let (index, table, _, d) = setup("interbackfill").await;
     let departments = ["Sales", "Marketing", "Finance"];
     let ops = departments
         .iter()
@@ -382,14 +393,10 @@ async fn a_backfill_writes_the_copies_of_existing_primaries_once() {
             .is_complete()
     );
     let checkpoint = tablekit_index::MemoryCheckpoint::new();
-    let options = tablekit_index::BackfillOptions {
-        page_size: Some(100),
-        ..Default::default()
-    };
-    let first = tablekit_index::BackfillOptions {
-        max_pages: Some(1),
-        ..options.clone()
-    };
+    let options = tablekit_index::BackfillOptions::default()
+        .with_page_size(100)
+        .with_copy(d.by_email);
+    let first = options.clone().with_max_pages(1);
     let (state, spent) = measured(&table, index.backfill(&checkpoint, first)).await;
     let state = state.unwrap();
     assert_eq!((state.pages, state.written, state.done), (1, 100, false));
@@ -410,5 +417,51 @@ async fn a_backfill_writes_the_copies_of_existing_primaries_once() {
         assert!(report.is_consistent(), "{d}: {report:?}");
         assert_eq!(report.checked, 100);
     }
+    cleanup(&index, &table).await;
+}
+
+#[tokio::test]
+async fn deletes_by_the_entity_read_send_no_read_and_a_missing_entity_is_not_found() {
+    let (index, table, _, d) = setup("interdelete").await;
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    index.insert(&jones).await.unwrap();
+    let worker = index.worker(fast_worker());
+    worker.drain().await.unwrap();
+    let current = index.get("Sales", 223).await.unwrap().unwrap();
+
+    // A stale ETag: refused, and its job finds the primary unchanged by it.
+    index.put(&jones).await.unwrap();
+    let (r, spent) = measured(&table, index.delete(&current.value, current.if_match())).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(spent.requests(), 2, "enqueue, a refused delete");
+    worker.drain().await.unwrap();
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
+
+    // The entity as read, under its ETag: enqueue and delete, no read.
+    let current = index.get("Sales", 223).await.unwrap().unwrap();
+    let (r, spent) = measured(&table, index.delete(&current.value, current.if_match())).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 2, "enqueue, delete");
+    worker.drain().await.unwrap();
+    assert!(
+        index
+            .get_by(&d.by_email, "Sales", "jonesj@contoso.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Gone: `delete` says so, `delete_if_exists` answers false; one read each.
+    let (r, spent) = measured(&table, index.delete(("Sales", 223), IfMatch::Any)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(spent.requests(), 1);
+    let (r, spent) = measured(&table, index.delete_if_exists(&jones)).await;
+    assert!(!r.unwrap());
+    assert_eq!(spent.requests(), 1);
+    assert_eq!(
+        index.jobs().approximate_len().await.unwrap(),
+        0,
+        "nothing enqueued"
+    );
     cleanup(&index, &table).await;
 }

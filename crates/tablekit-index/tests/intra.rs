@@ -1,22 +1,25 @@
-//! The intra-partition secondary index against Azurite: claims 28–30, request counts,
-//! concurrency, audits.
+//! The intra-partition secondary index against Azurite: the guide's keys and ranges, request
+//! counts, concurrency, audits, copy handles, deletes, resumed ranges.
 
 mod common;
 
-use common::{EmailCard, Employee, employee, employee_spec, measured, table};
+use common::{Directory, Employee, directory, employee, measured, table};
+use futures::TryStreamExt as _;
 use tablekit_azure::RequestKind;
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
-use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys, QueryShape};
-use tablekit_index::IntraPartitionIndex;
+use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, QueryShape};
+use tablekit_index::{IndexRead as _, IntraPartitionIndex};
 
-async fn index(prefix: &str) -> IntraPartitionIndex<Employee> {
-    IntraPartitionIndex::new(table(prefix).await, employee_spec())
+async fn index(prefix: &str) -> (IntraPartitionIndex<Employee>, Directory) {
+    let directory = directory();
+    let index = IntraPartitionIndex::new(table(prefix).await, directory.spec.clone());
+    (index, directory)
 }
 
 #[tokio::test]
-async fn claim_28_both_copies_are_point_readable_and_written_together() {
-    let index = index("intra28").await;
+async fn both_copies_are_point_readable_and_written_together() {
+    let (index, d) = index("intra28").await;
     let table = index.table().clone();
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
 
@@ -33,7 +36,7 @@ async fn claim_28_both_copies_are_point_readable_and_written_together() {
     }
     let (card, spent) = measured(
         &table,
-        index.get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com"),
+        index.get_by(&d.by_email, "Sales", "jonesj@contoso.com"),
     )
     .await;
     assert_eq!(card.unwrap().unwrap().value.id, "000223");
@@ -62,7 +65,7 @@ async fn claim_28_both_copies_are_point_readable_and_written_together() {
 
 #[tokio::test]
 async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
-    let index = index("intraput").await;
+    let (index, d) = index("intraput").await;
     let table = index.table().clone();
     let mut jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
 
@@ -85,14 +88,14 @@ async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
     assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
     assert!(
         index
-            .get_by("email", "Sales", "jonesj@contoso.com")
+            .get_by(&d.by_email, "Sales", "jonesj@contoso.com")
             .await
             .unwrap()
             .is_none(),
         "the stale copy went in the same transaction"
     );
     let moved = index
-        .get_by_as::<EmailCard>("email", "Sales", "jun.jones@contoso.com")
+        .get_by(&d.by_email, "Sales", "jun.jones@contoso.com")
         .await
         .unwrap()
         .unwrap();
@@ -121,7 +124,7 @@ async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
 
 #[tokio::test]
 async fn replace_and_delete_use_the_etag_read() {
-    let index = index("intrarepl").await;
+    let (index, d) = index("intrarepl").await;
     let table = index.table().clone();
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
     index.insert(&jones).await.unwrap();
@@ -146,7 +149,7 @@ async fn replace_and_delete_use_the_etag_read() {
     );
     assert!(
         index
-            .get_by_as::<EmailCard>("email", "Sales", "j2@contoso.com")
+            .get_by(&d.by_email, "Sales", "j2@contoso.com")
             .await
             .unwrap()
             .is_some()
@@ -161,8 +164,9 @@ async fn replace_and_delete_use_the_etag_read() {
     assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
     assert_eq!(spent.requests(), 0);
 
-    let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
-    assert!(gone.unwrap());
+    // By id: the primary is read to find the copies, then one transaction.
+    let (r, spent) = measured(&table, index.delete(("Sales", "000223"), IfMatch::Any)).await;
+    r.unwrap();
     assert_eq!(spent.requests(), 2, "read + one transaction");
     let rows = table
         .query::<Properties>()
@@ -171,28 +175,71 @@ async fn replace_and_delete_use_the_etag_read() {
         .await
         .unwrap();
     assert!(rows.is_empty(), "every copy deleted: {rows:?}");
-    let (gone, spent) = measured(&table, index.delete("Sales", "000223")).await;
-    assert!(!gone.unwrap());
-    assert_eq!(spent.requests(), 1);
 
+    // The entity as read, under its ETag: the copies are computed from it, one transaction.
     index.insert(&jones).await.unwrap();
     let current = index.get("Sales", "000223").await.unwrap().unwrap();
-    let (r, spent) = measured(&table, index.delete_stored(&current)).await;
+    let (r, spent) = measured(&table, index.delete(&current.value, current.if_match())).await;
     r.unwrap();
     assert_eq!(spent.requests(), 1);
     assert!(
         index
-            .get_by("email", "Sales", "jonesj@contoso.com")
+            .get_by(&d.by_email, "Sales", "jonesj@contoso.com")
             .await
             .unwrap()
             .is_none()
     );
+
+    // A stale ETag deletes nothing, by entity or by id.
+    index.insert(&jones).await.unwrap();
+    let stale = index.get("Sales", "000223").await.unwrap().unwrap();
+    index.put(&changed).await.unwrap();
+    let by_entity = index.delete(&stale.value, stale.if_match()).await;
+    assert_eq!(by_entity.unwrap_err().kind(), ErrorKind::PreconditionFailed);
+    let (by_id, spent) =
+        measured(&table, index.delete(("Sales", "000223"), stale.if_match())).await;
+    assert_eq!(by_id.unwrap_err().kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(
+        spent.requests(),
+        1,
+        "the read shows another ETag: nothing sent"
+    );
+    assert!(index.get("Sales", "000223").await.unwrap().is_some());
+    assert!(index.verify("Sales").await.unwrap().is_consistent());
     table.delete_table().await.unwrap();
 }
 
 #[tokio::test]
-async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copies() {
-    let index = index("intrarange").await;
+async fn delete_of_a_missing_entity_is_not_found_and_delete_if_exists_says_false() {
+    let (index, _) = index("intramissing").await;
+    let table = index.table().clone();
+    let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
+    for if_match in [
+        IfMatch::Any,
+        IfMatch::ETag(ETag::new("W/\"datetime'2024-01-01T00%3A00%3A00Z'\"")),
+    ] {
+        let (r, spent) = measured(&table, index.delete(("Sales", "000223"), if_match)).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(spent.requests(), 1, "one read finds nothing");
+    }
+    let (r, spent) = measured(&table, index.delete(&jones, IfMatch::Any)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(spent.requests(), 1);
+    let (r, spent) = measured(&table, index.delete_if_exists(("Sales", "000223"))).await;
+    assert!(!r.unwrap());
+    assert_eq!(spent.requests(), 1);
+
+    index.insert(&jones).await.unwrap();
+    let (r, spent) = measured(&table, index.delete_if_exists(&jones)).await;
+    assert!(r.unwrap());
+    assert_eq!(spent.requests(), 2, "read + one transaction");
+    assert!(index.get("Sales", "000223").await.unwrap().is_none());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn ranges_are_sorted_by_the_index_and_hold_only_its_copies() {
+    let (index, d) = index("intrarange").await;
     let table = index.table().clone();
     let emails = ["alice", "bob", "adam", "zoe", "anna", "carl"];
     let mut ids = Vec::new();
@@ -211,7 +258,7 @@ async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copie
         .await
         .unwrap();
 
-    // Claim 29, as the guide writes the filter.
+    // Ids 100 to 199, as the guide writes the filter.
     let literal = Filter::partition("Sales")
         .and(Filter::ge(ROW_KEY, "empid_000100"))
         .and(Filter::le(ROW_KEY, "empid_000199"));
@@ -233,7 +280,7 @@ async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copie
     );
 
     let range = index
-        .range_by("empid", "Sales", "000100"..="000199")
+        .range_by(&d.by_id, "Sales", "000100"..="000199")
         .unwrap();
     assert_eq!(range.shape(), QueryShape::Range);
     let (found, spent) = measured(&table, range.collect()).await;
@@ -241,7 +288,7 @@ async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copie
     assert_eq!(found, ["000100", "000123", "000150", "000199"]);
     assert_eq!(spent.requests(), 1);
 
-    // Claim 30: emails starting with "a", sorted by email.
+    // Emails starting with "a", sorted by email.
     let literal = Filter::partition("Sales")
         .and(Filter::ge(ROW_KEY, "email_a"))
         .and(Filter::lt(ROW_KEY, "email_b"));
@@ -255,10 +302,7 @@ async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copie
         .iter()
         .map(|r| r.value.get_str("Email").unwrap().to_owned())
         .collect();
-    let range = index
-        .range_by_prefix("email", "Sales", "a")
-        .unwrap()
-        .as_type::<EmailCard>();
+    let range = index.range_by_prefix(&d.by_email, "Sales", "a").unwrap();
     let (found, spent) = measured(&table, range.collect()).await;
     let found: Vec<String> = found.unwrap().into_iter().map(|s| s.value.email).collect();
     assert_eq!(spent.requests(), 1);
@@ -272,9 +316,8 @@ async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copie
     assert!(found.len() >= 3);
     // The whole email index, in email order.
     let all = index
-        .range_by("email", "Sales", ..)
+        .range_by(&d.by_email, "Sales", ..)
         .unwrap()
-        .as_type::<EmailCard>()
         .collect()
         .await
         .unwrap();
@@ -285,7 +328,7 @@ async fn claims_29_and_30_ranges_are_sorted_by_the_index_and_hold_only_its_copie
 
 #[tokio::test]
 async fn compound_rows_next_to_fixed_width_copies_are_not_taken_for_copies() {
-    let index = index("intrawidth").await;
+    let (index, d) = index("intrawidth").await;
     let table = index.table().clone();
     index
         .insert(&employee("Sales", 123, "Jones", "a@x"))
@@ -297,7 +340,7 @@ async fn compound_rows_next_to_fixed_width_copies_are_not_taken_for_copies() {
     );
     table.insert(&review).await.unwrap();
     let found = index
-        .range_by("empid", "Sales", "000100"..="000199")
+        .range_by(&d.by_id, "Sales", "000100"..="000199")
         .unwrap()
         .collect()
         .await
@@ -321,7 +364,7 @@ async fn compound_rows_next_to_fixed_width_copies_are_not_taken_for_copies() {
 
 #[tokio::test]
 async fn concurrent_writers_never_leave_a_stale_or_missing_copy() {
-    let index = index("intrarace").await;
+    let (index, d) = index("intrarace").await;
     let table = index.table().clone();
     index
         .insert(&employee("Sales", 223, "Jones", "start@contoso.com"))
@@ -347,9 +390,8 @@ async fn concurrent_writers_never_leave_a_stale_or_missing_copy() {
         .value
         .email;
     let emails = index
-        .range_by("email", "Sales", ..)
+        .range_by(&d.by_email, "Sales", ..)
         .unwrap()
-        .as_type::<EmailCard>()
         .collect()
         .await
         .unwrap();
@@ -362,7 +404,7 @@ async fn concurrent_writers_never_leave_a_stale_or_missing_copy() {
 
 #[tokio::test]
 async fn verify_finds_drift_and_repair_fixes_it() {
-    let index = index("intraaudit").await;
+    let (index, _) = index("intraaudit").await;
     let table = index.table().clone();
     for (id, email) in [(1, "a@x"), (2, "b@x"), (3, "c@x")] {
         index
@@ -449,7 +491,7 @@ async fn row_keys(table: &tablekit_azure::Table, partition: &str) -> Vec<String>
 
 #[tokio::test]
 async fn a_partition_change_moves_the_whole_family_or_leaves_it_where_it_was() {
-    let index = index("intramove").await;
+    let (index, _) = index("intramove").await;
     let table = index.table().clone();
     let mut jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
     index.insert(&jones).await.unwrap();
@@ -544,7 +586,7 @@ async fn a_move_whose_delete_the_service_refuses_is_undone() {
 
     let p = proxied(fast_retries());
     let table = table_on(&p.account, "intramovefault").await;
-    let index = IntraPartitionIndex::new(table.clone(), employee_spec());
+    let index = IntraPartitionIndex::new(table.clone(), directory().spec);
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
     index.insert(&jones).await.unwrap();
     let current = index.get("Sales", "000223").await.unwrap().unwrap();
@@ -582,4 +624,190 @@ async fn a_move_whose_delete_the_service_refuses_is_undone() {
         ["email_jonesj@contoso.com", "empid_000223"]
     );
     table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_handle_of_another_declaration_is_refused_before_any_request() {
+    let (index, d) = index("intrahandle").await;
+    let table = index.table().clone();
+    // Two declarations of the same type: each one's handles name its own copies only.
+    let other = directory();
+    let inter = tablekit_index::InterPartitionIndex::new(
+        table.clone(),
+        d.spec.clone(),
+        table
+            .account()
+            .queue(&tablekit_testkit::unique_queue_name("intrahandle"))
+            .unwrap(),
+    );
+    let (r, spent) = measured(&table, async {
+        let get = index.get_by(&other.by_email, "Sales", "jonesj@contoso.com");
+        let range = index.range_by(&other.by_id, "Sales", ..).map(drop);
+        let inter_get = inter.get_by(&other.by_email, "Sales", "jonesj@contoso.com");
+        let keys = inter.keys_by(&other.by_id, "Sales", 223).map(drop);
+        [get.await.map(drop), range, inter_get.await.map(drop), keys]
+    })
+    .await;
+    for refused in r {
+        assert_eq!(refused.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+    assert_eq!(spent.requests(), 0);
+    // Its own handles work on both, and a clone of the declaration keeps them.
+    assert_eq!(
+        index.keys_by(&d.by_email, "Sales", "a@x").unwrap(),
+        Keys::new("Sales", "email_a@x").unwrap()
+    );
+    assert_eq!(
+        inter.keys_by(&d.by_id, "Sales", 223).unwrap(),
+        Keys::new("empid_Sales", "000223").unwrap()
+    );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_resumed_range_reads_the_same_pages_as_an_unresumed_one() {
+    let (index, d) = index("intraresume").await;
+    let table = index.table().clone();
+    for id in [100, 110, 120, 130, 140, 150, 160] {
+        index
+            .insert(&employee("Sales", id, "Jones", &format!("e{id}@x")))
+            .await
+            .unwrap();
+    }
+    let keys = |pages: &[tablekit_azure::Page<Employee>]| -> Vec<Vec<String>> {
+        pages
+            .iter()
+            .map(|p| p.items.iter().map(|s| s.value.id.clone()).collect())
+            .collect()
+    };
+    let range = || {
+        index
+            .range_by(&d.by_id, "Sales", 100..)
+            .unwrap()
+            .with_page_size(2)
+    };
+    let (all, spent) = measured(&table, range().pages().try_collect::<Vec<_>>()).await;
+    let all = all.unwrap();
+    assert_eq!(spent.requests(), all.len() as u64, "one request per page");
+    assert_eq!(
+        keys(&all).concat(),
+        [
+            "000100", "000110", "000120", "000130", "000140", "000150", "000160"
+        ]
+    );
+    assert!(all.len() >= 4, "pages of at most two");
+
+    // The token after the first page, as another process would get it: text.
+    let token: tablekit_azure::ContinuationToken = all[0]
+        .continuation
+        .clone()
+        .expect("more pages")
+        .to_string()
+        .parse()
+        .unwrap();
+    let rest = range()
+        .resume(token.clone())
+        .pages()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    assert_eq!(keys(&rest), keys(&all[1..]));
+    // One page at a time, too.
+    let second = range().resume(token).page().await.unwrap();
+    assert_eq!(keys(&[second]), keys(&all[1..2]));
+    // Projected: only the properties asked for are read.
+    let ids = index
+        .range_by(&d.by_id, "Sales", 100..=120)
+        .unwrap()
+        .select(["Id"])
+        .as_type::<Id>()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 3);
+    table.delete_table().await.unwrap();
+}
+
+/// Just the id, for a projected read.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct Id {
+    #[allow(dead_code)]
+    id: String,
+}
+
+/// An employee whose id is a number: the key is its zero-padded text.
+#[derive(Debug, Clone, PartialEq, tablekit::TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
+struct Staff {
+    department: String,
+    id: u32,
+    email: String,
+}
+
+#[tokio::test]
+async fn a_property_and_a_closure_give_the_same_rows() {
+    use tablekit_index::{CopySpec, IndexSpec};
+
+    let by_properties = {
+        let mut spec = IndexSpec::<Staff>::builder(Staff::DEPARTMENT);
+        spec.primary(CopySpec::new("empid", Staff::ID).with_width(6));
+        spec.secondary(CopySpec::new("email", Staff::EMAIL));
+        spec.build().unwrap()
+    };
+    let by_closures = {
+        let mut spec = IndexSpec::builder(|s: &Staff| s.department.clone());
+        spec.primary(CopySpec::new("empid", |s: &Staff| format!("{:06}", s.id)).with_width(6));
+        spec.secondary(CopySpec::new("email", |s: &Staff| s.email.clone()));
+        spec.build().unwrap()
+    };
+    let a = IntraPartitionIndex::new(table("intrasrca").await, by_properties);
+    let b = IntraPartitionIndex::new(table("intrasrcb").await, by_closures);
+    for (id, email) in [(7, "ann@x"), (223, "jun@x"), (999_999, "max@x")] {
+        let staff = Staff {
+            department: "Sales".into(),
+            id,
+            email: email.into(),
+        };
+        a.insert(&staff).await.unwrap();
+        b.insert(&staff).await.unwrap();
+    }
+    let rows = |index: &IntraPartitionIndex<Staff>| {
+        let table = index.table().clone();
+        async move {
+            table
+                .query::<Properties>()
+                .filter(Filter::partition("Sales"))
+                .collect()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.keys, r.value))
+                .collect::<Vec<_>>()
+        }
+    };
+    let rows_a = rows(&a).await;
+    assert_eq!(rows_a.len(), 6);
+    assert_eq!(rows_a, rows(&b).await);
+    assert!(rows_a.iter().any(|(k, _)| k.rk() == "empid_000007"));
+    // An integer lookup is padded to the copy's width, text must have it already.
+    let by_number = a.get("Sales", 7).await.unwrap().unwrap();
+    let by_text = b.get("Sales", "000007").await.unwrap().unwrap();
+    assert_eq!(by_number.value, by_text.value);
+    let (r, spent) = measured(a.table(), a.get("Sales", "7")).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Encode);
+    assert_eq!(spent.requests(), 0);
+    // A number too wide for its width is refused before any request, both ways.
+    let wide = Staff {
+        department: "Sales".into(),
+        id: 1_000_000,
+        email: "wide@x".into(),
+    };
+    for index in [&a, &b] {
+        let (r, spent) = measured(index.table(), index.insert(&wide)).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::Encode);
+        assert_eq!(spent.requests(), 0);
+    }
+    a.table().delete_table().await.unwrap();
+    b.table().delete_table().await.unwrap();
 }

@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use common::{EmailCard, Employee, employee, employee_spec};
+use common::{EmailCard, Employee, directory, employee};
 use tablekit_azure::{RequestKind, Settings, Table};
-use tablekit_core::{ETag, Entity, Keys, Result};
+use tablekit_core::{ETag, Entity, Result};
 use tablekit_eventual::{Handler, HandlerRetry, Job, Steps, Worker, WorkerOptions};
-use tablekit_index::{CopyJob, EventualList, InterPartitionIndex, ListSpec};
+use tablekit_index::{
+    CopyHandle, CopyJob, EventualList, IndexRead as _, InterPartitionIndex, ListSpec,
+};
 use tablekit_testkit::fixtures::{Proxied, assert_requests, fast_retries, proxied, table_on};
 use tablekit_testkit::{Fault, Matcher, Occurrences, Rule, unique_queue_name};
 
@@ -83,16 +85,20 @@ async fn job_enqueued(len: impl AsyncFn() -> usize) {
 
 // --- The inter-partition index ---------------------------------------------------------
 
-async fn inter(p: &Proxied, prefix: &str) -> (InterPartitionIndex<Employee>, Table) {
+/// The email copy's handle.
+type ByEmail = CopyHandle<Employee, EmailCard>;
+
+async fn inter(p: &Proxied, prefix: &str) -> (InterPartitionIndex<Employee>, Table, ByEmail) {
     let table = table_on(&p.account, prefix).await;
     let queue = p.account.queue(&unique_queue_name(prefix)).unwrap();
+    let d = directory();
     // Writer and workers share one clock here.
-    let index = InterPartitionIndex::builder(table.clone(), employee_spec(), queue)
-        .clock_skew_allowance(Duration::ZERO)
+    let index = InterPartitionIndex::builder(table.clone(), d.spec, queue)
+        .with_clock_skew_allowance(Duration::ZERO)
         .build()
         .unwrap();
     index.create().await.unwrap();
-    (index, table)
+    (index, table, d.by_email)
 }
 
 fn jones() -> Employee {
@@ -145,11 +151,11 @@ async fn put_delayed(
 }
 
 /// The copies match the new primary, and the job is neither queued nor poisoned.
-async fn assert_copies_follow_the_move(index: &InterPartitionIndex<Employee>) {
+async fn assert_copies_follow_the_move(index: &InterPartitionIndex<Employee>, by_email: &ByEmail) {
     let primary = index.get("Sales", "000223").await.unwrap().unwrap();
     assert_eq!(primary.value, moved(), "the write landed");
     let card = index
-        .get_by_as::<EmailCard>("email", "Sales", "jun.jones@contoso.com")
+        .get_by(by_email, "Sales", "jun.jones@contoso.com")
         .await
         .unwrap();
     assert_eq!(
@@ -158,7 +164,7 @@ async fn assert_copies_follow_the_move(index: &InterPartitionIndex<Employee>) {
         "the copy of the new email"
     );
     let old = index
-        .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+        .get_by(by_email, "Sales", "jonesj@contoso.com")
         .await
         .unwrap();
     assert!(old.is_none(), "the old email's copy is gone: {old:?}");
@@ -180,7 +186,7 @@ async fn cleanup(p: &Proxied, jobs: &tablekit_eventual::JobQueue<impl Job>, tabl
 #[tokio::test]
 async fn a_copy_job_whose_first_deliveries_give_up_before_its_write_lands_follows_the_write() {
     let p = proxied(settings(Duration::from_secs(10)));
-    let (index, table) = inter(&p, "followslow").await;
+    let (index, table, by_email) = inter(&p, "followslow").await;
     stored_jones(&index).await;
     // Deliveries 1 and 2 give up (handler timeout) while the write is held by the proxy.
     let options = WorkerOptions {
@@ -189,14 +195,14 @@ async fn a_copy_job_whose_first_deliveries_give_up_before_its_write_lands_follow
     };
     let attempts = put_delayed(&p, &index, options, || {}).await;
     assert!(attempts.starts_with(&[1, 2]), "{attempts:?}");
-    assert_copies_follow_the_move(&index).await;
+    assert_copies_follow_the_move(&index, &by_email).await;
     cleanup(&p, &index.jobs(), &[&table]).await;
 }
 
 #[tokio::test]
 async fn a_copy_job_first_seen_at_dequeue_count_2_follows_a_write_that_lands_later() {
     let p = proxied(settings(Duration::from_secs(10)));
-    let (index, table) = inter(&p, "followlost").await;
+    let (index, table, by_email) = inter(&p, "followlost").await;
     stored_jones(&index).await;
     let attempts = put_delayed(&p, &index, worker_options(), || {
         lose_the_next_dequeue_response(&p)
@@ -204,7 +210,7 @@ async fn a_copy_job_first_seen_at_dequeue_count_2_follows_a_write_that_lands_lat
     .await;
     assert_eq!(p.queue.stats().faults_injected.drop_response, 1);
     assert_eq!(attempts.first(), Some(&2), "{attempts:?}");
-    assert_copies_follow_the_move(&index).await;
+    assert_copies_follow_the_move(&index, &by_email).await;
     cleanup(&p, &index.jobs(), &[&table]).await;
 }
 
@@ -212,7 +218,7 @@ async fn a_copy_job_first_seen_at_dequeue_count_2_follows_a_write_that_lands_lat
 async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_copies() {
     // A short request timeout: the write settles, and the job's deadline passes, in seconds.
     let p = proxied(settings(Duration::from_millis(500)));
-    let (index, table) = inter(&p, "follownever").await;
+    let (index, table, by_email) = inter(&p, "follownever").await;
     stored_jones(&index).await;
     // Every attempt of the primary write is refused until the writer gives up.
     p.table.add_rule(Rule {
@@ -247,14 +253,14 @@ async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_co
     assert_eq!(primary.value, jones());
     assert!(
         index
-            .get_by_as::<EmailCard>("email", "Sales", "jonesj@contoso.com")
+            .get_by(&by_email, "Sales", "jonesj@contoso.com")
             .await
             .unwrap()
             .is_some()
     );
     assert!(
         index
-            .get_by_as::<EmailCard>("email", "Sales", "jun.jones@contoso.com")
+            .get_by(&by_email, "Sales", "jun.jones@contoso.com")
             .await
             .unwrap()
             .is_none()
@@ -266,15 +272,10 @@ async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_co
 // --- EventualList ------------------------------------------------------------------------
 
 fn by_last_name() -> ListSpec<Employee> {
-    ListSpec::builder(
-        "lastname",
-        |e: &Employee| e.department.clone(),
-        |e: &Employee| e.id.clone(),
-        |e: &Employee| e.last_name.clone(),
-    )
-    .prefix("lastname_")
-    .build()
-    .unwrap()
+    ListSpec::builder("lastname", Employee::LAST_NAME)
+        .with_prefix("lastname_")
+        .build()
+        .unwrap()
 }
 
 async fn lists(p: &Proxied, prefix: &str) -> (EventualList<Employee>, Table, Table) {
@@ -387,10 +388,12 @@ async fn a_waiting_job_reads_once_per_pause_and_an_absent_insert_past_its_deadli
         .account()
         .queue(&unique_queue_name("followreads"))
         .unwrap();
-    let index = InterPartitionIndex::new(table.clone(), employee_spec(), queue);
+    let index = InterPartitionIndex::new(table.clone(), directory().spec, queue);
     let etag = table
         .insert(&Entity::new(
-            Keys::new("empid_Sales", "000223").unwrap(),
+            index
+                .keys_by(&index.spec().primary_handle(), "Sales", 223)
+                .unwrap(),
             jones(),
         ))
         .await

@@ -8,24 +8,19 @@ use std::time::Duration;
 
 use common::{Employee, employee, measured, table};
 use tablekit_azure::{RequestKind, Table};
-use tablekit_core::Keys;
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
+use tablekit_core::{ErrorKind, IfMatch, Keys};
 use tablekit_eventual::{HandlerRetry, WorkerOptions};
 use tablekit_index::{EventualList, ListSpec};
 use tablekit_testkit::{unique_container_name, unique_queue_name};
 
 fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
-    let mut builder = ListSpec::builder(
-        "lastname",
-        |e: &Employee| e.department.clone(),
-        |e: &Employee| e.id.clone(),
-        |e: &Employee| e.last_name.clone(),
-    )
-    .prefix("lastname_")
-    .property("EmployeeDetails");
+    let mut builder = ListSpec::builder("lastname", Employee::LAST_NAME)
+        .with_prefix("lastname_")
+        .with_property("EmployeeDetails");
     if let Some(max) = max_list_bytes {
-        builder = builder.max_list_bytes(max);
+        builder = builder.with_max_list_bytes(max);
     }
     builder.build().unwrap()
 }
@@ -141,11 +136,18 @@ async fn scenario(list: &EventualList<Employee>, table: &Table) {
     let smith: BTreeSet<_> = list.ids("Smith").await.unwrap().into_iter().collect();
     assert_eq!(smith, pairs(&[("Sales", "000010"), ("Sales", "000152")]));
 
-    let (gone, spent) = measured(table, list.delete("Marketing", "000007")).await;
-    assert!(gone.unwrap());
+    let (gone, spent) = measured(table, list.delete(("Marketing", "000007"), IfMatch::Any)).await;
+    gone.unwrap();
     assert_eq!(spent.requests(), 3);
     list.worker(fast_worker()).drain().await.unwrap();
     assert!(list.ids("Jones").await.unwrap().is_empty());
+    // Gone: `delete` says so, `delete_if_exists` answers false; one read each, no job.
+    let (gone, spent) = measured(table, list.delete(("Marketing", "000007"), IfMatch::Any)).await;
+    assert_eq!(gone.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(spent.requests(), 1);
+    let (gone, spent) = measured(table, list.delete_if_exists(("Marketing", "000007"))).await;
+    assert!(!gone.unwrap());
+    assert_eq!(spent.requests(), 1);
 }
 
 #[tokio::test]

@@ -1,30 +1,31 @@
-//! Index entities in the entities' partition (option 2) against Azurite: claims 35 and 36,
-//! request counts, eight concurrent writers, overflow rows.
+//! Index entities in the entities' partition (option 2) against Azurite: lost ETag races,
+//! a value change moving three entities at once, request counts, eight concurrent writers,
+//! overflow rows.
 
 mod common;
 
 use std::collections::BTreeSet;
 
 use common::{Employee, employee, measured, table};
-use tablekit_azure::{RequestKind, Table};
+use tablekit_azure::{RequestKind, Table, TypedTable};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::Properties;
-use tablekit_core::{Entity, Error, ErrorKind, Keys, Stored};
+use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys, Stored};
 use tablekit_index::{ListSpec, SamePartitionList};
 
 fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
-    let mut builder = ListSpec::builder(
-        "lastname",
-        |e: &Employee| e.department.clone(),
-        |e: &Employee| e.id.clone(),
-        |e: &Employee| e.last_name.clone(),
-    )
-    .prefix("lastname_")
-    .property("EmployeeIDs");
+    let mut builder = ListSpec::builder("lastname", Employee::LAST_NAME)
+        .with_prefix("lastname_")
+        .with_property("EmployeeIDs");
     if let Some(max) = max_list_bytes {
-        builder = builder.max_list_bytes(max);
+        builder = builder.with_max_list_bytes(max);
     }
     builder.build().unwrap()
+}
+
+/// The employees of `table`, read as themselves.
+fn employees(table: &Table) -> TypedTable<Employee> {
+    table.typed()
 }
 
 async fn list(prefix: &str) -> SamePartitionList<Employee> {
@@ -47,11 +48,11 @@ fn list_row(ids: &[&str]) -> Properties {
 }
 
 fn insert_op(e: &Employee) -> Operation {
-    Operation::insert(&Entity::try_new(&e.department, &e.id, e).unwrap()).unwrap()
+    Operation::insert(e).unwrap()
 }
 
 #[tokio::test]
-async fn claim_35_the_writer_that_loses_the_etag_race_retries_from_the_read() {
+async fn the_writer_that_loses_the_etag_race_retries_from_the_read() {
     let list = list("list35").await;
     let table = list.table().clone();
     // The first Jones creates the index entity.
@@ -91,8 +92,8 @@ async fn claim_35_the_writer_that_loses_the_etag_race_retries_from_the_read() {
         other => panic!("{other:?}"),
     }
     assert!(
-        table
-            .get::<Employee>(&Keys::new("Sales", "000301").unwrap())
+        employees(&table)
+            .get(("Sales", "000301"))
             .await
             .unwrap()
             .is_none(),
@@ -139,7 +140,7 @@ async fn eight_concurrent_writers_each_end_up_in_the_list_exactly_once() {
 }
 
 #[tokio::test]
-async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all() {
+async fn a_last_name_change_moves_three_entities_together_or_not_at_all() {
     let list = list("list36").await;
     let table = list.table().clone();
     let mut jun = employee("Sales", 152, "Jones", "jun@x");
@@ -152,8 +153,8 @@ async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all
         .unwrap();
 
     // The guide's transaction, built by hand, with one stale ETag among the three.
-    let current = table
-        .get::<Employee>(&Keys::new("Sales", "000152").unwrap())
+    let current = employees(&table)
+        .get(("Sales", "000152"))
         .await
         .unwrap()
         .unwrap();
@@ -183,7 +184,7 @@ async fn claim_36_a_last_name_change_moves_three_entities_together_or_not_at_all
         matches!(&err, Error::BatchFailed { index: 2, source } if source.kind() == ErrorKind::PreconditionFailed),
         "{err:?}"
     );
-    let unchanged = table.get::<Employee>(&current.keys).await.unwrap().unwrap();
+    let unchanged = employees(&table).get(&current.keys).await.unwrap().unwrap();
     assert_eq!(
         (unchanged.value.last_name.as_str(), &unchanged.etag),
         ("Jones", &current.etag)
@@ -271,20 +272,32 @@ async fn request_counts_of_every_operation() {
     assert!(missing.unwrap().is_empty());
     assert_eq!(spent.requests(), 1);
 
-    let (gone, spent) = measured(&table, list.delete("Sales", "000152")).await;
-    assert!(gone.unwrap());
+    let (gone, spent) = measured(&table, list.delete(("Sales", "000152"), IfMatch::Any)).await;
+    gone.unwrap();
     assert_eq!(
         spent.requests(),
         3,
         "entity read, list read, one transaction"
     );
     assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
-    assert!(list.delete("Sales", "000223").await.unwrap());
+    // The entity as read, under its ETag (read again: the ETag must be its own).
+    let b = employees(&table)
+        .get(("Sales", "000223"))
+        .await
+        .unwrap()
+        .unwrap();
+    let (r, spent) = measured(&table, list.delete(&b.value, b.if_match())).await;
+    r.unwrap();
+    assert_eq!(spent.requests(), 3);
     assert!(
         row(&table, "lastname_Jones").await.is_none(),
         "an emptied list row is deleted"
     );
-    let (gone, spent) = measured(&table, list.delete("Sales", "000223")).await;
+    // Gone: `delete` says so, `delete_if_exists` answers false.
+    let (gone, spent) = measured(&table, list.delete(("Sales", "000223"), IfMatch::Any)).await;
+    assert_eq!(gone.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(spent.requests(), 1);
+    let (gone, spent) = measured(&table, list.delete_if_exists(&b.value)).await;
     assert!(!gone.unwrap());
     assert_eq!(spent.requests(), 1);
     // Inserting an existing entity is an error, not a retry.
@@ -334,8 +347,10 @@ async fn lists_outgrowing_their_row_split_into_numbered_rows() {
     );
     assert_eq!(list.lookup("Sales", "Jones").await.unwrap().len(), 30);
     // Removing ids from an overflow row and from the base row.
-    assert!(list.delete("Sales", "000000").await.unwrap());
-    assert!(list.delete("Sales", "000029").await.unwrap());
+    list.delete(("Sales", "000000"), IfMatch::Any)
+        .await
+        .unwrap();
+    assert!(list.delete_if_exists(("Sales", "000029")).await.unwrap());
     let left = list.ids("Sales", "Jones").await.unwrap();
     assert_eq!(left, expected[1..29].to_vec());
     table.delete_table().await.unwrap();
@@ -372,8 +387,8 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
     assert_eq!(after.etag, before.etag, "the entity survives untouched");
     assert_eq!(after.value, before.value);
     assert!(
-        table
-            .get::<Employee>(&Keys::new("Sales", "000223").unwrap())
+        employees(&table)
+            .get(("Sales", "000223"))
             .await
             .unwrap()
             .is_none()
@@ -396,14 +411,9 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
 #[tokio::test]
 async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
     let table = table("listprefix").await;
-    let bare = ListSpec::builder(
-        "lastname",
-        |e: &Employee| e.department.clone(),
-        |e: &Employee| e.id.clone(),
-        |e: &Employee| e.last_name.clone(),
-    )
-    .build()
-    .unwrap();
+    let bare = ListSpec::<Employee>::builder("lastname", Employee::LAST_NAME)
+        .build()
+        .unwrap();
     let err = SamePartitionList::new(table.clone(), bare).unwrap_err();
     assert!(matches!(&err, Error::InvalidConfig { .. }), "{err:?}");
 
@@ -415,7 +425,7 @@ async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
         (
             list.insert(&inside).await,
             list.put(&inside).await,
-            list.delete("Sales", "lastname_Smith").await,
+            list.delete(("Sales", "lastname_Smith"), IfMatch::Any).await,
         )
     })
     .await;
@@ -433,8 +443,8 @@ async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
         .unwrap();
     assert_eq!(list.ids("Sales", "000152").await.unwrap(), ["000223"]);
     assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000152"]);
-    let kept = table
-        .get::<Employee>(&Keys::new("Sales", "000152").unwrap())
+    let kept = employees(&table)
+        .get(("Sales", "000152"))
         .await
         .unwrap()
         .unwrap();
@@ -453,7 +463,7 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
         .unwrap();
     let sales_152 = Keys::new("Sales", "000152").unwrap();
     let marketing_152 = Keys::new("Marketing", "000152").unwrap();
-    let current = table.get::<Employee>(&sales_152).await.unwrap().unwrap();
+    let current = employees(&table).get(&sales_152).await.unwrap().unwrap();
     jun.department = "Marketing".into();
 
     // `replace` keeps an entity in its partition: refused unsent, pointing at `relocate`.
@@ -472,11 +482,11 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
         4,
         "a list read and a transaction per partition"
     );
-    assert!(table.get::<Employee>(&sales_152).await.unwrap().is_none());
+    assert!(employees(&table).get(&sales_152).await.unwrap().is_none());
     assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
     assert_eq!(list.ids("Marketing", "Jones").await.unwrap(), ["000152"]);
-    let moved = table
-        .get::<Employee>(&marketing_152)
+    let moved = employees(&table)
+        .get(&marketing_152)
         .await
         .unwrap()
         .unwrap();
@@ -499,11 +509,11 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
         3,
         "insert, refused delete, undo"
     );
-    assert!(table.get::<Employee>(&sales_152).await.unwrap().is_none());
+    assert!(employees(&table).get(&sales_152).await.unwrap().is_none());
     assert_eq!(list.ids("Sales", "Jones").await.unwrap(), ["000223"]);
     assert_eq!(list.ids("Marketing", "Jones").await.unwrap(), ["000152"]);
-    let kept = table
-        .get::<Employee>(&marketing_152)
+    let kept = employees(&table)
+        .get(&marketing_152)
         .await
         .unwrap()
         .unwrap();
@@ -512,7 +522,7 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
     // The new partition already holds the id: refused at the first step, nothing written.
     let lee = employee("Sales", 152, "Lee", "c@x");
     list.insert(&lee).await.unwrap();
-    let lee_current = table.get::<Employee>(&sales_152).await.unwrap().unwrap();
+    let lee_current = employees(&table).get(&sales_152).await.unwrap().unwrap();
     let mut lee_moved = lee.clone();
     lee_moved.department = "Marketing".into();
     let (r, spent) = measured(&table, list.relocate(&lee_current, &lee_moved)).await;
@@ -525,8 +535,8 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
     assert_eq!(list.ids("Sales", "Lee").await.unwrap(), ["000152"]);
     assert!(list.ids("Marketing", "Lee").await.unwrap().is_empty());
     assert_eq!(
-        table
-            .get::<Employee>(&marketing_152)
+        employees(&table)
+            .get(&marketing_152)
             .await
             .unwrap()
             .unwrap(),

@@ -1,20 +1,22 @@
-//! Denormalized copies, compound keys (claims 32, 33) and heterogeneous rows (claim 47)
-//! against Azurite.
+//! Denormalized copies, compound keys and heterogeneous rows against Azurite.
 
 mod common;
 
 use common::{Employee, employee, measured, table};
 use serde::{Deserialize, Serialize};
-use tablekit_azure::RequestKind;
+use tablekit::TableEntity;
+use tablekit_azure::{Query, RequestKind, Table, TypedTable};
 use tablekit_core::batch::BatchPlan;
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
 use tablekit_core::keys::CompoundKey;
-use tablekit_core::{ENTITY_TYPE, Entity, Error, ErrorKind, IfMatch, Keys, OrUnknown};
+use tablekit_core::{ENTITY_TYPE, Entity, Error, ErrorKind, IfMatch, Keys, OrUnknown, Stored};
 use tablekit_index::{CompoundRows, DenormalizedCopy, EntityKind, SourceWrite, TypedRows};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// A department: among its employees as a typed row (`Sales/DEPARTMENT_Sales`), or as the
+/// target of a denormalized copy at keys of the test's choosing.
+#[derive(Debug, Clone, Default, PartialEq, TableEntity)]
+#[table(partition_key = "{name}", row_key = "DEPARTMENT_{name}")]
 struct Department {
     name: String,
     manager_id: String,
@@ -26,7 +28,15 @@ struct Department {
     employee_count: i64,
 }
 
-fn manager_copy(table: &tablekit_azure::Table) -> DenormalizedCopy<Employee, Department> {
+fn departments(table: &Table) -> TypedTable<Department> {
+    table.typed()
+}
+
+fn employees(table: &Table) -> TypedTable<Employee> {
+    table.typed()
+}
+
+fn manager_copy(table: &Table) -> DenormalizedCopy<Employee, Department> {
     DenormalizedCopy::new(
         table.clone(),
         |_: Option<&Employee>, manager: &Employee, department: &mut Department| {
@@ -55,16 +65,12 @@ async fn the_department_carries_its_managers_details_in_step() {
 
     let (written, spent) = measured(
         &table,
-        copy.write(
-            &Entity::new(keys.clone(), manager.clone()),
-            SourceWrite::Insert,
-            &department,
-        ),
+        copy.write(&manager, SourceWrite::Insert, &department),
     )
     .await;
     let written = written.unwrap();
     assert_eq!(spent.requests(), 2, "read the department, one transaction");
-    let (read, spent) = measured(&table, table.get::<Department>(&department)).await;
+    let (read, spent) = measured(&table, departments(&table).get(&department)).await;
     let read = read.unwrap().unwrap();
     assert_eq!(spent.requests(), 1, "one point read answers everything");
     assert_eq!(
@@ -78,7 +84,7 @@ async fn the_department_carries_its_managers_details_in_step() {
 
     // A new email goes to both entities at once, conditioned on the manager's ETag.
     manager.email = "jun@contoso.com".into();
-    let entity = Entity::new(keys.clone(), manager.clone());
+    let entity = manager.clone();
     let written = copy
         .write(
             &entity,
@@ -88,8 +94,8 @@ async fn the_department_carries_its_managers_details_in_step() {
         .await
         .unwrap();
     assert_eq!(
-        table
-            .get::<Department>(&department)
+        departments(&table)
+            .get(&department)
             .await
             .unwrap()
             .unwrap()
@@ -111,8 +117,8 @@ async fn the_department_carries_its_managers_details_in_step() {
         "{stale:?}"
     );
     assert_eq!(
-        table
-            .get::<Department>(&department)
+        departments(&table)
+            .get(&department)
             .await
             .unwrap()
             .unwrap()
@@ -122,21 +128,18 @@ async fn the_department_carries_its_managers_details_in_step() {
 
     // The manager changed behind the copy's back: refresh copies the current data.
     table
-        .upsert_replace(&Entity::new(
-            keys.clone(),
-            Employee {
-                last_name: "Smith".into(),
-                ..manager
-            },
-        ))
+        .upsert_replace(&Employee {
+            last_name: "Smith".into(),
+            ..manager
+        })
         .await
         .unwrap();
     let (r, spent) = measured(&table, copy.refresh(&keys, &department)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 3, "two reads, one transaction");
     assert_eq!(
-        table
-            .get::<Department>(&department)
+        departments(&table)
+            .get(&department)
             .await
             .unwrap()
             .unwrap()
@@ -155,10 +158,7 @@ async fn the_department_carries_its_managers_details_in_step() {
     assert_eq!(spent.requests(), 0);
     // A missing target is an error, and nothing is written.
     let nowhere = Keys::new("Sales", "Nowhere").unwrap();
-    let other = Entity::new(
-        Keys::new("Sales", "000999").unwrap(),
-        employee("Sales", 999, "X", "x@x"),
-    );
+    let other = employee("Sales", 999, "X", "x@x");
     assert_eq!(
         copy.write(&other, SourceWrite::Insert, &nowhere)
             .await
@@ -166,7 +166,7 @@ async fn the_department_carries_its_managers_details_in_step() {
             .kind(),
         ErrorKind::NotFound
     );
-    assert!(table.get::<Employee>(&other.keys).await.unwrap().is_none());
+    assert!(employees(&table).get(&other).await.unwrap().is_none());
     table.delete_table().await.unwrap();
 }
 
@@ -191,8 +191,7 @@ async fn a_summary_count_stays_exact_under_concurrent_inserts() {
             let (count, department) = (count.clone(), department.clone());
             tokio::spawn(async move {
                 let e = employee("Sales", n, "Jones", "j@x");
-                let entity = Entity::new(Keys::new("Sales", &e.id).unwrap(), e);
-                count.write(&entity, SourceWrite::Insert, &department).await
+                count.write(&e, SourceWrite::Insert, &department).await
             })
         })
         .collect();
@@ -200,8 +199,8 @@ async fn a_summary_count_stays_exact_under_concurrent_inserts() {
         w.await.unwrap().unwrap();
     }
     assert_eq!(
-        table
-            .get::<Department>(&department)
+        departments(&table)
+            .get(&department)
             .await
             .unwrap()
             .unwrap()
@@ -212,18 +211,14 @@ async fn a_summary_count_stays_exact_under_concurrent_inserts() {
     table.delete_table().await.unwrap();
 }
 
-async fn employee_count(table: &tablekit_azure::Table, department: &Keys) -> i64 {
-    table
-        .get::<Department>(department)
+async fn employee_count(table: &Table, department: &Keys) -> i64 {
+    departments(table)
+        .get(department)
         .await
         .unwrap()
         .unwrap()
         .value
         .employee_count
-}
-
-fn entity(e: &Employee) -> Entity<Employee> {
-    Entity::new(Keys::new("Sales", &e.id).unwrap(), e.clone())
 }
 
 #[tokio::test]
@@ -244,18 +239,14 @@ async fn a_summary_count_moves_only_when_a_source_is_new() {
     );
     let mut e = employee("Sales", 1, "Jones", "j@x");
     let first = count
-        .write(&entity(&e), SourceWrite::Upsert, &department)
+        .write(&e, SourceWrite::Upsert, &department)
         .await
         .unwrap();
     assert_eq!(employee_count(&table, &department).await, 1, "a new source");
 
     // Rewriting the same employee, by upsert or by replace, leaves the count alone.
     e.age = 35;
-    let (r, spent) = measured(
-        &table,
-        count.write(&entity(&e), SourceWrite::Upsert, &department),
-    )
-    .await;
+    let (r, spent) = measured(&table, count.write(&e, SourceWrite::Upsert, &department)).await;
     r.unwrap();
     assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
     assert_eq!(
@@ -264,16 +255,12 @@ async fn a_summary_count_moves_only_when_a_source_is_new() {
         "source and target read, one transaction"
     );
     assert_eq!(employee_count(&table, &department).await, 1, "upsert");
-    let stored = table
-        .get::<Employee>(&entity(&e).keys)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = employees(&table).get(&e).await.unwrap().unwrap();
     assert_ne!(stored.etag, first.source);
     e.age = 36;
     count
         .write(
-            &entity(&e),
+            &e,
             SourceWrite::Replace(stored.etag.clone().into()),
             &department,
         )
@@ -282,7 +269,7 @@ async fn a_summary_count_moves_only_when_a_source_is_new() {
     assert_eq!(employee_count(&table, &department).await, 1, "replace");
     e.age = 37;
     count
-        .write(&entity(&e), SourceWrite::Replace(IfMatch::Any), &department)
+        .write(&e, SourceWrite::Replace(IfMatch::Any), &department)
         .await
         .unwrap();
     assert_eq!(
@@ -293,7 +280,7 @@ async fn a_summary_count_moves_only_when_a_source_is_new() {
     // A second employee counts.
     count
         .write(
-            &entity(&employee("Sales", 2, "Lee", "l@x")),
+            &employee("Sales", 2, "Lee", "l@x"),
             SourceWrite::Upsert,
             &department,
         )
@@ -304,7 +291,7 @@ async fn a_summary_count_moves_only_when_a_source_is_new() {
     let (r, spent) = measured(
         &table,
         count.write(
-            &entity(&employee("Sales", 3, "Cao", "c@x")),
+            &employee("Sales", 3, "Cao", "c@x"),
             SourceWrite::Replace(IfMatch::Any),
             &department,
         ),
@@ -322,11 +309,7 @@ async fn a_summary_count_moves_only_when_a_source_is_new() {
         .map(|n| {
             let (count, department) = (count.clone(), department.clone());
             let e = employee("Sales", 10 + n % 5, "Jones", &format!("{n}@x"));
-            tokio::spawn(async move {
-                count
-                    .write(&entity(&e), SourceWrite::Upsert, &department)
-                    .await
-            })
+            tokio::spawn(async move { count.write(&e, SourceWrite::Upsert, &department).await })
         })
         .collect();
     for w in writers {
@@ -353,7 +336,7 @@ fn review(n: i32) -> Review {
 }
 
 #[tokio::test]
-async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
+async fn compound_keys_group_an_employee_with_its_reviews() {
     let table = table("compound").await;
     let rows = CompoundRows::new(
         table.clone(),
@@ -389,13 +372,8 @@ async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
     .unwrap();
     table.submit(&plan).await.unwrap();
 
-    let (found, spent) = measured(
-        &table,
-        rows.with_prefix::<Properties, _, _>("Sales", ["empid", "123"])
-            .unwrap()
-            .collect(),
-    )
-    .await;
+    let employee_123: Query<Properties> = rows.with_prefix("Sales", ["empid", "123"]).unwrap();
+    let (found, spent) = measured(&table, employee_123.collect()).await;
     let keys: Vec<String> = found
         .unwrap()
         .into_iter()
@@ -406,7 +384,7 @@ async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
         ["empid_000123", "empid_000123_2012", "empid_000123_2013"]
     );
     assert_eq!(spent.requests(), 1);
-    // Claim 32, as the guide (S0/S2) writes the filter.
+    // An employee and its reviews, as the guide writes the filter.
     let literal = Filter::partition("Sales")
         .and(Filter::ge(ROW_KEY, "empid_000123"))
         .and(Filter::lt(ROW_KEY, "empid_000124"));
@@ -417,14 +395,14 @@ async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
         .await
         .unwrap();
     assert_eq!(same.iter().map(|r| r.keys.rk()).collect::<Vec<_>>(), keys);
-    // Claim 33: S4's upper bound lies below its lower bound — zero rows.
-    let s4 = Filter::partition("Sales")
+    // One translation of the guide ends at 'lt 000123_2012', below its lower bound: no rows.
+    let below = Filter::partition("Sales")
         .and(Filter::ge(ROW_KEY, "empid_000123"))
         .and(Filter::lt(ROW_KEY, "000123_2012"));
     assert!(
         table
             .query::<Properties>()
-            .filter(s4)
+            .filter(below)
             .collect()
             .await
             .unwrap()
@@ -455,26 +433,34 @@ async fn claims_32_and_33_compound_keys_group_an_employee_with_its_reviews() {
     assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
     assert_eq!(spent.requests(), 0);
 
-    let (one, spent) = measured(
-        &table,
-        rows.get::<Review, _, _>("Sales", ["empid", "123", "2013"]),
-    )
-    .await;
-    assert_eq!(one.unwrap().unwrap().value, review(4));
+    let (one, spent) = measured(&table, rows.get("Sales", ["empid", "123", "2013"])).await;
+    let one: Stored<Review> = one.unwrap().unwrap();
+    assert_eq!(one.value, review(4));
     assert_eq!(spent.requests(), 1, "{spent:?}");
     assert_eq!(
         rows.components("empid_000123_2013").unwrap(),
         ["empid", "000123", "2013"]
     );
-    let (gone, spent) = measured(&table, rows.delete("Sales", ["empid", "123", "2013"])).await;
-    assert!(gone.unwrap());
+    let (gone, spent) = measured(
+        &table,
+        rows.delete("Sales", ["empid", "123", "2013"], IfMatch::Any),
+    )
+    .await;
+    gone.unwrap();
     assert_eq!(spent.requests(), 1, "{spent:?}");
+    // Gone: `delete` says so, `delete_if_exists` answers false.
+    let gone = rows.delete("Sales", ["empid", "123", "2013"], IfMatch::Any);
+    assert_eq!(gone.await.unwrap_err().kind(), ErrorKind::NotFound);
+    let gone = rows.delete_if_exists("Sales", ["empid", "123", "2013"]);
+    assert!(!gone.await.unwrap());
     table.delete_table().await.unwrap();
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "EMPLOYEE_{id}")]
 struct Staff {
+    department: String,
+    id: String,
     first_name: String,
     last_name: String,
 }
@@ -496,15 +482,17 @@ enum Row {
     Department(Department),
 }
 
-fn staff(last: &str) -> Staff {
+fn staff(id: &str, last: &str) -> Staff {
     Staff {
+        department: "Sales".into(),
+        id: id.into(),
         first_name: "Jun".into(),
         last_name: last.into(),
     }
 }
 
 #[tokio::test]
-async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguous() {
+async fn employees_and_departments_share_a_partition_each_type_contiguous() {
     let table = table("hetero").await;
     let rows = TypedRows::new(table.clone());
     let sales = Department {
@@ -515,13 +503,13 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
     };
     // Mixed types in one transaction: they share the partition.
     let plan = BatchPlan::atomic([
-        TypedRows::insert_operation("Sales", "000223", &staff("Jones")).unwrap(),
-        TypedRows::insert_operation("Sales", "Sales", &sales).unwrap(),
-        TypedRows::insert_operation("Sales", "000123", &staff("Hall")).unwrap(),
+        TypedRows::insert_operation(&staff("000223", "Jones")).unwrap(),
+        TypedRows::insert_operation(&sales).unwrap(),
+        TypedRows::insert_operation(&staff("000123", "Hall")).unwrap(),
     ])
     .unwrap();
     table.submit(&plan).await.unwrap();
-    let (r, spent) = measured(&table, rows.insert("Sales", "000300", &staff("Cao"))).await;
+    let (r, spent) = measured(&table, rows.insert(&staff("000300", "Cao"))).await;
     r.unwrap();
     assert_eq!(spent.requests(), 1);
     // Another type the reader does not know.
@@ -533,8 +521,8 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
     );
     table.insert(&project).await.unwrap();
 
-    let (staff_rows, spent) = measured(&table, rows.of_kind::<Staff>("Sales").collect()).await;
-    let staff_rows = staff_rows.unwrap();
+    let (staff_rows, spent) = measured(&table, rows.of_kind("Sales").collect()).await;
+    let staff_rows: Vec<Stored<Staff>> = staff_rows.unwrap();
     assert_eq!(spent.requests(), 1, "one range query, no other type read");
     let names: Vec<&str> = staff_rows
         .iter()
@@ -542,8 +530,8 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
         .collect();
     assert_eq!(names, ["Hall", "Jones", "Cao"], "in id order");
 
-    let (all, spent) = measured(&table, rows.all::<Row>("Sales").collect()).await;
-    let all = all.unwrap();
+    let (all, spent) = measured(&table, rows.all("Sales").collect()).await;
+    let all: Vec<Stored<OrUnknown<Row>>> = all.unwrap();
     assert_eq!(spent.requests(), 1, "one partition query");
     let kinds: Vec<&str> = all
         .iter()
@@ -563,12 +551,13 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
         employee_count: 4,
         ..sales.clone()
     };
-    let (r, spent) = measured(&table, rows.upsert("Sales", "Sales", &renamed)).await;
+    let (r, spent) = measured(&table, rows.upsert(&renamed)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 1);
     let sales = renamed;
-    let (d, spent) = measured(&table, rows.get::<Department>("Sales", "Sales")).await;
-    assert_eq!(d.unwrap().unwrap().value, sales);
+    let (d, spent) = measured(&table, rows.get("Sales", "Sales")).await;
+    let d: Stored<Department> = d.unwrap().unwrap();
+    assert_eq!(d.value, sales);
     assert_eq!(spent.requests(), 1);
     // A row whose EntityType does not match the kind asked for is an error, not a guess.
     let liar = Entity::new(
@@ -578,12 +567,30 @@ async fn claim_47_employees_and_departments_share_a_partition_each_type_contiguo
             .with("Name", "x"),
     );
     table.insert(&liar).await.unwrap();
-    assert_eq!(
-        rows.get::<Department>("Sales", "Fake")
-            .await
-            .unwrap_err()
-            .kind(),
-        ErrorKind::Decode
-    );
+    let fake: tablekit_core::Result<Option<Stored<Department>>> = rows.get("Sales", "Fake").await;
+    assert_eq!(fake.unwrap_err().kind(), ErrorKind::Decode);
+    // A value whose keys lie outside its kind's prefix is refused before any request.
+    let outside = Department {
+        name: "Sales".into(),
+        ..Department::default()
+    };
+    let (r, spent) = measured(&table, rows.insert(&Mislabelled(outside))).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(spent.requests(), 0);
     table.delete_table().await.unwrap();
+}
+
+/// A department whose keys forget its kind's prefix.
+#[derive(Debug, Serialize, Deserialize)]
+struct Mislabelled(Department);
+
+impl tablekit_core::TableEntity for Mislabelled {
+    fn keys(&self) -> tablekit_core::Result<Keys> {
+        Keys::new(&self.0.name, &self.0.name)
+    }
+}
+
+impl EntityKind for Mislabelled {
+    const ENTITY_TYPE: &'static str = "Department";
+    const ROW_PREFIX: &'static str = "DEPARTMENT_";
 }

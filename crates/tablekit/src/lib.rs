@@ -71,7 +71,9 @@ pub mod prelude {
     pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
     #[cfg(feature = "index")]
     pub use tablekit_index::{
-        CopySpec, IndexSpec, InterPartitionIndex, IntraPartitionIndex, ListSpec, SamePartitionList,
+        CompoundRows, CopySpec, DenormalizedCopy, EntityKind, EventualList, IndexRead, IndexSpec,
+        InterPartitionIndex, IntraPartitionIndex, ListSpec, SamePartitionList, SourceWrite,
+        TypedRows,
     };
     #[cfg(feature = "large")]
     pub use tablekit_large::LargeEntities;

@@ -24,11 +24,10 @@ async fn the_intra_partition_index_runs_on_tokens() {
     let account = token_account(credential.clone());
     let table = account.table(&unique_table_name("EntraIndex")).unwrap();
     table.create().await.unwrap();
-    let spec = IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
-        .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
-        .build()
-        .unwrap();
+    let mut spec = IndexSpec::builder(|e: &Employee| e.department.clone());
+    spec.primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).with_width(6));
+    let by_email = spec.secondary(CopySpec::new("email", |e: &Employee| e.email.clone()));
+    let spec = spec.build().unwrap();
     let index = IntraPartitionIndex::new(table.clone(), spec);
     let jones = Employee {
         department: "Sales".into(),
@@ -38,7 +37,7 @@ async fn the_intra_partition_index_runs_on_tokens() {
     index.insert(&jones).await.unwrap();
     let before = account.metrics().snapshot();
     let found = index
-        .get_by("email", "Sales", "jonesj@contoso.com")
+        .get_by(&by_email, "Sales", "jonesj@contoso.com")
         .await
         .unwrap()
         .expect("indexed");
@@ -52,13 +51,16 @@ async fn the_intra_partition_index_runs_on_tokens() {
     index.replace(&current, &moved).await.unwrap();
     assert!(
         index
-            .get_by("email", "Sales", "jonesj@contoso.com")
+            .get_by(&by_email, "Sales", "jonesj@contoso.com")
             .await
             .unwrap()
             .is_none()
     );
     assert!(index.verify("Sales").await.unwrap().is_consistent());
-    assert!(index.delete("Sales", "000223").await.unwrap());
+    index
+        .delete(("Sales", "000223"), IfMatch::Any)
+        .await
+        .unwrap();
     table.delete_table().await.unwrap();
     assert_eq!(credential.calls(), 1, "one token for the whole scenario");
 }

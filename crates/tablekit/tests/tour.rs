@@ -25,11 +25,10 @@ async fn the_tour_runs() {
             .unwrap();
     let employees = account.table(&unique_table_name("Employees")).unwrap();
     employees.create_if_not_exists().await.unwrap();
-    let spec = IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
-        .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
-        .build()
-        .unwrap();
+    let mut spec = IndexSpec::builder(|e: &Employee| e.department.clone());
+    spec.primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).with_width(6));
+    let by_email = spec.secondary(CopySpec::new("email", |e: &Employee| e.email.clone()));
+    let spec = spec.build().unwrap();
     let index = IntraPartitionIndex::new(employees.clone(), spec);
     index
         .insert(&Employee {
@@ -41,7 +40,7 @@ async fn the_tour_runs() {
         .unwrap();
     let before = account.metrics().snapshot();
     let found = index
-        .get_by("email", "Sales", "jonesj@contoso.com")
+        .get_by(&by_email, "Sales", "jonesj@contoso.com")
         .await
         .unwrap()
         .expect("indexed");

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use tablekit_core::{Entity, Keys, Properties};
+use tablekit_index::IndexRead as _;
 
 use crate::patterns::{self, Archive, Fixture, Line, Own, SERIES, SLOTS};
 use crate::{Rng, Tally};
@@ -38,7 +39,7 @@ pub(crate) async fn pattern_op(
                 let e = patterns::employee(task, id, version);
                 let found = fx
                     .index
-                    .get_by("email", &partition, &e.email)
+                    .get_by(&fx.by_email, &partition, &e.email)
                     .await
                     .unwrap();
                 assert_eq!(found.map(|s| s.value), Some(e), "the latest email finds it");

@@ -11,7 +11,7 @@ use tablekit_azure::{Account, Container, Table};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Keys, Properties, Result};
 use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
-use tablekit_index::{CopySpec, IndexSpec, IntraPartitionIndex};
+use tablekit_index::{CopyHandle, CopySpec, IndexRead as _, IndexSpec, IntraPartitionIndex};
 use tablekit_large::LargeEntities;
 use tablekit_logtail::{LogEntry, LogTail};
 use tablekit_series::{Series, SeriesLayout, WideEntities};
@@ -99,6 +99,8 @@ pub(crate) fn wide_version(v: i64) -> BTreeMap<String, i64> {
 
 pub(crate) struct Fixture {
     pub(crate) index: IntraPartitionIndex<Employee>,
+    /// The index's email copy.
+    pub(crate) by_email: CopyHandle<Employee>,
     pub(crate) log: LogTail<Line>,
     pub(crate) series: Series<i64>,
     pub(crate) large: LargeEntities,
@@ -126,11 +128,10 @@ impl Fixture {
         container.create().await.unwrap();
         let jobs = JobQueue::new(account.queue(&unique_queue_name("loadjobs")).unwrap());
         jobs.create().await.unwrap();
-        let spec = IndexSpec::builder(|e: &Employee| e.department.clone())
-            .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
-            .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
-            .build()
-            .unwrap();
+        let mut spec = IndexSpec::builder(|e: &Employee| e.department.clone());
+        spec.primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).with_width(6));
+        let by_email = spec.secondary(CopySpec::new("email", |e: &Employee| e.email.clone()));
+        let spec = spec.build().unwrap();
         let worker = Worker::new(
             jobs.clone(),
             Archiver {
@@ -145,6 +146,7 @@ impl Fixture {
         );
         Self {
             index: IntraPartitionIndex::new(index_table.clone(), spec),
+            by_email,
             log: LogTail::new(log_table.clone()),
             series: Series::new(series_table.clone(), SeriesLayout::hours()),
             large: LargeEntities::builder(large_table.clone(), container.clone())
@@ -214,7 +216,7 @@ pub(crate) async fn reconcile(fx: &Fixture, own: &[(u64, Own)], adds: &Adds) -> 
             let e = employee(*task, *id, *version);
             let found = fx
                 .index
-                .get_by("email", &department, &e.email)
+                .get_by(&fx.by_email, &department, &e.email)
                 .await
                 .unwrap();
             assert_eq!(found.map(|s| s.value), Some(e), "indexed by email");

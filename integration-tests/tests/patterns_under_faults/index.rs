@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tablekit_azure::Settings;
-use tablekit_core::Properties;
 use tablekit_core::filter::Filter;
+use tablekit_core::{IfMatch, Keys, Properties, TableEntity};
 use tablekit_eventual::{Handler, Job, Worker, WorkerOptions};
 use tablekit_index::{
-    CopySpec, EventualList, IndexSpec, InterPartitionIndex, IntraPartitionIndex, ListSpec,
-    SamePartitionList,
+    CopyHandle, CopySpec, EventualList, IndexRead as _, IndexSpec, InterPartitionIndex,
+    IntraPartitionIndex, ListSpec, SamePartitionList,
 };
 use tablekit_testkit::{
     Fault, FaultProxy, Matcher, Occurrences, Rule, unique_container_name, unique_queue_name,
@@ -112,6 +112,13 @@ struct Employee {
     round: i32,
 }
 
+/// Where the lists find an employee: its department and id.
+impl TableEntity for Employee {
+    fn keys(&self) -> tablekit_core::Result<Keys> {
+        Keys::new(&self.department, &self.id)
+    }
+}
+
 /// Employee `i` as written in `round`: a new email every round, a last name that changes
 /// every other round.
 fn employee(department: &str, i: usize, round: i32) -> Employee {
@@ -129,25 +136,20 @@ fn email(i: usize, round: i32) -> String {
     format!("e{i}.r{round}@contoso.com")
 }
 
-fn spec() -> IndexSpec<Employee> {
-    IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
-        .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
-        .build()
-        .unwrap()
+/// The declaration, and the handle of its email copy.
+fn spec() -> (IndexSpec<Employee>, CopyHandle<Employee>) {
+    let mut spec = IndexSpec::builder(|e: &Employee| e.department.clone());
+    spec.primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).with_width(6));
+    let by_email = spec.secondary(CopySpec::new("email", |e: &Employee| e.email.clone()));
+    (spec.build().unwrap(), by_email)
 }
 
 fn by_last_name(prefix: &str) -> ListSpec<Employee> {
-    let builder = ListSpec::builder(
-        "lastname",
-        |e: &Employee| e.department.clone(),
-        |e: &Employee| e.id.clone(),
-        |e: &Employee| e.last_name.clone(),
-    );
+    let builder = ListSpec::builder("lastname", |e: &Employee| e.last_name.clone());
     let builder = if prefix.is_empty() {
         builder
     } else {
-        builder.prefix(prefix)
+        builder.with_prefix(prefix)
     };
     builder.build().unwrap()
 }
@@ -164,7 +166,8 @@ fn deleted(i: usize) -> bool {
 async fn intra_partition_index_keeps_every_copy_in_step() {
     let p = common::proxied(common::patient());
     let table = common::table(&p.account, "faultintra").await;
-    let index = IntraPartitionIndex::new(table.clone(), spec());
+    let (spec, email_copy) = spec();
+    let index = IntraPartitionIndex::new(table.clone(), spec);
     let n = 40;
     let mut ops = 0;
     arm(&p, 0x2_01);
@@ -179,7 +182,10 @@ async fn intra_partition_index_keeps_every_copy_in_step() {
         }
     }
     for i in (0..n).filter(|&i| deleted(i)) {
-        assert!(index.delete("Sales", &format!("{i:06}")).await.unwrap());
+        index
+            .delete(("Sales", format!("{i:06}")), IfMatch::Any)
+            .await
+            .unwrap();
         ops += 1;
     }
     let faults = disarm(&p);
@@ -194,7 +200,7 @@ async fn intra_partition_index_keeps_every_copy_in_step() {
         let id = format!("{i:06}");
         let got = index.get("Sales", &id).await.unwrap().map(|s| s.value);
         let by_email = index
-            .get_by("email", "Sales", &email(i, ROUNDS))
+            .get_by(&email_copy, "Sales", email(i, ROUNDS))
             .await
             .unwrap()
             .map(|s| s.value);
@@ -203,7 +209,7 @@ async fn intra_partition_index_keeps_every_copy_in_step() {
             lost += 1;
         }
         for round in 0..ROUNDS {
-            let old = index.get_by("email", "Sales", &email(i, round)).await;
+            let old = index.get_by(&email_copy, "Sales", email(i, round)).await;
             assert!(
                 old.unwrap().is_none(),
                 "stale email copy of {id} round {round}"
@@ -235,8 +241,9 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
     let table = common::table(&p.account, "faultinter").await;
     let queue = p.account.queue(&unique_queue_name("faultinter")).unwrap();
     // Writers and workers share one clock here: no allowance for skew in the jobs' deadlines.
-    let index = InterPartitionIndex::builder(table.clone(), spec(), queue)
-        .clock_skew_allowance(Duration::ZERO)
+    let (spec, email_copy) = spec();
+    let index = InterPartitionIndex::builder(table.clone(), spec, queue)
+        .with_clock_skew_allowance(Duration::ZERO)
         .build()
         .unwrap();
     index.create().await.unwrap();
@@ -264,7 +271,10 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
         }
         for i in (0..n).filter(|&i| deleted(i)) {
             let id = format!("{i:06}");
-            assert!(index.delete(departments[i % 2], &id).await.unwrap());
+            index
+                .delete((departments[i % 2], id), IfMatch::Any)
+                .await
+                .unwrap();
             ops += 1;
         }
         ops
@@ -286,7 +296,7 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
     for i in 0..n {
         let department = departments[i % 2];
         let by_email = index
-            .get_by("email", department, &email(i, ROUNDS))
+            .get_by(&email_copy, department, email(i, ROUNDS))
             .await
             .unwrap()
             .map(|s| s.value);
@@ -295,7 +305,7 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
             lost += 1;
         }
         for round in 0..ROUNDS {
-            let old = index.get_by("email", department, &email(i, round)).await;
+            let old = index.get_by(&email_copy, department, email(i, round)).await;
             assert!(old.unwrap().is_none(), "stale copy of {i} round {round}");
         }
     }
@@ -380,7 +390,7 @@ async fn index_entities_in_the_same_partition_list_every_id_once() {
                 lists.put(e).await.unwrap();
             }
         },
-        async |pk, rk| assert!(lists.delete(pk, rk).await.unwrap()),
+        async |pk, rk| lists.delete((pk, rk), IfMatch::Any).await.unwrap(),
     )
     .await;
     let faults = disarm(&p);
@@ -423,7 +433,7 @@ async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed
                     lists.put(e).await.unwrap();
                 }
             },
-            async |pk, rk| assert!(lists.delete(pk, rk).await.unwrap()),
+            async |pk, rk| lists.delete((pk, rk), IfMatch::Any).await.unwrap(),
         ),
     )
     .await;

@@ -10,7 +10,7 @@ use tablekit_core::keys::prefix_range;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Result, Stored};
 
 use super::InterPartitionIndex;
-use crate::backfill::{self, BackfillOptions, BackfillState, Checkpoint};
+use crate::backfill::{self, BackfillOptions, BackfillState, Checkpoint, PageOutcome};
 use crate::effects::{Direct, Effects as _};
 use crate::spec::Layout;
 use crate::verify::{Audit, RepairReport, VerifyReport, audit};
@@ -19,18 +19,27 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     async fn audit(&self, partition: &str) -> Result<Audit> {
         let context = &self.context;
         let read = |copy: usize| {
-            let pk = format!("{}{partition}", context.spec.copies()[copy].prefix());
-            context.tables[copy]
+            let pk = format!(
+                "{}{partition}",
+                context.placement.spec.copies()[copy].prefix()
+            );
+            context.placement.tables[copy]
                 .query::<Properties>()
                 .filter(Filter::partition(pk))
                 .collect()
         };
         let primaries = read(0).await?;
-        let mut copies = Vec::with_capacity(context.tables.len() - 1);
-        for copy in 1..context.tables.len() {
+        let mut copies = Vec::with_capacity(context.placement.tables.len() - 1);
+        for copy in 1..context.placement.tables.len() {
             copies.push(read(copy).await?);
         }
-        audit(&context.spec, Layout::Inter, partition, primaries, &copies)
+        audit(
+            &context.placement.spec,
+            Layout::Inter,
+            partition,
+            primaries,
+            &copies,
+        )
     }
 
     /// Audits one partition (`Sales`): reads the primary partition (`empid_Sales`) and each
@@ -69,15 +78,17 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             let primary = &family.primary().keys;
             // Outside the queue there is no write to wait for: converge to the primary as it
             // is now.
-            let current = Direct.get(&self.context.tables[0], primary).await?;
-            let partition = &primary.pk()[self.context.spec.primary().prefix().len()..];
+            let current = Direct
+                .get(&self.context.placement.tables[0], primary)
+                .await?;
+            let partition = &primary.pk()[self.context.placement.spec.primary().prefix().len()..];
             self.context
                 .converge(&Direct, partition, &family.primary().value, &[], current)
                 .await?;
             report.rewritten += 1;
         }
         for orphan in &audit.orphans {
-            let table = &self.context.tables[orphan.copy];
+            let table = &self.context.placement.tables[orphan.copy];
             match table
                 .delete(&orphan.keys, IfMatch::ETag(orphan.etag.clone()))
                 .await
@@ -112,18 +123,18 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// partition per up to 100 copies, 1 checkpoint save. **Consistency:** eventual.
     ///
     /// # Errors
-    /// [`tablekit_core::Error::InvalidArgument`] for an unknown index in `options.indexes`
-    /// (before any request), [`tablekit_core::Error::Decode`] for an entity that does not fit
-    /// `T`; the first copy the service
-    /// refuses or whose write has an unknown outcome (the page is then not checkpointed, and
-    /// a rerun writes it again); checkpoint, transport and service errors.
+    /// [`tablekit_core::Error::InvalidArgument`] for a copy of another declaration, or the
+    /// primary, in `options.copies` (before any request); [`tablekit_core::Error::Decode`]
+    /// for an entity that does not fit `T`; the first copy the service refuses or whose write
+    /// has an unknown outcome (the page is then not checkpointed, and a rerun writes it
+    /// again); checkpoint, transport and service errors.
     pub async fn backfill<C: Checkpoint>(
         &self,
         checkpoint: &C,
         options: BackfillOptions,
     ) -> Result<BackfillState> {
-        let spec = &self.context.spec;
-        let only = spec.backfill_targets(options.indexes.as_deref())?;
+        let spec = &self.context.placement.spec;
+        let only = spec.backfill_targets(options.copies.as_deref())?;
         let prefix = spec.primary().prefix();
         let filter = match &options.partition {
             Some(pk) => Filter::partition(format!("{prefix}{pk}")),
@@ -135,7 +146,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 f
             }
         };
-        let mut query = self.context.tables[0]
+        let mut query = self.context.placement.tables[0]
             .query::<Properties>()
             .filter(filter)
             .allow_scan();
@@ -150,9 +161,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             let only = only.clone();
             let bulk = bulk.clone();
             async move {
-                let copies = self.context.tables.len();
+                let copies = self.context.placement.tables.len();
                 let mut ops: Vec<Vec<Operation>> = vec![Vec::new(); copies];
-                let mut entities = 0;
+                let mut outcome = PageOutcome::default();
                 for row in rows {
                     if spec.value_in(Layout::Inter, 0, &row.keys).is_none() {
                         continue;
@@ -165,13 +176,16 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                         let entity = Entity::new(copy.keys.clone(), &copy.props);
                         ops[i].push(Operation::upsert_replace(&entity)?);
                     }
-                    entities += 1;
+                    outcome.written += 1;
                 }
                 for (i, ops) in ops.into_iter().enumerate() {
                     if ops.is_empty() {
                         continue;
                     }
-                    let report = self.context.tables[i].bulk_write(ops, bulk.clone()).await?;
+                    let report = self.context.placement.tables[i]
+                        .bulk_write(ops, bulk.clone())
+                        .await?;
+                    outcome.requests += report.transactions + report.read_backs;
                     // A copy whose write is unknown is not counted as written: the page is
                     // not checkpointed, and a rerun writes it again (upserts are idempotent).
                     if let Some(failed) = report.outcomes.into_iter().find_map(|o| match o {
@@ -181,7 +195,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                         return Err(failed);
                     }
                 }
-                Ok((entities, 0))
+                Ok(outcome)
             }
         };
         backfill::run(checkpoint, &options, query, write).await

@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tablekit_azure::Table;
+
 use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{Entity, Error, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
 use crate::effects::{Effects, check_index};
 use crate::follow::FollowedWrite;
-use crate::spec::{IndexSpec, Layout};
+use crate::read::Placement;
+use crate::spec::Layout;
 
 /// How many times a job re-reads and re-writes when the primary copy keeps changing under it
 /// before it gives up (the queue brings it back later).
@@ -47,12 +48,10 @@ impl Job for CopyJob {
     const KIND: &'static str = "tablekit-index.copies";
 }
 
-/// What a job needs to run: the declaration and the table of each copy.
+/// What a job needs to run: the index's name, and where its copies live.
 pub(crate) struct Context<T> {
     pub(crate) name: String,
-    pub(crate) spec: Arc<IndexSpec<T>>,
-    /// The table of each copy, the primary first.
-    pub(crate) tables: Vec<Table>,
+    pub(crate) placement: Placement<T>,
 }
 
 fn etag_of<V>(stored: Option<&Stored<V>>) -> Option<&tablekit_core::ETag> {
@@ -74,12 +73,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
         stale_copies: &[(String, String)],
         mut current: Option<Stored<Properties>>,
     ) -> Result<()> {
-        let spec = &self.spec;
+        let spec = &self.placement.spec;
         let primary = spec.copy_keys(Layout::Inter, 0, partition, id)?;
         let mut stale: Vec<(usize, String)> = Vec::new();
         for (name, value) in stale_copies {
-            match spec.copy(name) {
-                Ok((i, _)) if i > 0 => stale.push((i, value.clone())),
+            match spec.position_named(name) {
+                Some(i) if i > 0 => stale.push((i, value.clone())),
                 _ => {
                     tracing::warn!(target: "tablekit", index = %self.name, copy = %name, "stale copy of an undeclared index ignored")
                 }
@@ -87,7 +86,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
         }
         for round in 0..ROUNDS {
             if round > 0 {
-                current = fx.get(&self.tables[0], &primary).await?;
+                current = fx.get(&self.placement.tables[0], &primary).await?;
             }
             let desired = match &current {
                 Some(s) => Some(spec.family(Layout::Inter, &from_properties::<T>(&s.value)?)?),
@@ -96,7 +95,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
             if let Some(family) = &desired {
                 for (i, row) in family.copies.iter().enumerate().skip(1) {
                     let entity = Entity::new(row.keys.clone(), row.props.clone());
-                    fx.upsert_replace(&self.tables[i], &entity).await?;
+                    fx.upsert_replace(&self.placement.tables[i], &entity)
+                        .await?;
                 }
             }
             for (i, value) in &stale {
@@ -107,9 +107,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
                     continue;
                 }
                 let keys = spec.copy_keys(Layout::Inter, *i, partition, value)?;
-                fx.delete_if_exists(&self.tables[*i], &keys).await?;
+                fx.delete_if_exists(&self.placement.tables[*i], &keys)
+                    .await?;
             }
-            let after = fx.get(&self.tables[0], &primary).await?;
+            let after = fx.get(&self.placement.tables[0], &primary).await?;
             if etag_of(after.as_ref()) == etag_of(current.as_ref()) {
                 return Ok(());
             }
@@ -124,7 +125,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
             }
         }
         Err(Error::Indeterminate {
-            target: Target::entity(self.tables[0].name(), primary),
+            target: Target::entity(self.placement.tables[0].name(), primary),
             reason: format!("the primary copy changed during {ROUNDS} rounds; the job runs again"),
         })
     }
@@ -179,12 +180,14 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     async fn handle(&self, job: CopyJob, steps: &Steps) -> Result<()> {
         check_index(&job.index, &self.context.name)?;
         let context = &self.context;
-        let primary = context
-            .spec
-            .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
+        let primary =
+            context
+                .placement
+                .spec
+                .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
         let current = job
             .write
-            .settle(steps, &context.tables[0], &primary)
+            .settle(steps, &context.placement.tables[0], &primary)
             .await?;
         context
             .converge(steps, &job.partition, &job.id, &job.stale, current)

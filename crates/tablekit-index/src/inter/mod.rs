@@ -1,5 +1,6 @@
 //! [`InterPartitionIndex`]: copies in other partitions or tables, kept eventually consistent
-//! by queued jobs (PATTERNS.md §5.2, §5.3).
+//! by queued jobs (the design guide's inter-partition secondary index and eventually
+//! consistent transactions patterns).
 
 mod audit;
 mod job;
@@ -7,21 +8,20 @@ mod write;
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::ops::RangeBounds;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Queue, Table};
-use tablekit_core::{Error, Keys, Result, Stored};
+use tablekit_core::{Error, Result};
 use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
 pub use job::{CopyHandler, CopyJob};
 
 use crate::follow::DEFAULT_CLOCK_SKEW;
-use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
-use crate::spec::{Family, IndexSpec, Layout};
+use crate::read::{Placement, sealed::Indexed};
+use crate::spec::{CopyHandle, Family, IndexSpec, Layout};
 use job::Context;
 
 /// An inter-partition secondary index: each copy of an entity in its own partition —
@@ -38,7 +38,8 @@ use job::Context;
 /// write can no longer land, and never completes against the older primary. Until the job has
 /// run, lookups through a copy may miss the entity or see its previous values.
 /// [`verify`](Self::verify) reports copies that are missing, stale or orphaned;
-/// [`repair`](Self::repair) fixes them without the queue.
+/// [`repair`](Self::repair) fixes them without the queue. Read through
+/// [`IndexRead`](crate::IndexRead).
 ///
 /// Secondary values are expected to be unique. If a value moves from one entity to another
 /// while a job for the first is pending, that job can remove the second entity's copy; the
@@ -68,12 +69,20 @@ impl<T> fmt::Debug for InterPartitionIndex<T> {
     }
 }
 
+impl<T> Indexed<T> for InterPartitionIndex<T> {
+    fn placement(&self) -> &Placement<T> {
+        &self.context.placement
+    }
+}
+
+impl<T> crate::IndexRead<T> for InterPartitionIndex<T> {}
+
 /// Builds an [`InterPartitionIndex`].
 pub struct InterPartitionIndexBuilder<T> {
     table: Table,
     spec: IndexSpec<T>,
     queue: Queue,
-    tables: Vec<(String, Table)>,
+    tables: Vec<(crate::spec::CopyId, Table)>,
     clock_skew: Duration,
 }
 
@@ -87,11 +96,11 @@ impl<T> fmt::Debug for InterPartitionIndexBuilder<T> {
 }
 
 impl<T> InterPartitionIndexBuilder<T> {
-    /// Keeps the copy named `copy` in `table` instead of the primary's table (its partitions
+    /// Keeps the copy `copy` names in `table` instead of the primary's table (its partitions
     /// are still `<prefix><partition>`).
     #[must_use]
-    pub fn copy_table(mut self, copy: impl Into<String>, table: Table) -> Self {
-        self.tables.push((copy.into(), table));
+    pub fn with_copy_table<R>(mut self, copy: &CopyHandle<T, R>, table: Table) -> Self {
+        self.tables.push((copy.id(), table));
         self
     }
 
@@ -108,34 +117,45 @@ impl<T> InterPartitionIndexBuilder<T> {
     /// the enqueue and the write, or gave up): its job then waits that much longer before it
     /// fails toward the poison queue.
     #[must_use]
-    pub fn clock_skew_allowance(mut self, allowance: Duration) -> Self {
+    pub fn with_clock_skew_allowance(mut self, allowance: Duration) -> Self {
         self.clock_skew = allowance;
         self
+    }
+
+    /// Renamed [`with_clock_skew_allowance`](Self::with_clock_skew_allowance).
+    #[deprecated(note = "renamed `with_clock_skew_allowance`")]
+    #[must_use]
+    pub fn clock_skew_allowance(self, allowance: Duration) -> Self {
+        self.with_clock_skew_allowance(allowance)
     }
 
     /// Checks the placement and builds the index. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a `copy_table` naming an unknown copy or the primary.
+    /// [`Error::InvalidArgument`] for a `with_copy_table` naming a copy of another
+    /// declaration or the primary.
     pub fn build(self) -> Result<InterPartitionIndex<T>> {
         let mut tables = vec![self.table.clone(); self.spec.copies().len()];
-        for (name, table) in self.tables {
-            match self.spec.copy(&name)? {
-                (0, _) => {
+        for (copy, table) in self.tables {
+            match self.spec.position(copy)? {
+                0 => {
                     return Err(Error::invalid_argument(
-                        &name,
+                        self.spec.primary().name(),
                         "the primary copy lives in the index's own table",
                     ));
                 }
-                (i, _) => tables[i] = table,
+                i => tables[i] = table,
             }
         }
         let name = format!("{}/{}", self.table.name(), self.spec.primary().name());
         Ok(InterPartitionIndex {
             context: Arc::new(Context {
                 name,
-                spec: Arc::new(self.spec),
-                tables,
+                placement: Placement {
+                    spec: Arc::new(self.spec),
+                    layout: Layout::Inter,
+                    tables,
+                },
             }),
             queue: self.queue,
             clock_skew: self.clock_skew,
@@ -145,8 +165,8 @@ impl<T> InterPartitionIndexBuilder<T> {
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionIndex<T> {
     /// An index whose primary copies (and, unless placed elsewhere with
-    /// [`InterPartitionIndexBuilder::copy_table`], other copies) live in `table`, with its
-    /// jobs on `queue`. No request is sent.
+    /// [`InterPartitionIndexBuilder::with_copy_table`], other copies) live in `table`, with
+    /// its jobs on `queue`. No request is sent.
     pub fn builder(
         table: Table,
         spec: IndexSpec<T>,
@@ -162,32 +182,45 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     }
 
     /// An index with every copy in `table` and its jobs on `queue`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::filter::Property;
+    /// use tablekit_eventual::WorkerOptions;
+    /// use tablekit_index::{CopySpec, IndexRead as _, IndexSpec, InterPartitionIndex};
+    /// # #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    /// # #[serde(rename_all = "PascalCase")]
+    /// # struct Employee { department: String, id: u32, email: String }
+    /// # impl Employee {
+    /// #     const DEPARTMENT: Property<String> = Property::new("Department");
+    /// #     const ID: Property<u32> = Property::new("Id");
+    /// #     const EMAIL: Property<String> = Property::new("Email");
+    /// # }
+    ///
+    /// # async fn run(table: tablekit_azure::Table, queue: tablekit_azure::Queue) -> tablekit_core::Result<()> {
+    /// let mut spec = IndexSpec::<Employee>::builder(Employee::DEPARTMENT);
+    /// spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+    /// let by_email = spec.secondary(CopySpec::new("email", Employee::EMAIL));
+    /// let index = InterPartitionIndex::new(table, spec.build()?, queue);
+    /// index.create().await?;
+    ///
+    /// let jones = Employee { department: "Sales".into(), id: 223, email: "jonesj@contoso.com".into() };
+    /// index.insert(&jones).await?; // the job, then empid_Sales/000223
+    /// index.worker(WorkerOptions::default()).drain().await?; // email_Sales/jonesj@contoso.com
+    /// let found = index.get_by(&by_email, "Sales", "jonesj@contoso.com").await?;
+    /// assert_eq!(found.map(|s| s.value.id), Some(223));
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table, spec: IndexSpec<T>, queue: Queue) -> Self {
         let name = format!("{}/{}", table.name(), spec.primary().name());
-        let tables = vec![table; spec.copies().len()];
         Self {
             context: Arc::new(Context {
                 name,
-                spec: Arc::new(spec),
-                tables,
+                placement: Placement::new(Arc::new(spec), Layout::Inter, table),
             }),
             queue,
             clock_skew: DEFAULT_CLOCK_SKEW,
         }
-    }
-
-    /// The declaration.
-    pub fn spec(&self) -> &IndexSpec<T> {
-        &self.context.spec
-    }
-
-    /// The table of the copy named `index`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown name.
-    pub fn table_of(&self, index: &str) -> Result<&Table> {
-        let (copy, _) = self.context.spec.copy(index)?;
-        Ok(&self.context.tables[copy])
     }
 
     /// The job queue (and its poison queue).
@@ -215,7 +248,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// Transport and service errors.
     pub async fn create(&self) -> Result<()> {
         let mut seen = BTreeSet::new();
-        for table in &self.context.tables {
+        for table in &self.context.placement.tables {
             if seen.insert(table.name().to_owned()) {
                 table.create_if_not_exists().await?;
             }
@@ -223,127 +256,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         self.jobs().create().await
     }
 
-    /// The keys of the copy `index` holds for `value` of `partition`:
-    /// `keys_by("email", "Sales", "jonesj@contoso.com")` is `email_Sales/jonesj@contoso.com`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown index, [`Error::Encode`] for a value of the
-    /// wrong width; key errors.
-    pub fn keys_by(&self, index: &str, partition: &str, value: &str) -> Result<Keys> {
-        let (copy, _) = self.context.spec.copy(index)?;
-        self.context
-            .spec
-            .copy_keys(Layout::Inter, copy, partition, value)
-    }
-
     pub(crate) fn family(&self, entity: &T) -> Result<Family> {
-        self.context.spec.family(Layout::Inter, entity)
-    }
-
-    /// Reads an entity by its primary value: a point query on `empid_Sales/000223`.
-    ///
-    /// **Requests:** 1. **Consistency:** strong.
-    ///
-    /// # Errors
-    /// Key errors; [`Error::Decode`] when the stored entity does not fit `T`.
-    pub async fn get(&self, partition: &str, id: &str) -> Result<Option<Stored<T>>> {
-        let name = self.context.spec.primary().name().to_owned();
-        self.get_by(&name, partition, id).await
-    }
-
-    /// Reads an entity through one of its copies: a point query on
-    /// `email_Sales/jonesj@contoso.com`.
-    ///
-    /// **Requests:** 1. **Consistency:** eventual for secondary copies (the copy may lag its
-    /// primary until the entity's job has run), strong for the primary.
-    ///
-    /// # Errors
-    /// As [`get`](Self::get); [`Error::InvalidArgument`] for an unknown index,
-    /// [`Error::Decode`] for a projected copy lacking fields `T` requires (use [`get_by_as`](Self::get_by_as)).
-    pub async fn get_by(
-        &self,
-        index: &str,
-        partition: &str,
-        value: &str,
-    ) -> Result<Option<Stored<T>>> {
-        self.get_by_as::<T>(index, partition, value).await
-    }
-
-    /// As [`get_by`](Self::get_by), reading the copy as `U`.
-    ///
-    /// **Requests:** 1.
-    ///
-    /// # Errors
-    /// As [`get_by`](Self::get_by).
-    pub async fn get_by_as<U: DeserializeOwned>(
-        &self,
-        index: &str,
-        partition: &str,
-        value: &str,
-    ) -> Result<Option<Stored<U>>> {
-        let keys = self.keys_by(index, partition, value)?;
-        self.table_of(index)?.get::<U>(&keys).await
-    }
-
-    /// The copies of `index` for `partition` whose values lie in `range`, sorted by value:
-    /// `range_by("empid", "Sales", "000100"..="000199")` is the guide's
-    /// `(PartitionKey eq 'empid_Sales') and (RowKey ge '000100') and (RowKey le '000199')`.
-    ///
-    /// **Requests:** one per page when read. **Consistency:** eventual for secondary copies.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown index.
-    pub fn range_by<'r>(
-        &self,
-        index: &str,
-        partition: &str,
-        range: impl RangeBounds<&'r str>,
-    ) -> Result<IndexRange<T>> {
-        let (copy, _) = self.context.spec.copy(index)?;
-        let filter = range_filter(
-            &self.context.spec,
-            Layout::Inter,
-            copy,
-            partition,
-            &value_bounds(&range)?,
-        );
-        Ok(IndexRange::new(
-            &self.context.tables[copy],
-            Arc::clone(&self.context.spec),
-            Layout::Inter,
-            copy,
-            filter,
-        ))
-    }
-
-    /// The copies of `index` for `partition` whose values start with `prefix`:
-    /// `range_by_prefix("email", "Sales", "a")` is
-    /// `(PartitionKey eq 'email_Sales') and (RowKey ge 'a') and (RowKey lt 'b')`.
-    ///
-    /// **Requests:** one per page when read.
-    ///
-    /// # Errors
-    /// As [`range_by`](Self::range_by).
-    pub fn range_by_prefix(
-        &self,
-        index: &str,
-        partition: &str,
-        prefix: &str,
-    ) -> Result<IndexRange<T>> {
-        let (copy, _) = self.context.spec.copy(index)?;
-        let filter = range_filter(
-            &self.context.spec,
-            Layout::Inter,
-            copy,
-            partition,
-            &prefix_bounds(prefix)?,
-        );
-        Ok(IndexRange::new(
-            &self.context.tables[copy],
-            Arc::clone(&self.context.spec),
-            Layout::Inter,
-            copy,
-            filter,
-        ))
+        self.context.placement.spec.family(Layout::Inter, entity)
     }
 }

@@ -4,11 +4,12 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{ETag, Entity, Error, Result};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Target};
 
 use super::{CopyJob, InterPartitionIndex};
-use crate::follow::Pending;
-use crate::spec::{Family, Layout};
+use crate::follow::{Pending, delete_followed};
+use crate::read::{IndexEntry, Resolved, sealed::Indexed as _};
+use crate::spec::Family;
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionIndex<T> {
     /// A write of the primary about to be made, conditioned on `previous`; `stamp` unless it
@@ -16,7 +17,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     fn pending(&self, previous: Option<ETag>, stamp: bool) -> Pending {
         Pending::new(
             &self.queue,
-            &self.context.tables[0],
+            &self.context.placement.tables[0],
             previous,
             stamp,
             self.clock_skew,
@@ -32,7 +33,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     }
 
     fn job(&self, family: &Family, stale: Option<&Family>, pending: &Pending) -> CopyJob {
-        let spec = &self.context.spec;
+        let spec = &self.context.placement.spec;
         let primary = family.primary();
         CopyJob {
             index: self.context.name.clone(),
@@ -74,7 +75,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
             .enqueue(&self.job(&family, None, &pending))
             .await?;
         pending.in_time()?;
-        self.context.tables[0].insert(&primary).await
+        self.context.placement.tables[0].insert(&primary).await
     }
 
     /// Stores an entity, new or not: reads its primary copy (to learn the copies it had),
@@ -92,7 +93,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         Self::primary(&new, &self.pending(None, true))?;
-        let table = &self.context.tables[0];
+        let table = &self.context.placement.tables[0];
         let mut conflicts = table.account().conflict_loop();
         loop {
             // The read and the enqueue fail as they fail; only the write can lose a race.
@@ -123,9 +124,51 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         }
     }
 
-    /// Deletes an entity: reads its primary copy, enqueues the job that removes its other
-    /// copies, then deletes the primary conditioned on the ETag read (retried from the read on
-    /// a conflict). Returns whether it existed.
+    /// Deletes an entity: enqueues the job that removes its other copies, then deletes the
+    /// primary copy under its ETag.
+    ///
+    /// `entry` is the entity as read (`&stored.value`) or its partition and primary value
+    /// (`("Sales", "000223")`). With [`IfMatch::ETag`] and the entity as read — whose ETag
+    /// that must be (`index.delete(&stored.value, stored.if_match())`) — the job is computed
+    /// from it, with no read. Otherwise the primary copy is read first: with
+    /// [`IfMatch::Any`] the delete is conditioned on the ETag read and retried from the read
+    /// on a conflict; with an ETag, an entity that has another is refused.
+    ///
+    /// **Requests:** 2 (a queue put, a delete) for an entity as read with its ETag;
+    /// otherwise 3 (a point read, a queue put, a delete; 1 when the entity does not exist),
+    /// plus 3 per conflict retry. **Consistency:** the primary copy at once; the others
+    /// eventually.
+    ///
+    /// # Errors
+    /// Key errors before any request; [`Error::NotFound`] when the entity does not exist;
+    /// [`Error::PreconditionFailed`] when its ETag is not the one given, or when conflicts
+    /// outlast the retries; [`Error::Transport`] as for [`insert`](Self::insert).
+    pub async fn delete(&self, entry: impl IndexEntry<T>, if_match: IfMatch) -> Result<()> {
+        let (keys, expected) = match (entry.resolve(self.placement())?, if_match) {
+            (Resolved::Family(family), IfMatch::ETag(etag)) => {
+                let keys = family.primary().keys.clone();
+                let pending = self.pending(Some(etag.clone()), false);
+                self.jobs()
+                    .enqueue(&self.job(&family, Some(&family), &pending))
+                    .await?;
+                pending.in_time()?;
+                return self.context.placement.tables[0]
+                    .delete(keys, IfMatch::ETag(etag))
+                    .await;
+            }
+            (resolved, IfMatch::ETag(etag)) => (resolved.primary_keys(), Some(etag)),
+            (resolved, IfMatch::Any) => (resolved.primary_keys(), None),
+        };
+        if self.delete_read(&keys, expected.as_ref()).await? {
+            return Ok(());
+        }
+        Err(Error::NotFound {
+            target: Target::entity(self.context.placement.tables[0].name(), keys),
+        })
+    }
+
+    /// Deletes an entity if it exists: as [`delete`](Self::delete) with [`IfMatch::Any`],
+    /// returning whether it existed.
     ///
     /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
     /// **Consistency:** the primary copy at once; the others eventually.
@@ -133,31 +176,24 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// # Errors
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;
     /// [`Error::Transport`] as for [`insert`](Self::insert).
-    pub async fn delete(&self, partition: &str, id: &str) -> Result<bool> {
-        let keys = self
-            .context
-            .spec
-            .copy_keys(Layout::Inter, 0, partition, id)?;
-        let table = &self.context.tables[0];
-        let mut conflicts = table.account().conflict_loop();
-        loop {
-            let deleted = async {
-                let Some(current) = table.get::<Properties>(&keys).await? else {
-                    return Ok::<_, Error>(None);
-                };
-                let old = self.family(&from_properties::<T>(&current.value)?)?;
-                let pending = self.pending(Some(current.etag.clone()), false);
-                self.jobs()
-                    .enqueue(&self.job(&old, Some(&old), &pending))
-                    .await?;
-                pending.in_time()?;
-                Ok(Some(table.delete(&keys, current.if_match()).await))
-            };
-            match deleted.await? {
-                None => return Ok(false),
-                Some(Ok(())) => return Ok(true),
-                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
-            }
-        }
+    pub async fn delete_if_exists(&self, entry: impl IndexEntry<T>) -> Result<bool> {
+        let keys = entry.resolve(self.placement())?.primary_keys();
+        self.delete_read(&keys, None).await
+    }
+
+    /// Reads the primary at `keys`, enqueues the job, and deletes the primary under the ETag
+    /// read (which must be `expected`, if given; otherwise a lost race runs it again).
+    /// `false` when it is gone.
+    async fn delete_read(&self, keys: &Keys, expected: Option<&ETag>) -> Result<bool> {
+        let table = &self.context.placement.tables[0];
+        delete_followed(table, keys, expected, |current| async move {
+            let old = self.family(&from_properties::<T>(&current.value)?)?;
+            let pending = self.pending(Some(current.etag), false);
+            self.jobs()
+                .enqueue(&self.job(&old, Some(&old), &pending))
+                .await?;
+            Ok(pending)
+        })
+        .await
     }
 }

@@ -1,29 +1,30 @@
 //! [`IntraPartitionIndex`]: every copy of an entity in its own partition, kept consistent by
-//! entity group transactions (PATTERNS.md §5.1).
+//! entity group transactions (the design guide's intra-partition secondary index pattern).
 
 mod plan;
 mod relocate;
 mod repair;
 
 use std::fmt;
-use std::ops::RangeBounds;
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Stored};
+use tablekit_core::{ETag, Error, ErrorKind, IfMatch, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 
-use crate::range::{IndexRange, prefix_bounds, range_filter, value_bounds};
+use crate::range::range_filter;
+use crate::read::{IndexEntry, Placement, Resolved, sealed::Indexed};
 use crate::spec::{Family, IndexSpec, Layout};
 use crate::verify::{Audit, VerifyReport, audit};
 use plan::{Plan, Role};
 
 /// An intra-partition secondary index: each entity stored once per declared copy, all in the
 /// entity's partition under different RowKey prefixes (`Sales/empid_000223`,
-/// `Sales/email_jonesj@contoso.com`), every write one entity group transaction.
+/// `Sales/email_jonesj@contoso.com`), every write one entity group transaction. Read through
+/// [`IndexRead`](crate::IndexRead).
 ///
 /// **Consistency:** strong. Every write reads nothing or only the primary copy, then commits
 /// all copies at once, guarded by the primary copy's ETag: a concurrent write of the same
@@ -33,15 +34,13 @@ use plan::{Plan, Role};
 /// drift; [`verify`](Self::verify), [`repair`](Self::repair) and
 /// [`backfill`](Self::backfill) handle that.
 pub struct IntraPartitionIndex<T> {
-    table: Table,
-    spec: Arc<IndexSpec<T>>,
+    placement: Arc<Placement<T>>,
 }
 
 impl<T> Clone for IntraPartitionIndex<T> {
     fn clone(&self) -> Self {
         Self {
-            table: self.table.clone(),
-            spec: Arc::clone(&self.spec),
+            placement: Arc::clone(&self.placement),
         }
     }
 }
@@ -49,11 +48,19 @@ impl<T> Clone for IntraPartitionIndex<T> {
 impl<T> fmt::Debug for IntraPartitionIndex<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IntraPartitionIndex")
-            .field("table", &self.table.name())
-            .field("spec", &self.spec)
+            .field("table", &self.table().name())
+            .field("spec", &self.placement.spec)
             .finish()
     }
 }
+
+impl<T> Indexed<T> for IntraPartitionIndex<T> {
+    fn placement(&self) -> &Placement<T> {
+        &self.placement
+    }
+}
+
+impl<T> crate::IndexRead<T> for IntraPartitionIndex<T> {}
 
 /// A family transaction's result, for [`ConflictLoop::run`](tablekit_azure::ConflictLoop::run):
 /// a failure of the primary copy (index 0) is a lost race — someone else wrote, inserted or
@@ -92,38 +99,58 @@ pub(crate) async fn submit(table: &Table, mut plan: Plan) -> Result<Option<ETag>
     }
 }
 
+/// A delete's own failure (the primary's, index 0) as the error a plain delete reports:
+/// `NotFound` when the entity is gone, `PreconditionFailed` when it changed.
+pub(crate) fn own_failure(e: Error) -> Error {
+    match e {
+        Error::BatchFailed { index: 0, source } => *source,
+        e => e,
+    }
+}
+
+impl<T> IntraPartitionIndex<T> {
+    /// The table the copies live in.
+    pub fn table(&self) -> &Table {
+        self.placement.primary_table()
+    }
+}
+
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionIndex<T> {
     /// An index over `table` following `spec`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_core::filter::Property;
+    /// use tablekit_index::{CopySpec, IndexRead as _, IndexSpec, IntraPartitionIndex};
+    /// # #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    /// # #[serde(rename_all = "PascalCase")]
+    /// # struct Employee { department: String, id: u32, email: String }
+    /// # impl Employee {
+    /// #     const DEPARTMENT: Property<String> = Property::new("Department");
+    /// #     const ID: Property<u32> = Property::new("Id");
+    /// #     const EMAIL: Property<String> = Property::new("Email");
+    /// # }
+    ///
+    /// # async fn run(table: tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// let mut spec = IndexSpec::<Employee>::builder(Employee::DEPARTMENT);
+    /// spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+    /// let by_email = spec.secondary(CopySpec::new("email", Employee::EMAIL));
+    /// let index = IntraPartitionIndex::new(table, spec.build()?);
+    ///
+    /// let jones = Employee { department: "Sales".into(), id: 223, email: "jonesj@contoso.com".into() };
+    /// index.insert(&jones).await?; // Sales/empid_000223 and Sales/email_jonesj@contoso.com
+    /// let found = index.get_by(&by_email, "Sales", "jonesj@contoso.com").await?;
+    /// assert_eq!(found.map(|s| s.value.id), Some(223));
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table, spec: IndexSpec<T>) -> Self {
         Self {
-            table,
-            spec: Arc::new(spec),
+            placement: Arc::new(Placement::new(Arc::new(spec), Layout::Intra, table)),
         }
     }
 
-    /// The table the copies live in.
-    pub fn table(&self) -> &Table {
-        &self.table
-    }
-
-    /// The declaration.
-    pub fn spec(&self) -> &IndexSpec<T> {
-        &self.spec
-    }
-
-    /// The keys of the copy `index` holds for `value` in `partition`:
-    /// `keys_by("email", "Sales", "jonesj@contoso.com")` is `Sales/email_jonesj@contoso.com`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown index, [`Error::Encode`] for a value of the
-    /// wrong width; key errors.
-    pub fn keys_by(&self, index: &str, partition: &str, value: &str) -> Result<Keys> {
-        let (copy, _) = self.spec.copy(index)?;
-        self.spec.copy_keys(Layout::Intra, copy, partition, value)
-    }
-
     fn family(&self, entity: &T) -> Result<Family> {
-        self.spec.family(Layout::Intra, entity)
+        self.placement.spec.family(Layout::Intra, entity)
     }
 
     fn family_of_stored(&self, stored: &Properties) -> Result<Family> {
@@ -143,8 +170,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// its secondary values (the error's keys name the copy). Nothing is written on error.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let family = self.family(entity)?;
-        let span = tracing::debug_span!("tablekit.index.insert", table = %self.table.name(), keys = %family.primary().keys);
-        let etag = submit(&self.table, plan::insert(&family)?)
+        let span = tracing::debug_span!("tablekit.index.insert", table = %self.table().name(), keys = %family.primary().keys);
+        let etag = submit(self.table(), plan::insert(&family)?)
             .instrument(span)
             .await?;
         Ok(etag.unwrap_or_else(|| ETag::new("")))
@@ -170,29 +197,31 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// `conflict_retry` attempts; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
-        let span = tracing::debug_span!("tablekit.index.put", table = %self.table.name(), keys = %new.primary().keys);
+        let table = self.table();
+        let span = tracing::debug_span!("tablekit.index.put", table = %table.name(), keys = %new.primary().keys);
         let new = &new;
-        let etag = self
-            .table
+        let etag = table
             .account()
             .conflict_loop()
             .run(|_| async move {
-                let plan = match self.table.get::<Properties>(&new.primary().keys).await? {
+                let plan = match table.get::<Properties>(&new.primary().keys).await? {
                     None => plan::insert(new)?,
                     Some(current) => {
                         let old = self.family_of_stored(&current.value)?;
                         plan::change(&old, &current.etag, new)?
                     }
                 };
-                lost_race_on_primary(submit(&self.table, plan).await)
+                lost_race_on_primary(submit(table, plan).await)
             })
             .instrument(span)
             .await??;
         Ok(etag.unwrap_or_else(|| ETag::new("")))
     }
 
-    /// Replaces an entity the caller has read (`current`, e.g. from [`get`](Self::get)) with
-    /// `entity`, in one transaction under `current`'s ETag. Returns the new ETag.
+    /// Replaces an entity the caller has read (`current`, e.g. from
+    /// [`get`](crate::IndexRead::get)) with `entity`, in one transaction under `current`'s
+    /// ETag. `current`'s value says which copies to release when a value changed. Returns the
+    /// new ETag.
     ///
     /// **Requests:** 1 (plus 1 if a stale copy was already missing). **Consistency:** strong.
     ///
@@ -215,13 +244,50 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
             ));
         }
         let plan = plan::change(&old, &current.etag, &new)?;
-        let etag = submit(&self.table, plan).await?;
+        let etag = submit(self.table(), plan).await?;
         Ok(etag.unwrap_or_else(|| ETag::new("")))
     }
 
-    /// Deletes an entity and every copy: reads the primary copy, then one transaction deletes
-    /// all of them under its ETag (retried from the read on a conflict). Returns whether the
-    /// entity existed.
+    /// Deletes an entity and every copy, in one transaction under the primary's ETag.
+    ///
+    /// `entry` is the entity as read (`&stored.value`) or its partition and primary value
+    /// (`("Sales", "000223")`). With [`IfMatch::ETag`] and the entity as read — whose ETag
+    /// that must be (`index.delete(&stored.value, stored.if_match())`) — its copies are
+    /// computed from it and the transaction is sent at once. Otherwise the primary copy is
+    /// read first to find the copies: with [`IfMatch::Any`] the delete is then conditioned on
+    /// the ETag read and retried from the read on a conflict; with an ETag, an entity that
+    /// has another is refused.
+    ///
+    /// **Requests:** 1 for an entity as read with its ETag; otherwise 2 (a point read, one
+    /// transaction; 1 when the entity does not exist), plus 2 per conflict retry.
+    /// **Consistency:** strong.
+    ///
+    /// # Errors
+    /// Key errors before any request; [`Error::NotFound`] when the entity does not exist;
+    /// [`Error::PreconditionFailed`] when its ETag is not the one given, or when conflicts
+    /// outlast the retries; transport and service errors.
+    pub async fn delete(&self, entry: impl IndexEntry<T>, if_match: IfMatch) -> Result<()> {
+        let keys = match (entry.resolve(&self.placement)?, if_match) {
+            (Resolved::Family(family), IfMatch::ETag(etag)) => {
+                let plan = plan::delete(&family, &etag)?;
+                return submit(self.table(), plan)
+                    .await
+                    .map(drop)
+                    .map_err(own_failure);
+            }
+            (resolved, IfMatch::ETag(etag)) => (resolved.primary_keys(), Some(etag)),
+            (resolved, IfMatch::Any) => (resolved.primary_keys(), None),
+        };
+        if self.delete_read(&keys.0, keys.1.as_ref()).await? {
+            return Ok(());
+        }
+        Err(Error::NotFound {
+            target: Target::entity(self.table().name(), keys.0),
+        })
+    }
+
+    /// Deletes an entity and every copy if it exists: as [`delete`](Self::delete) with
+    /// [`IfMatch::Any`], returning whether it existed.
     ///
     /// **Requests:** 2 (1 if it does not exist), plus 2 per conflict retry.
     /// **Consistency:** strong.
@@ -229,162 +295,57 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// # Errors
     /// Key errors before any request; [`Error::PreconditionFailed`] when conflicts outlast the
     /// retries; transport and service errors.
-    pub async fn delete(&self, partition: &str, id: &str) -> Result<bool> {
-        let keys = &self.spec.copy_keys(Layout::Intra, 0, partition, id)?;
-        self.table
+    pub async fn delete_if_exists(&self, entry: impl IndexEntry<T>) -> Result<bool> {
+        let keys = entry.resolve(&self.placement)?.primary_keys();
+        self.delete_read(&keys, None).await
+    }
+
+    /// Reads the primary at `keys` and deletes its family under the ETag read (which must be
+    /// `expected`, if given; otherwise a lost race runs it again). `false` when it is gone.
+    async fn delete_read(&self, keys: &Keys, expected: Option<&ETag>) -> Result<bool> {
+        let table = self.table();
+        table
             .account()
             .conflict_loop()
             .run(|_| async move {
-                let Some(current) = self.table.get::<Properties>(keys).await? else {
+                let Some(current) = table.get::<Properties>(keys).await? else {
                     return Ok(Ok(false));
                 };
+                if expected.is_some_and(|etag| *etag != current.etag) {
+                    return Ok(Err(Error::PreconditionFailed {
+                        target: Target::entity(table.name(), keys.clone()),
+                    }));
+                }
                 let old = self.family_of_stored(&current.value)?;
-                let deleted = submit(&self.table, plan::delete(&old, &current.etag)?).await;
-                lost_race_on_primary(deleted.map(|_| true))
+                let deleted = submit(table, plan::delete(&old, &current.etag)?)
+                    .await
+                    .map(|_| true);
+                match expected {
+                    Some(_) => Ok(deleted.map_err(own_failure)),
+                    None => lost_race_on_primary(deleted),
+                }
             })
             .await?
     }
 
-    /// Deletes an entity the caller has read, and every copy, in one transaction under its
-    /// ETag.
-    ///
-    /// **Requests:** 1. **Consistency:** strong.
-    ///
-    /// # Errors
-    /// [`Error::BatchFailed`] with index 0 and [`Error::PreconditionFailed`] (or
-    /// [`Error::NotFound`]) when the entity changed (or went) since it was read.
-    pub async fn delete_stored(&self, current: &Stored<T>) -> Result<()> {
-        let old = self.family(&current.value)?;
-        submit(&self.table, plan::delete(&old, &current.etag)?).await?;
-        Ok(())
-    }
-
-    /// Reads an entity by its primary value (`get("Sales", "000223")`): a point query.
-    ///
-    /// **Requests:** 1. **Consistency:** strong.
-    ///
-    /// # Errors
-    /// Key errors before any request; [`Error::NotFound`] if the table does not exist;
-    /// [`Error::Decode`] when the stored entity does not fit `T`.
-    pub async fn get(&self, partition: &str, id: &str) -> Result<Option<Stored<T>>> {
-        let name = self.spec.primary().name().to_owned();
-        self.get_by(&name, partition, id).await
-    }
-
-    /// Reads an entity through one of its copies (`get_by("email", "Sales",
-    /// "jonesj@contoso.com")`): a point query on `Sales/email_jonesj@contoso.com`.
-    ///
-    /// **Requests:** 1. **Consistency:** strong.
-    ///
-    /// # Errors
-    /// As [`get`](Self::get); [`Error::InvalidArgument`] for an unknown index;
-    /// [`Error::Decode`] when a projected copy lacks fields `T` requires — read it with
-    /// [`get_by_as`](Self::get_by_as).
-    pub async fn get_by(
-        &self,
-        index: &str,
-        partition: &str,
-        value: &str,
-    ) -> Result<Option<Stored<T>>> {
-        self.get_by_as::<T>(index, partition, value).await
-    }
-
-    /// As [`get_by`](Self::get_by), reading the copy as `U` (e.g. the type of its projection).
-    ///
-    /// **Requests:** 1. **Consistency:** strong.
-    ///
-    /// # Errors
-    /// As [`get_by`](Self::get_by).
-    pub async fn get_by_as<U: DeserializeOwned>(
-        &self,
-        index: &str,
-        partition: &str,
-        value: &str,
-    ) -> Result<Option<Stored<U>>> {
-        let keys = self.keys_by(index, partition, value)?;
-        self.table.get::<U>(&keys).await
-    }
-
-    /// The copies of `index` in `partition` whose values lie in `range`, sorted by that value:
-    /// `range_by("empid", "Sales", "000100"..="000199")` is the guide's
-    /// `RowKey ge 'empid_000100' and RowKey le 'empid_000199'`. Use `..` for the whole index.
-    ///
-    /// **Requests:** one per page when read. **Consistency:** as a query.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown index; key errors for bounds too long to
-    /// encode.
-    pub fn range_by<'r>(
-        &self,
-        index: &str,
-        partition: &str,
-        range: impl RangeBounds<&'r str>,
-    ) -> Result<IndexRange<T>> {
-        let (copy, _) = self.spec.copy(index)?;
-        let filter = range_filter(
-            &self.spec,
-            Layout::Intra,
-            copy,
-            partition,
-            &value_bounds(&range)?,
-        );
-        Ok(IndexRange::new(
-            &self.table,
-            Arc::clone(&self.spec),
-            Layout::Intra,
-            copy,
-            filter,
-        ))
-    }
-
-    /// The copies of `index` in `partition` whose values start with `prefix`, sorted:
-    /// `range_by_prefix("email", "Sales", "a")` is the guide's
-    /// `RowKey ge 'email_a' and RowKey lt 'email_b'`.
-    ///
-    /// **Requests:** one per page when read.
-    ///
-    /// # Errors
-    /// As [`range_by`](Self::range_by).
-    pub fn range_by_prefix(
-        &self,
-        index: &str,
-        partition: &str,
-        prefix: &str,
-    ) -> Result<IndexRange<T>> {
-        let (copy, _) = self.spec.copy(index)?;
-        let filter = range_filter(
-            &self.spec,
-            Layout::Intra,
-            copy,
-            partition,
-            &prefix_bounds(prefix)?,
-        );
-        Ok(IndexRange::new(
-            &self.table,
-            Arc::clone(&self.spec),
-            Layout::Intra,
-            copy,
-            filter,
-        ))
-    }
-
     async fn audit(&self, partition: &str) -> Result<Audit> {
+        let spec = &self.placement.spec;
         let read = |copy: usize| {
             let filter = range_filter(
-                &self.spec,
+                spec,
                 Layout::Intra,
                 copy,
                 partition,
                 &(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
             );
-            self.table.query::<Properties>().filter(filter).collect()
+            self.table().query::<Properties>().filter(filter).collect()
         };
         let primaries = read(0).await?;
-        let mut copies = Vec::with_capacity(self.spec.secondaries().len());
-        for copy in 1..self.spec.copies().len() {
+        let mut copies = Vec::with_capacity(spec.secondaries().len());
+        for copy in 1..spec.copies().len() {
             copies.push(read(copy).await?);
         }
-        audit(&self.spec, Layout::Intra, partition, primaries, &copies)
+        audit(spec, Layout::Intra, partition, primaries, &copies)
     }
 
     /// Audits one partition: reads every copy and reports the copies that are missing, stale

@@ -55,24 +55,24 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         }
         let span = tracing::debug_span!(
             "tablekit.index.relocate",
-            table = %self.table.name(),
+            table = %self.table().name(),
             from = %current.keys,
             to = %new.primary().keys
         );
         async {
             // Both plans are made before the first request: nothing half-written by a refusal.
             let (insert, delete) = (plan::insert(&new)?, plan::delete(&old, &current.etag)?);
-            let etag = submit(&self.table, insert)
+            let etag = submit(self.table(), insert)
                 .await?
                 .unwrap_or_else(|| ETag::new(""));
-            let Err(failed) = submit(&self.table, delete).await else {
+            let Err(failed) = submit(self.table(), delete).await else {
                 return Ok(etag);
             };
-            let undo = async { submit(&self.table, plan::delete(&new, &etag)?).await };
+            let undo = async { submit(self.table(), plan::delete(&new, &etag)?).await };
             match undo.await {
                 Ok(_) => Err(failed),
                 Err(undo) => Err(Error::Indeterminate {
-                    target: Target::entity(self.table.name(), new.primary().keys.clone()),
+                    target: Target::entity(self.table().name(), new.primary().keys.clone()),
                     reason: format!(
                         "moved from {} but its old copies could not be deleted ({failed}) nor \
                          the new ones undone ({undo}): the entity is in both partitions",

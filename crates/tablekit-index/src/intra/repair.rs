@@ -14,7 +14,7 @@ use tablekit_core::{Error, ErrorKind, IfMatch, Result, Stored};
 
 use super::IntraPartitionIndex;
 use super::plan::{self, Plan, Role};
-use crate::backfill::{self, BackfillOptions, BackfillState, Checkpoint};
+use crate::backfill::{self, BackfillOptions, BackfillState, Checkpoint, PageOutcome};
 use crate::spec::Layout;
 use crate::verify::RepairReport;
 
@@ -24,12 +24,12 @@ const FRAMING_BYTES: usize = 1024;
 /// Packs family plans into transactions — one partition each, at most 100 operations and
 /// under 4 MiB, a family never split — and submits them with bounded concurrency. A family
 /// whose guard fails (a writer changed the entity since it was read) is left out and the rest
-/// sent again. Returns (families written, families left out).
+/// sent again. Returns the families written and left out, and the transactions sent.
 pub(crate) async fn submit_families(
     table: &Table,
     plans: Vec<Plan>,
     concurrency: usize,
-) -> Result<(u64, u64)> {
+) -> Result<PageOutcome> {
     let mut chunks: Vec<(String, Vec<Plan>, usize, usize)> = Vec::new();
     for plan in plans {
         let pk = plan.ops[0].keys().pk().to_owned();
@@ -56,22 +56,29 @@ pub(crate) async fn submit_families(
     futures::stream::iter(chunks)
         .map(|(_, families, _, _)| submit_chunk(table, families))
         .buffer_unordered(concurrency.max(1))
-        .try_fold(
-            (0, 0),
-            |(w, s), (w2, s2)| async move { Ok((w + w2, s + s2)) },
-        )
+        .try_fold(PageOutcome::default(), |sum, chunk| async move {
+            Ok(PageOutcome {
+                written: sum.written + chunk.written,
+                skipped: sum.skipped + chunk.skipped,
+                requests: sum.requests + chunk.requests,
+            })
+        })
         .await
 }
 
-async fn submit_chunk(table: &Table, mut families: Vec<Plan>) -> Result<(u64, u64)> {
-    let mut skipped = 0;
+async fn submit_chunk(table: &Table, mut families: Vec<Plan>) -> Result<PageOutcome> {
+    let mut outcome = PageOutcome::default();
     while !families.is_empty() {
+        outcome.requests += 1;
         let ops: Vec<Operation> = families
             .iter()
             .flat_map(|p| p.ops.iter().cloned())
             .collect();
         match table.submit(&BatchPlan::atomic(ops)?).await {
-            Ok(_) => return Ok((families.len() as u64, skipped)),
+            Ok(_) => {
+                outcome.written = families.len() as u64;
+                return Ok(outcome);
+            }
             Err(Error::BatchFailed { index, source }) => {
                 let mut offset = 0;
                 let mut at = None;
@@ -88,7 +95,7 @@ async fn submit_chunk(table: &Table, mut families: Vec<Plan>) -> Result<(u64, u6
                 match (families[f].roles[op], source.kind()) {
                     (Role::Guard, ErrorKind::PreconditionFailed | ErrorKind::NotFound) => {
                         families.remove(f);
-                        skipped += 1;
+                        outcome.skipped += 1;
                     }
                     (Role::Release, ErrorKind::NotFound) => families[f].without(op),
                     _ => return Err(Error::BatchFailed { index, source }),
@@ -97,7 +104,7 @@ async fn submit_chunk(table: &Table, mut families: Vec<Plan>) -> Result<(u64, u6
             Err(e) => return Err(e),
         }
     }
-    Ok((0, skipped))
+    Ok(outcome)
 }
 
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionIndex<T> {
@@ -126,10 +133,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
             .map(|b| plan::rewrite(&b.family, &b.primary.etag, None))
             .collect::<Result<Vec<_>>>()?;
         if !plans.is_empty() {
-            let concurrency = self.table.account().settings().concurrency;
-            let (written, skipped) = submit_families(&self.table, plans, concurrency).await?;
-            report.rewritten = written as usize;
-            report.skipped += skipped as usize;
+            let concurrency = self.table().account().settings().concurrency;
+            let outcome = submit_families(self.table(), plans, concurrency).await?;
+            report.rewritten = outcome.written as usize;
+            report.skipped += outcome.skipped as usize;
         }
         if !audit.orphans.is_empty() {
             let deletes = audit
@@ -138,7 +145,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
                 .map(|o| Operation::delete(o.keys.clone(), IfMatch::ETag(o.etag.clone())))
                 .collect::<Result<Vec<_>>>()?;
             let outcome = self
-                .table
+                .table()
                 .bulk_write(deletes, BulkOptions::default())
                 .await?;
             for result in outcome.outcomes {
@@ -178,16 +185,18 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// atomically with its guard; the backfill as a whole is not atomic.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown index in `options.indexes` (before any
-    /// request), [`Error::Decode`] for an entity that does not fit `T`; checkpoint, transport and service errors (the
-    /// checkpoint keeps the last completed page).
+    /// [`Error::InvalidArgument`] for a copy of another declaration, or the primary, in
+    /// `options.copies` (before any request); [`Error::Decode`] for an entity that does not
+    /// fit `T`; checkpoint, transport and service errors (the checkpoint keeps the last
+    /// completed page).
     pub async fn backfill<C: Checkpoint>(
         &self,
         checkpoint: &C,
         options: BackfillOptions,
     ) -> Result<BackfillState> {
-        let only = self.spec.backfill_targets(options.indexes.as_deref())?;
-        let prefix = self.spec.primary().prefix();
+        let spec = &self.placement.spec;
+        let only = spec.backfill_targets(options.copies.as_deref())?;
+        let prefix = spec.primary().prefix();
         let mut filter = Filter::ge(ROW_KEY, prefix);
         if let Some(end) = prefix_range(prefix).end {
             filter = filter.and(Filter::lt(ROW_KEY, end));
@@ -195,28 +204,32 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         if let Some(pk) = &options.partition {
             filter = Filter::partition(pk).and(filter);
         }
-        let mut query = self.table.query::<Properties>().filter(filter).allow_scan();
+        let mut query = self
+            .table()
+            .query::<Properties>()
+            .filter(filter)
+            .allow_scan();
         if let Some(n) = options.page_size {
             query = query.with_page_size(n);
         }
         let concurrency = options
             .concurrency
-            .unwrap_or(self.table.account().settings().concurrency);
+            .unwrap_or(self.table().account().settings().concurrency);
         let write = |rows: Vec<Stored<Properties>>| {
             let only = only.clone();
             async move {
                 let mut plans = Vec::with_capacity(rows.len());
                 for row in rows {
-                    if self.spec.value_in(Layout::Intra, 0, &row.keys).is_none() {
+                    if spec.value_in(Layout::Intra, 0, &row.keys).is_none() {
                         continue;
                     }
                     let family = self.family(&from_properties::<T>(&row.value)?)?;
                     plans.push(plan::rewrite(&family, &row.etag, only.as_deref())?);
                 }
                 if plans.is_empty() {
-                    return Ok((0, 0));
+                    return Ok(PageOutcome::default());
                 }
-                submit_families(&self.table, plans, concurrency).await
+                submit_families(self.table(), plans, concurrency).await
             }
         };
         backfill::run(checkpoint, &options, query, write).await

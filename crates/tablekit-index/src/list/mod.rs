@@ -1,4 +1,5 @@
-//! Index entities (PATTERNS.md §5.4): lists of the entities that share a value.
+//! Index entities (the design guide's index entities pattern): lists of the entities that
+//! share a value.
 
 mod eventual;
 mod rows;

@@ -300,16 +300,11 @@ mod tests {
     type E = (String, String, String);
 
     fn spec(max: usize) -> ListSpec<E> {
-        ListSpec::builder(
-            "lastname",
-            |e: &E| e.0.clone(),
-            |e: &E| e.1.clone(),
-            |e: &E| e.2.clone(),
-        )
-        .property("EmployeeIDs")
-        .max_list_bytes(max)
-        .build()
-        .unwrap()
+        ListSpec::builder("lastname", |e: &E| e.2.clone())
+            .with_property("EmployeeIDs")
+            .with_max_list_bytes(max)
+            .build()
+            .unwrap()
     }
 
     fn stored(rk: &str, props: Properties) -> Stored<Properties> {

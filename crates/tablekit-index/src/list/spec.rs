@@ -3,29 +3,32 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tablekit_core::edm::{field_names, to_properties};
 use tablekit_core::keys::{CompoundKey, validate_key};
 use tablekit_core::limits::{MAX_PROPERTY_BYTES, validate_property_name};
-use tablekit_core::{Error, KeyKind, Keys, Limit, NameKind, Result};
+use tablekit_core::{Error, KeyKind, Limit, NameKind, Result};
 
-use crate::spec::KeyFn;
+use crate::spec::key::KeySource;
 
 /// The property of a base index row that counts the overflow rows created so far.
 pub(crate) const SHARDS: &str = "Shards";
 
-/// Declares an index of entities by a value they need not hold alone (a last name): how to
-/// find an entity's keys and its value, and how the lists are stored.
+/// Declares an index of entities by a value they need not hold alone (a last name): where
+/// the value comes from, and how the lists are stored. The entities' own keys are theirs
+/// ([`TableEntity::keys`](tablekit_core::TableEntity::keys)).
 ///
 /// A value's list is one index row (`Jones`) holding the entity references as a JSON array
 /// in one string property (`EmployeeIDs`). When adding a reference would take the property
-/// past [`max_list_bytes`](ListSpecBuilder::max_list_bytes) (default: the service's 64 KiB),
-/// the row's references move to a new overflow row (`Jones_1`, `Jones_2`, …) and the base row
-/// starts again: lists never fail for size. Values are escaped so that `_` can only separate
-/// the overflow number (`Smith_Jones` is stored as `Smith!5FJones`).
+/// past [`with_max_list_bytes`](ListSpecBuilder::with_max_list_bytes) (default: the
+/// service's 64 KiB), the row's references move to a new overflow row (`Jones_1`,
+/// `Jones_2`, …) and the base row starts again: lists never fail for size. Values are escaped
+/// so that `_` can only separate the overflow number (`Smith_Jones` is stored as
+/// `Smith!5FJones`).
 pub struct ListSpec<T> {
     name: String,
-    partition: KeyFn<T>,
-    row_key: KeyFn<T>,
-    value: KeyFn<T>,
+    value: Arc<dyn KeySource<T>>,
     prefix: String,
     property: String,
     max_list_bytes: usize,
@@ -35,8 +38,6 @@ impl<T> Clone for ListSpec<T> {
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
-            partition: Arc::clone(&self.partition),
-            row_key: Arc::clone(&self.row_key),
             value: Arc::clone(&self.value),
             prefix: self.prefix.clone(),
             property: self.property.clone(),
@@ -49,6 +50,7 @@ impl<T> fmt::Debug for ListSpec<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ListSpec")
             .field("name", &self.name)
+            .field("value", &self.value.property())
             .field("prefix", &self.prefix)
             .field("property", &self.property)
             .field("max_list_bytes", &self.max_list_bytes)
@@ -68,21 +70,35 @@ impl<T> fmt::Debug for ListSpecBuilder<T> {
 }
 
 impl<T> ListSpec<T> {
-    /// Starts a declaration named `name` (`lastname`): `partition` and `row_key` give an
-    /// entity's keys (`Sales`, `000152`), `value` the value indexed (`Jones`). Index rows have
-    /// no prefix and the list property is `Ids` until changed; a
-    /// [`SamePartitionList`](crate::SamePartitionList) requires a prefix.
+    /// Starts a declaration named `name` (`lastname`) of an index by `value` (the last name):
+    /// a [`Property`](tablekit_core::filter::Property) constant of a text or integer field
+    /// (`Employee::LAST_NAME`) or a closure. Index rows have no prefix and the list property
+    /// is `Ids` until changed; a [`SamePartitionList`](crate::SamePartitionList) requires a
+    /// prefix.
+    ///
+    /// # Examples
+    /// ```
+    /// use tablekit_core::filter::Property;
+    /// use tablekit_index::ListSpec;
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # #[serde(rename_all = "PascalCase")]
+    /// # struct Employee { last_name: String }
+    /// # impl Employee { const LAST_NAME: Property<String> = Property::new("LastName"); }
+    ///
+    /// let by_last_name = ListSpec::<Employee>::builder("lastname", Employee::LAST_NAME)
+    ///     .with_prefix("lastname_")
+    ///     .with_property("EmployeeIDs")
+    ///     .build()?;
+    /// assert_eq!(by_last_name.property(), "EmployeeIDs");
+    /// # Ok::<(), tablekit_core::Error>(())
+    /// ```
     pub fn builder(
         name: impl Into<String>,
-        partition: impl Fn(&T) -> String + Send + Sync + 'static,
-        row_key: impl Fn(&T) -> String + Send + Sync + 'static,
-        value: impl Fn(&T) -> String + Send + Sync + 'static,
+        value: impl KeySource<T> + 'static,
     ) -> ListSpecBuilder<T> {
         ListSpecBuilder {
             spec: ListSpec {
                 name: name.into(),
-                partition: Arc::new(partition),
-                row_key: Arc::new(row_key),
                 value: Arc::new(value),
                 prefix: String::new(),
                 property: "Ids".into(),
@@ -111,19 +127,6 @@ impl<T> ListSpec<T> {
         self.max_list_bytes
     }
 
-    /// An entity's keys.
-    ///
-    /// # Errors
-    /// Key errors.
-    pub fn entity_keys(&self, entity: &T) -> Result<Keys> {
-        Keys::new((self.partition)(entity), (self.row_key)(entity))
-    }
-
-    /// An entity's indexed value.
-    pub fn value_of(&self, entity: &T) -> String {
-        (self.value)(entity)
-    }
-
     /// The RowKey of a value's base row (`Jones`), or of its overflow row `shard` (`Jones_2`).
     pub(crate) fn row_key(&self, value: &str, shard: u32) -> Result<String> {
         let key = CompoundKey::new('_');
@@ -149,20 +152,39 @@ impl<T> ListSpec<T> {
     }
 }
 
+impl<T: Serialize> ListSpec<T> {
+    /// An entity's indexed value.
+    ///
+    /// # Errors
+    /// Encoding errors; [`Error::Encode`] when the value's property is missing.
+    pub fn value_of(&self, entity: &T) -> Result<String> {
+        let what = self.value.property().unwrap_or(self.name.as_str());
+        self.value
+            .part(entity, &to_properties(entity)?)?
+            .text(None, what)
+    }
+
+    /// Whether `entity`'s indexed value is `value` (an entity whose value cannot be computed
+    /// has none).
+    pub(crate) fn has_value(&self, entity: &T, value: &str) -> bool {
+        matches!(self.value_of(entity), Ok(v) if v == value)
+    }
+}
+
 impl<T> ListSpecBuilder<T> {
     /// Puts every index row's key after `prefix` (`lastname_Jones`), keeping index rows apart
     /// from the entities they list in a shared partition. Required by
     /// [`SamePartitionList`](crate::SamePartitionList), which then refuses entities whose
     /// RowKey starts with it; choose one no entity's RowKey can start with.
     #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.spec.prefix = prefix.into();
         self
     }
 
     /// Names the property holding each row's list (the guide's `EmployeeIDs`).
     #[must_use]
-    pub fn property(mut self, name: impl Into<String>) -> Self {
+    pub fn with_property(mut self, name: impl Into<String>) -> Self {
         self.spec.property = name.into();
         self
     }
@@ -170,22 +192,53 @@ impl<T> ListSpecBuilder<T> {
     /// Lowers the size at which a row's list overflows into a new row (bytes of the JSON
     /// text, UTF-16 × 2; at most 64 KiB).
     #[must_use]
-    pub fn max_list_bytes(mut self, bytes: usize) -> Self {
+    pub fn with_max_list_bytes(mut self, bytes: usize) -> Self {
         self.spec.max_list_bytes = bytes;
         self
     }
 
+    /// Renamed [`with_prefix`](Self::with_prefix).
+    #[deprecated(note = "renamed `with_prefix`")]
+    #[must_use]
+    pub fn prefix(self, prefix: impl Into<String>) -> Self {
+        self.with_prefix(prefix)
+    }
+
+    /// Renamed [`with_property`](Self::with_property).
+    #[deprecated(note = "renamed `with_property`")]
+    #[must_use]
+    pub fn property(self, name: impl Into<String>) -> Self {
+        self.with_property(name)
+    }
+
+    /// Renamed [`with_max_list_bytes`](Self::with_max_list_bytes).
+    #[deprecated(note = "renamed `with_max_list_bytes`")]
+    #[must_use]
+    pub fn max_list_bytes(self, bytes: usize) -> Self {
+        self.with_max_list_bytes(bytes)
+    }
+}
+
+impl<T: DeserializeOwned> ListSpecBuilder<T> {
     /// Checks the declaration.
     ///
     /// # Errors
     /// [`Error::InvalidName`] for a bad property name or one of the reserved `Shards`;
     /// [`Error::InvalidKey`] for a prefix keys may not hold; [`Error::LimitExceeded`] for a
-    /// list size above 64 KiB; [`Error::InvalidArgument`] for an empty name or a list size
-    /// too small for any list.
+    /// list size above 64 KiB; [`Error::InvalidArgument`] for an empty name, a value property
+    /// `T` does not have, or a list size too small for any list.
     pub fn build(self) -> Result<ListSpec<T>> {
         let spec = self.spec;
         if spec.name.is_empty() {
             return Err(Error::invalid_argument("name", "a list index needs a name"));
+        }
+        if let (Some(property), Some(fields)) = (spec.value.property(), field_names::<T>()) {
+            if !fields.contains(&property) {
+                return Err(Error::invalid_argument(
+                    &spec.name,
+                    format!("the entity type has no property {property:?} to index"),
+                ));
+            }
         }
         validate_property_name(&spec.property)?;
         if spec.property == SHARDS {
@@ -218,16 +271,13 @@ impl<T> ListSpecBuilder<T> {
 mod tests {
     use super::*;
 
-    fn spec() -> ListSpec<(String, String, String)> {
-        ListSpec::builder(
-            "lastname",
-            |e: &(String, String, String)| e.0.clone(),
-            |e: &(String, String, String)| e.1.clone(),
-            |e: &(String, String, String)| e.2.clone(),
-        )
-        .property("EmployeeIDs")
-        .build()
-        .unwrap()
+    type E = (String, String, String);
+
+    fn spec() -> ListSpec<E> {
+        ListSpec::builder("lastname", |e: &E| e.2.clone())
+            .with_property("EmployeeIDs")
+            .build()
+            .unwrap()
     }
 
     #[test]
@@ -245,18 +295,11 @@ mod tests {
 
     #[test]
     fn unusable_declarations_are_refused() {
-        let base = || {
-            ListSpec::builder(
-                "lastname",
-                |e: &(String, String, String)| e.0.clone(),
-                |e: &(String, String, String)| e.1.clone(),
-                |e: &(String, String, String)| e.2.clone(),
-            )
-        };
-        assert!(base().property("Shards").build().is_err());
-        assert!(base().property("Employee IDs").build().is_err());
-        assert!(base().prefix("a#").build().is_err());
-        assert!(base().max_list_bytes(70_000).build().is_err());
-        assert!(base().max_list_bytes(10).build().is_err());
+        let base = || ListSpec::builder("lastname", |e: &E| e.2.clone());
+        assert!(base().with_property("Shards").build().is_err());
+        assert!(base().with_property("Employee IDs").build().is_err());
+        assert!(base().with_prefix("a#").build().is_err());
+        assert!(base().with_max_list_bytes(70_000).build().is_err());
+        assert!(base().with_max_list_bytes(10).build().is_err());
     }
 }

@@ -11,10 +11,13 @@ use tablekit_core::limits::MAX_TRANSACTION_OPERATIONS;
 use tablekit_core::{Error, Keys, Limit, Result};
 
 mod copy;
+mod handle;
+pub(crate) mod key;
 
 pub use copy::CopySpec;
-pub(crate) use copy::KeyFn;
-use copy::check_copy;
+use copy::{check_copy, check_source};
+pub use handle::{CopyHandle, CopyId};
+use key::KeySource;
 
 /// Where copies are placed: all in the entity's partition (RowKey prefixes), or each in its
 /// own partition (PartitionKey prefixes).
@@ -28,7 +31,7 @@ pub(crate) enum Layout {
 
 /// The rows one entity is stored as: one per copy, the primary first.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Family {
+pub struct Family {
     pub(crate) copies: Vec<CopyRow>,
 }
 
@@ -48,18 +51,21 @@ impl Family {
 }
 
 /// A declaration of how entities of type `T` are copied under alternative keys: the
-/// partition function, the primary copy (the entity's identity; always complete) and the
-/// secondary copies. Build it with [`IndexSpec::builder`]; use it with
+/// partition (a property or a closure), the primary copy (the entity's identity; always
+/// complete) and the secondary copies. Build it with [`IndexSpec::builder`]; use it with
 /// [`IntraPartitionIndex`](crate::IntraPartitionIndex) or
-/// [`InterPartitionIndex`](crate::InterPartitionIndex).
+/// [`InterPartitionIndex`](crate::InterPartitionIndex), and read through the
+/// [`CopyHandle`]s its builder returned.
 pub struct IndexSpec<T> {
-    partition: KeyFn<T>,
+    id: u64,
+    partition: Arc<dyn KeySource<T>>,
     copies: Vec<CopySpec<T>>,
 }
 
 impl<T> Clone for IndexSpec<T> {
     fn clone(&self) -> Self {
         Self {
+            id: self.id,
             partition: Arc::clone(&self.partition),
             copies: self.copies.clone(),
         }
@@ -69,35 +75,61 @@ impl<T> Clone for IndexSpec<T> {
 impl<T> fmt::Debug for IndexSpec<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IndexSpec")
+            .field("partition", &self.partition.property())
             .field("copies", &self.copies)
             .finish_non_exhaustive()
     }
 }
 
-/// Builds an [`IndexSpec`].
+/// Builds an [`IndexSpec`]: each declared copy returns its [`CopyHandle`].
 pub struct IndexSpecBuilder<T> {
-    partition: KeyFn<T>,
-    primary: Option<CopySpec<T>>,
+    id: u64,
+    partition: Arc<dyn KeySource<T>>,
+    primaries: Vec<CopySpec<T>>,
     secondaries: Vec<CopySpec<T>>,
 }
 
 impl<T> fmt::Debug for IndexSpecBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IndexSpecBuilder")
-            .field("primary", &self.primary)
+            .field("partition", &self.partition.property())
+            .field("primary", &self.primaries)
             .field("secondaries", &self.secondaries)
             .finish_non_exhaustive()
     }
 }
 
 impl<T> IndexSpec<T> {
-    /// Starts a declaration; `partition` gives an entity's partition (`Sales`).
-    pub fn builder(
-        partition: impl Fn(&T) -> String + Send + Sync + 'static,
-    ) -> IndexSpecBuilder<T> {
+    /// Starts a declaration; `partition` gives an entity's partition (`Sales`): a
+    /// [`Property`](tablekit_core::filter::Property) constant of a text or integer field
+    /// (`Employee::DEPARTMENT`) or a closure.
+    ///
+    /// # Examples
+    /// ```
+    /// use tablekit_core::filter::Property;
+    /// use tablekit_index::{CopySpec, IndexSpec};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # #[serde(rename_all = "PascalCase")]
+    /// # struct Employee { department: String, id: u32, email: String }
+    /// # impl Employee {
+    /// #     const DEPARTMENT: Property<String> = Property::new("Department");
+    /// #     const ID: Property<u32> = Property::new("Id");
+    /// #     const EMAIL: Property<String> = Property::new("Email");
+    /// # }
+    ///
+    /// let mut spec = IndexSpec::<Employee>::builder(Employee::DEPARTMENT);
+    /// let by_id = spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+    /// let by_email = spec.secondary(CopySpec::new("email", Employee::EMAIL));
+    /// let spec = spec.build()?;
+    /// assert_eq!(by_id, spec.primary_handle());
+    /// assert_eq!(spec.copy(&by_email)?.name(), "email");
+    /// # Ok::<(), tablekit_core::Error>(())
+    /// ```
+    pub fn builder(partition: impl KeySource<T> + 'static) -> IndexSpecBuilder<T> {
         IndexSpecBuilder {
+            id: handle::next_spec_id(),
             partition: Arc::new(partition),
-            primary: None,
+            primaries: Vec::new(),
             secondaries: Vec::new(),
         }
     }
@@ -105,6 +137,11 @@ impl<T> IndexSpec<T> {
     /// The primary copy.
     pub fn primary(&self) -> &CopySpec<T> {
         &self.copies[0]
+    }
+
+    /// The handle of the primary copy.
+    pub fn primary_handle(&self) -> CopyHandle<T> {
+        CopyHandle::new(self.id, 0)
     }
 
     /// The secondary copies, in declaration order.
@@ -117,9 +154,12 @@ impl<T> IndexSpec<T> {
         &self.copies
     }
 
-    /// An entity's partition.
-    pub fn partition_of(&self, entity: &T) -> String {
-        (self.partition)(entity)
+    /// The declaration of the copy a handle names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a handle of another declaration.
+    pub fn copy<R>(&self, handle: &CopyHandle<T, R>) -> Result<&CopySpec<T>> {
+        Ok(&self.copies[self.position(handle.id)?])
     }
 
     /// The most operations one write needs: the primary, plus a delete and an insert per
@@ -128,48 +168,56 @@ impl<T> IndexSpec<T> {
         1 + 2 * (self.copies.len() - 1)
     }
 
-    /// The positions of the copies a backfill writes: every secondary copy (`None`), or those
-    /// named in `names`.
+    /// The position of the copy `id` names.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an unknown name or the primary copy, which is the
-    /// source of a backfill.
-    pub(crate) fn backfill_targets(&self, names: Option<&[String]>) -> Result<Option<Vec<usize>>> {
-        let Some(names) = names else {
+    /// [`Error::InvalidArgument`] for a handle of another declaration.
+    pub(crate) fn position(&self, id: CopyId) -> Result<usize> {
+        if id.spec == self.id && id.position < self.copies.len() {
+            return Ok(id.position);
+        }
+        Err(Error::invalid_argument(
+            "copy",
+            format!(
+                "the handle names a copy of another index declaration; this index declares {}",
+                self.names()
+            ),
+        ))
+    }
+
+    fn names(&self) -> String {
+        let names: Vec<&str> = self.copies.iter().map(|c| c.name()).collect();
+        names.join(", ")
+    }
+
+    /// The position of the copy named `name` (a name read back from a queued job).
+    pub(crate) fn position_named(&self, name: &str) -> Option<usize> {
+        self.copies.iter().position(|c| c.name == name)
+    }
+
+    /// The positions of the copies a backfill writes: every secondary copy (`None`), or those
+    /// `ids` name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a handle of another declaration or the primary copy,
+    /// which is the source of a backfill.
+    pub(crate) fn backfill_targets(&self, ids: Option<&[CopyId]>) -> Result<Option<Vec<usize>>> {
+        let Some(ids) = ids else {
             return Ok(None);
         };
-        names
-            .iter()
-            .map(|n| match self.copy(n)? {
-                (0, _) => Err(Error::invalid_argument(
-                    n,
+        ids.iter()
+            .map(|id| match self.position(*id)? {
+                0 => Err(Error::invalid_argument(
+                    self.copies[0].name(),
                     "the primary copy is the source of a backfill, not a target",
                 )),
-                (i, _) => Ok(i),
+                i => Ok(i),
             })
             .collect::<Result<Vec<usize>>>()
             .map(Some)
     }
 
-    /// The position and declaration of the copy named `name`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when no copy has that name.
-    pub fn copy(&self, name: &str) -> Result<(usize, &CopySpec<T>)> {
-        self.copies
-            .iter()
-            .enumerate()
-            .find(|(_, c)| c.name == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = self.copies.iter().map(|c| c.name.as_str()).collect();
-                Error::invalid_argument(
-                    "index",
-                    format!("no index named {name:?} (declared: {})", known.join(", ")),
-                )
-            })
-    }
-
-    /// The keys of copy `copy` for a value in a partition.
+    /// The keys of copy `copy` for a value's text in a partition.
     pub(crate) fn copy_keys(
         &self,
         layout: Layout,
@@ -197,19 +245,32 @@ impl<T> IndexSpec<T> {
             }
         }
     }
+
+    fn partition_from(&self, entity: &T, properties: &Properties) -> Result<String> {
+        let what = self.partition.property().unwrap_or("partition");
+        self.partition.part(entity, properties)?.text(None, what)
+    }
 }
 
 impl<T: Serialize> IndexSpec<T> {
+    /// An entity's partition.
+    ///
+    /// # Errors
+    /// Encoding errors; [`Error::Encode`] for a missing partition property.
+    pub fn partition_of(&self, entity: &T) -> Result<String> {
+        self.partition_from(entity, &to_properties(entity)?)
+    }
+
     /// Every row `entity` is stored as.
     pub(crate) fn family(&self, layout: Layout, entity: &T) -> Result<Family> {
-        let partition = self.partition_of(entity);
         let full = to_properties(entity)?;
+        let partition = self.partition_from(entity, &full)?;
         let copies = self
             .copies
             .iter()
             .enumerate()
             .map(|(i, spec)| {
-                let value = spec.value_of(entity);
+                let value = spec.value_from(entity, &full)?;
                 let keys = self.copy_keys(layout, i, &partition, &value)?;
                 let props = match &spec.projection {
                     None => full.clone(),
@@ -230,36 +291,48 @@ fn invalid(name: &str, reason: impl Into<String>) -> Error {
     Error::invalid_argument(name, reason)
 }
 
+impl<T> IndexSpecBuilder<T> {
+    /// Declares the primary copy: the entity's identity (`empid_000223`). It always holds
+    /// every property; its value must never change for the life of the entity. Returns its
+    /// handle.
+    pub fn primary(&mut self, copy: CopySpec<T>) -> CopyHandle<T> {
+        self.primaries.push(copy);
+        CopyHandle::new(self.id, 0)
+    }
+
+    /// Declares a secondary copy (`email_jonesj@contoso.com`): a unique alternative key.
+    /// Returns its handle, which reads the copy's rows as `R`.
+    pub fn secondary<R>(&mut self, copy: CopySpec<T, R>) -> CopyHandle<T, R> {
+        self.secondaries.push(copy.erase());
+        CopyHandle::new(self.id, self.secondaries.len())
+    }
+}
+
 impl<T: Serialize + DeserializeOwned> IndexSpecBuilder<T> {
-    /// Sets the primary copy: the entity's identity (`empid_000223`). It always holds every
-    /// property; its value must never change for the life of the entity.
-    #[must_use]
-    pub fn primary(mut self, copy: CopySpec<T>) -> Self {
-        self.primary = Some(copy);
-        self
-    }
-
-    /// Adds a secondary copy (`email_jonesj@contoso.com`): a unique alternative key.
-    #[must_use]
-    pub fn secondary(mut self, copy: CopySpec<T>) -> Self {
-        self.secondaries.push(copy);
-        self
-    }
-
     /// Checks the declaration and builds it.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a missing primary, a projected primary, an empty or
-    /// duplicate name, an empty prefix, a prefix that is the start of another one (their rows
-    /// would mix), a projection naming a property `T` does not have, or a zero width;
-    /// [`Error::InvalidKey`] for a prefix with a character keys may not hold;
-    /// [`Error::LimitExceeded`] ([`Limit::TransactionOperations`]) when one write could need
-    /// more than 100 operations (more than 49 secondary copies), so the copies could not be
-    /// kept in one transaction.
+    /// [`Error::InvalidArgument`] for a missing or second primary, a projected primary, an
+    /// empty or duplicate name, an empty prefix, a prefix that is the start of another one
+    /// (their rows would mix), a property (as key source or in a projection) `T` does not
+    /// have, or a zero width; [`Error::InvalidKey`] for a prefix with a character keys may
+    /// not hold; [`Error::LimitExceeded`] ([`Limit::TransactionOperations`]) when one write
+    /// could need more than 100 operations (more than 49 secondary copies), so the copies
+    /// could not be kept in one transaction.
     pub fn build(self) -> Result<IndexSpec<T>> {
-        let primary = self
-            .primary
+        let mut primaries = self.primaries.into_iter();
+        let primary = primaries
+            .next()
             .ok_or_else(|| invalid("", "an index declaration needs a primary copy"))?;
+        if let Some(second) = primaries.next() {
+            return Err(invalid(
+                &second.name,
+                format!(
+                    "an index declaration has one primary copy; {:?} is already it",
+                    primary.name
+                ),
+            ));
+        }
         if primary.projection.is_some() {
             return Err(invalid(
                 &primary.name,
@@ -276,6 +349,7 @@ impl<T: Serialize + DeserializeOwned> IndexSpecBuilder<T> {
             });
         }
         let fields = field_names::<T>();
+        check_source(self.partition.as_ref(), "partition", fields)?;
         for (i, copy) in copies.iter().enumerate() {
             check_copy(copy, fields)?;
             for other in &copies[..i] {
@@ -295,6 +369,7 @@ impl<T: Serialize + DeserializeOwned> IndexSpecBuilder<T> {
             }
         }
         Ok(IndexSpec {
+            id: self.id,
             partition: self.partition,
             copies,
         })
@@ -304,6 +379,7 @@ impl<T: Serialize + DeserializeOwned> IndexSpecBuilder<T> {
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
+    use tablekit_core::filter::Property;
 
     use super::*;
 
@@ -316,6 +392,12 @@ mod tests {
         age: i32,
     }
 
+    impl Employee {
+        const DEPARTMENT: Property<String> = Property::new("Department");
+        const ID: Property<u32> = Property::new("Id");
+        const EMAIL: Property<String> = Property::new("Email");
+    }
+
     fn jones() -> Employee {
         Employee {
             department: "Sales".into(),
@@ -325,37 +407,35 @@ mod tests {
         }
     }
 
-    fn spec() -> IndexSpec<Employee> {
-        IndexSpec::builder(|e: &Employee| e.department.clone())
-            .primary(CopySpec::new("empid", |e: &Employee| format!("{:06}", e.id)).fixed_width(6))
-            .secondary(
-                CopySpec::new("email", |e: &Employee| e.email.clone()).project([
-                    "Department",
-                    "Id",
-                    "Email",
-                ]),
-            )
-            .build()
-            .unwrap()
+    fn spec() -> (IndexSpec<Employee>, CopyHandle<Employee>) {
+        let mut spec = IndexSpec::builder(Employee::DEPARTMENT);
+        spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+        let by_email = spec.secondary(CopySpec::new("email", Employee::EMAIL).with_projection([
+            "Department",
+            "Id",
+            "Email",
+        ]));
+        (spec.build().unwrap(), by_email)
     }
 
     #[test]
-    fn a_backfill_targets_named_secondary_copies_only() {
-        let spec = spec();
+    fn a_backfill_targets_secondary_copies_of_its_own_declaration_only() {
+        let (spec, by_email) = spec();
         assert_eq!(spec.backfill_targets(None).unwrap(), None);
         assert_eq!(
-            spec.backfill_targets(Some(&["email".to_owned()])).unwrap(),
+            spec.backfill_targets(Some(&[by_email.id()])).unwrap(),
             Some(vec![1])
         );
-        for bad in ["empid", "phone"] {
-            let e = spec.backfill_targets(Some(&[bad.to_owned()])).unwrap_err();
-            assert!(matches!(e, Error::InvalidArgument { .. }), "{bad}: {e}");
+        let (_, foreign) = self::spec();
+        for bad in [spec.primary_handle().id(), foreign.id()] {
+            let e = spec.backfill_targets(Some(&[bad])).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{bad:?}: {e}");
         }
     }
 
     #[test]
     fn the_guides_keys_in_both_layouts() {
-        let spec = spec();
+        let (spec, _) = spec();
         let intra = spec.family(Layout::Intra, &jones()).unwrap();
         assert_eq!(
             intra.copies[0].keys,
@@ -380,7 +460,7 @@ mod tests {
 
     #[test]
     fn values_are_encoded_and_recognised() {
-        let spec = spec();
+        let (spec, _) = spec();
         let keys = spec
             .copy_keys(Layout::Intra, 1, "Sales", "odd/#name@x")
             .unwrap();
@@ -399,51 +479,69 @@ mod tests {
     fn declarations_that_cannot_work_are_refused() {
         let key = |e: &Employee| e.email.clone();
         let base = || {
-            IndexSpec::builder(|e: &Employee| e.department.clone())
-                .primary(CopySpec::new("empid", |e: &Employee| e.id.to_string()))
+            let mut spec = IndexSpec::builder(Employee::DEPARTMENT);
+            spec.primary(CopySpec::new("empid", Employee::ID));
+            spec
         };
         assert!(
-            IndexSpec::<Employee>::builder(|e| e.department.clone())
+            IndexSpec::<Employee>::builder(Employee::DEPARTMENT)
                 .build()
                 .is_err()
         );
-        let overlapping = base()
-            .secondary(CopySpec::new("e", key).with_prefix("e"))
-            .secondary(CopySpec::new("email", key))
-            .build();
-        assert!(matches!(overlapping, Err(Error::InvalidArgument { .. })));
-        let duplicate = base().secondary(CopySpec::new("empid", key).with_prefix("x_"));
-        assert!(duplicate.build().is_err());
-        let typo = base().secondary(CopySpec::new("email", key).project(["Emial"]));
-        assert!(typo.build().is_err());
-        let bad_prefix = base().secondary(CopySpec::new("email", key).with_prefix("a/b"));
-        assert!(matches!(bad_prefix.build(), Err(Error::InvalidKey { .. })));
-        let projected_primary = IndexSpec::builder(|e: &Employee| e.department.clone())
-            .primary(CopySpec::new("empid", |e: &Employee| e.id.to_string()).project(["Id"]))
-            .build();
-        assert!(projected_primary.is_err());
+        let refused = |change: &dyn Fn(&mut IndexSpecBuilder<Employee>)| {
+            let mut spec = base();
+            change(&mut spec);
+            spec.build().unwrap_err()
+        };
+        let overlapping = refused(&|s| {
+            s.secondary(CopySpec::new("e", key).with_prefix("e"));
+            s.secondary(CopySpec::new("email", key));
+        });
+        assert!(matches!(overlapping, Error::InvalidArgument { .. }));
+        let duplicate = refused(&|s| {
+            s.secondary(CopySpec::new("empid", key).with_prefix("x_"));
+        });
+        assert!(matches!(duplicate, Error::InvalidArgument { .. }));
+        let typo = refused(&|s| {
+            s.secondary(CopySpec::new("email", key).with_projection(["Emial"]));
+        });
+        assert!(matches!(typo, Error::InvalidArgument { .. }));
+        let unknown_property = refused(&|s| {
+            s.secondary(CopySpec::new("email", Property::<String>::new("Emial")));
+        });
+        assert!(matches!(unknown_property, Error::InvalidArgument { .. }));
+        let bad_prefix = refused(&|s| {
+            s.secondary(CopySpec::new("email", key).with_prefix("a/b"));
+        });
+        assert!(matches!(bad_prefix, Error::InvalidKey { .. }));
+        let second_primary = refused(&|s| {
+            s.primary(CopySpec::new("id", Employee::ID));
+        });
+        assert!(matches!(second_primary, Error::InvalidArgument { .. }));
+        let mut projected_primary = IndexSpec::<Employee>::builder(Employee::DEPARTMENT);
+        projected_primary.primary(CopySpec::new("empid", Employee::ID).with_projection(["Id"]));
+        assert!(projected_primary.build().is_err());
+        let mut unknown_partition = IndexSpec::<Employee>::builder(Property::<String>::new("Dept"));
+        unknown_partition.primary(CopySpec::new("empid", Employee::ID));
+        assert!(matches!(
+            unknown_partition.build(),
+            Err(Error::InvalidArgument { .. })
+        ));
     }
 
     #[test]
     fn copies_that_cannot_share_one_transaction_are_refused() {
-        let mut builder = IndexSpec::builder(|e: &Employee| e.department.clone())
-            .primary(CopySpec::new("empid", |e: &Employee| e.id.to_string()));
-        for i in 0..49 {
-            builder = builder.secondary(CopySpec::new(format!("k{i:02}"), |e: &Employee| {
-                e.email.clone()
-            }));
-        }
-        let ok = builder.build().unwrap();
-        assert_eq!(ok.max_operations(), 99);
-        let mut builder = IndexSpec::builder(|e: &Employee| e.department.clone())
-            .primary(CopySpec::new("empid", |e: &Employee| e.id.to_string()));
-        for i in 0..50 {
-            builder = builder.secondary(CopySpec::new(format!("k{i:02}"), |e: &Employee| {
-                e.email.clone()
-            }));
-        }
+        let with = |secondaries: usize| {
+            let mut spec = IndexSpec::<Employee>::builder(Employee::DEPARTMENT);
+            spec.primary(CopySpec::new("empid", Employee::ID));
+            for i in 0..secondaries {
+                spec.secondary(CopySpec::new(format!("k{i:02}"), Employee::EMAIL));
+            }
+            spec.build()
+        };
+        assert_eq!(with(49).unwrap().max_operations(), 99);
         assert!(matches!(
-            builder.build(),
+            with(50),
             Err(Error::LimitExceeded {
                 limit: Limit::TransactionOperations,
                 actual: 101

@@ -1,12 +1,13 @@
 //! Shared test setup: accounts on the test storage (fresh metrics per call), unique tables,
-//! and the guide's employee.
+//! and the guide's employee with its two copies.
 #![allow(dead_code, unreachable_pub)]
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tablekit::TableEntity;
 use tablekit_azure::{Account, ConflictRetry, MetricsSnapshot, Settings, Table};
-use tablekit_index::{CopySpec, IndexSpec};
+use tablekit_index::{CopyHandle, CopySpec, IndexSpec};
 use tablekit_testkit::fixtures::{account_with, fast_retries, table_on};
 
 /// A new account handle on the shared test storage with its own metrics, fast transient
@@ -32,9 +33,10 @@ pub async fn measured<F: std::future::Future>(table: &Table, f: F) -> (F::Output
     tablekit_testkit::fixtures::measured(table.account(), f).await
 }
 
-/// The guide's sample employee.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// The guide's sample employee, stored at `Sales/000223` where it is stored as itself (the
+/// lists); the indexes store it under keys of their own.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id}")]
 pub struct Employee {
     pub department: String,
     pub id: String,
@@ -66,19 +68,24 @@ pub fn employee(department: &str, id: u32, last_name: &str, email: &str) -> Empl
     }
 }
 
+/// The directory's declaration and the handles of its copies.
+pub struct Directory {
+    pub spec: IndexSpec<Employee>,
+    /// `empid_`: the primary, ids of exactly 6 characters.
+    pub by_id: CopyHandle<Employee>,
+    /// `email_`: without the age, read as an [`EmailCard`].
+    pub by_email: CopyHandle<Employee, EmailCard>,
+}
+
 /// `empid_` (the primary, ids of exactly 6 digits) and `email_` (without the age).
-pub fn employee_spec() -> IndexSpec<Employee> {
-    IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| e.id.clone()).fixed_width(6))
-        .secondary(
-            CopySpec::new("email", |e: &Employee| e.email.clone()).project([
-                "Department",
-                "Id",
-                "FirstName",
-                "LastName",
-                "Email",
-            ]),
-        )
-        .build()
-        .expect("valid declaration")
+pub fn directory() -> Directory {
+    let mut spec = IndexSpec::builder(Employee::DEPARTMENT);
+    let by_id = spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+    let by_email =
+        spec.secondary(CopySpec::new("email", Employee::EMAIL).with_projection_of::<EmailCard>());
+    Directory {
+        spec: spec.build().expect("valid declaration"),
+        by_id,
+        by_email,
+    }
 }

@@ -260,7 +260,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
             }
             let etag = current.as_ref().map(|s| s.etag.clone());
             let desired = match &current {
-                Some(s) => Some(self.spec.value_of(&from_properties::<T>(&s.value)?)),
+                Some(s) => Some(self.spec.value_of(&from_properties::<T>(&s.value)?)?),
                 None => None,
             };
             if let Some(value) = &desired {
@@ -353,16 +353,11 @@ mod tests {
     /// item 92.
     async fn context(prefix: &str) -> (Context<E>, Table) {
         let table = table(prefix).await;
-        let spec = ListSpec::builder(
-            "lastname",
-            |e: &E| e.0.clone(),
-            |e: &E| e.1.clone(),
-            |e: &E| e.2.clone(),
-        )
-        .prefix("lastname_")
-        .max_list_bytes(64)
-        .build()
-        .unwrap();
+        let spec = ListSpec::builder("lastname", |e: &E| e.2.clone())
+            .with_prefix("lastname_")
+            .with_max_list_bytes(64)
+            .build()
+            .unwrap();
         let context = Context {
             name: format!("{}/lastname", table.name()),
             spec: Arc::new(spec),

@@ -8,19 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tablekit_azure::{Container, Queue, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, from_properties, to_properties};
-use tablekit_core::{ETag, Entity, Error, Keys, Result, Stored};
+use tablekit_core::{
+    ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored, TableEntity, Target,
+};
 use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
 pub use job::{ListHandler, ListJob};
 
 use super::rows::read_lists;
 use super::spec::ListSpec;
-use crate::follow::{DEFAULT_CLOCK_SKEW, Pending};
+use crate::follow::{DEFAULT_CLOCK_SKEW, Pending, delete_followed};
 use job::{Context, Pair, Store};
 
 /// An index of entities by a non-unique value whose lists live apart from the entities and
@@ -63,7 +63,7 @@ impl<T> fmt::Debug for EventualList<T> {
     }
 }
 
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
+impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     fn with_store(entities: Table, store: Store, spec: ListSpec<T>, queue: Queue) -> Self {
         let name = format!("{}/{}", entities.name(), spec.name());
         Self {
@@ -80,7 +80,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
 
     /// Sets the allowance for clock skew between writers and the workers running the jobs
     /// (default [`DEFAULT_CLOCK_SKEW`], 1 minute); see
-    /// [`InterPartitionIndexBuilder::clock_skew_allowance`](crate::InterPartitionIndexBuilder::clock_skew_allowance).
+    /// [`InterPartitionIndexBuilder::with_clock_skew_allowance`](crate::InterPartitionIndexBuilder::with_clock_skew_allowance).
     /// No request is sent.
     #[must_use]
     pub fn with_clock_skew_allowance(mut self, allowance: Duration) -> Self {
@@ -91,6 +91,29 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// Option 3: entities in `entities`, each value's list in its own partition of `lists`
     /// (`<prefix><value>`; `lists` may be `entities` — give the spec a prefix then, so list
     /// partitions cannot meet entity partitions). Jobs go to `queue`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit::TableEntity;
+    /// use tablekit_eventual::WorkerOptions;
+    /// use tablekit_index::{EventualList, ListSpec};
+    ///
+    /// #[derive(Debug, Clone, TableEntity)]
+    /// #[table(partition_key = "{department}", row_key = "{id:06}")]
+    /// struct Employee { department: String, id: u32, last_name: String }
+    ///
+    /// # async fn run(account: tablekit_azure::Account) -> tablekit_core::Result<()> {
+    /// let employees = account.table("Employees")?;
+    /// let lists = account.table("LastNames")?;
+    /// let spec = ListSpec::builder("lastname", Employee::LAST_NAME).build()?;
+    /// let by_last_name = EventualList::separate(employees, lists, spec, account.queue("lastnames")?);
+    /// by_last_name.create().await?;
+    /// let jones = Employee { department: "Sales".into(), id: 223, last_name: "Jones".into() };
+    /// by_last_name.insert(&jones).await?; // the job is queued first, then the entity written
+    /// by_last_name.worker(WorkerOptions::default()).drain().await?; // a worker lists it
+    /// let joneses = by_last_name.lookup("Jones").await?;
+    /// # Ok(()) }
+    /// ```
     pub fn separate(entities: Table, lists: Table, spec: ListSpec<T>, queue: Queue) -> Self {
         Self::with_store(entities, Store::Rows(lists), spec, queue)
     }
@@ -191,7 +214,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// [`Error::Transport`], with nothing written, in the unlikely case that the enqueue took
     /// longer than the job's deadline allows.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
-        let keys = self.context.spec.entity_keys(entity)?;
+        let keys = entity.keys()?;
         let pending = self.pending(None, true);
         let row = Self::row(&keys, entity, &pending)?;
         self.jobs()
@@ -212,7 +235,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
     /// retries; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
-        let keys = self.context.spec.entity_keys(entity)?;
+        let keys = entity.keys()?;
         Self::row(&keys, entity, &self.pending(None, true))?;
         let table = &self.context.entities;
         let mut conflicts = table.account().conflict_loop();
@@ -222,7 +245,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
                 let (old, previous) = match &current {
                     None => (None, None),
                     Some(c) => (
-                        Some(self.context.spec.value_of(&from_properties::<T>(&c.value)?)),
+                        Some(
+                            self.context
+                                .spec
+                                .value_of(&from_properties::<T>(&c.value)?)?,
+                        ),
                         Some(c.etag.clone()),
                     ),
                 };
@@ -242,40 +269,58 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
         }
     }
 
-    /// Deletes an entity: reads it, enqueues the job that takes it off its list, deletes it
-    /// conditioned on the ETag read (retried on a conflict). Returns whether it existed.
+    /// Deletes an entity: reads it (for the value it is listed under), enqueues the job that
+    /// takes it off its list, then deletes it under the ETag read. `keys` are the entity's
+    /// (`("Sales", "000152")`, or the entity itself). With [`IfMatch::Any`] a lost race is
+    /// retried from the read; with an ETag, an entity that has another is refused.
+    ///
+    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
+    /// **Consistency:** the entity at once; the lists eventually.
+    ///
+    /// # Errors
+    /// Key errors; [`Error::NotFound`] when the entity does not exist;
+    /// [`Error::PreconditionFailed`] when its ETag is not the one given, or when conflicts
+    /// outlast the retries; [`Error::Transport`] as for [`insert`](Self::insert).
+    pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
+        let keys = keys.into_keys()?;
+        let expected = match if_match {
+            IfMatch::ETag(etag) => Some(etag),
+            IfMatch::Any => None,
+        };
+        if self.remove(&keys, expected.as_ref()).await? {
+            return Ok(());
+        }
+        Err(Error::NotFound {
+            target: Target::entity(self.context.entities.name(), keys),
+        })
+    }
+
+    /// Deletes an entity if it exists: as [`delete`](Self::delete) with [`IfMatch::Any`],
+    /// returning whether it existed.
     ///
     /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
     ///
     /// # Errors
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;
     /// [`Error::Transport`] as for [`insert`](Self::insert).
-    pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
-        let keys = Keys::new(partition, row_key)?;
+    pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
+        self.remove(&keys.into_keys()?, None).await
+    }
+
+    async fn remove(&self, keys: &Keys, expected: Option<&ETag>) -> Result<bool> {
         let table = &self.context.entities;
-        let mut conflicts = table.account().conflict_loop();
-        loop {
-            let deleted = async {
-                let Some(current) = table.get::<Properties>(&keys).await? else {
-                    return Ok::<_, Error>(None);
-                };
-                let old = self
-                    .context
-                    .spec
-                    .value_of(&from_properties::<T>(&current.value)?);
-                let pending = self.pending(Some(current.etag.clone()), false);
-                self.jobs()
-                    .enqueue(&self.job(&keys, Some(old), &pending))
-                    .await?;
-                pending.in_time()?;
-                Ok(Some(table.delete(&keys, current.if_match()).await))
-            };
-            match deleted.await? {
-                None => return Ok(false),
-                Some(Ok(())) => return Ok(true),
-                Some(Err(e)) => conflicts.retry(e.not_found_as_conflict()).await?,
-            }
-        }
+        delete_followed(table, keys, expected, |current| async move {
+            let old = self
+                .context
+                .spec
+                .value_of(&from_properties::<T>(&current.value)?)?;
+            let pending = self.pending(Some(current.etag), false);
+            self.jobs()
+                .enqueue(&self.job(keys, Some(old), &pending))
+                .await?;
+            Ok(pending)
+        })
+        .await
     }
 
     /// The (PartitionKey, RowKey) pairs listed for `value`, across all partitions, oldest
@@ -334,7 +379,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> EventualList<T> {
         Ok(found
             .into_iter()
             .flatten()
-            .filter(|s| self.context.spec.value_of(&s.value) == value)
+            .filter(|s| self.context.spec.has_value(&s.value, value))
             .collect())
     }
 }

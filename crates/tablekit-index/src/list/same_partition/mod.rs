@@ -5,16 +5,17 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored, Target};
+use tablekit_core::{
+    ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored, TableEntity, Target,
+};
 
 mod relocate;
 
 use super::rows::{Lists, RowWrite, read_lists};
 use super::spec::ListSpec;
+use crate::intra::own_failure;
 
 /// An index of entities by a non-unique value whose lists (`Sales/lastname_Jones` →
 /// `EmployeeIDs`) live in the same partition as the entities and change in the same entity
@@ -28,7 +29,7 @@ use super::spec::ListSpec;
 /// organisation-wide lookups use an [`EventualList`](crate::EventualList).
 ///
 /// **Lists never take an entity's place.** The lists share the entities' partition, so their
-/// RowKeys carry the spec's [prefix](crate::ListSpecBuilder::prefix) (`Sales/lastname_Jones`),
+/// RowKeys carry the spec's [prefix](crate::ListSpecBuilder::with_prefix) (`Sales/lastname_Jones`),
 /// which is required; entity RowKeys that start with it are refused before any request. A
 /// row found under a list's key that this index could not have written (other properties, no
 /// list) is refused with [`Error::Corrupt`] naming it, and nothing is written: the index
@@ -63,13 +64,34 @@ enum EntityWrite {
     Delete(ETag),
 }
 
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<T> {
+impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
     /// An index over the entities and lists of `table`. No request is sent.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when `spec` has no [prefix](crate::ListSpecBuilder::prefix):
+    /// [`Error::InvalidConfig`] when `spec` has no [prefix](crate::ListSpecBuilder::with_prefix):
     /// without one, the list of a value equal to an entity's RowKey (a last name `000152`)
     /// would live under that entity's keys.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit::TableEntity;
+    /// use tablekit_index::{ListSpec, SamePartitionList};
+    ///
+    /// #[derive(Debug, Clone, TableEntity)]
+    /// #[table(partition_key = "{department}", row_key = "{id:06}")]
+    /// struct Employee { department: String, id: u32, last_name: String }
+    ///
+    /// # async fn run(table: tablekit_azure::Table) -> tablekit_core::Result<()> {
+    /// // Sales/lastname_Jones lists the ids of the Joneses of Sales.
+    /// let spec = ListSpec::builder("lastname", Employee::LAST_NAME)
+    ///     .with_prefix("lastname_")
+    ///     .build()?;
+    /// let by_last_name = SamePartitionList::new(table, spec)?;
+    /// let jones = Employee { department: "Sales".into(), id: 223, last_name: "Jones".into() };
+    /// by_last_name.insert(&jones).await?; // a read of the list, one transaction
+    /// let joneses = by_last_name.lookup("Sales", "Jones").await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table, spec: ListSpec<T>) -> Result<Self> {
         if spec.prefix().is_empty() {
             return Err(Error::InvalidConfig {
@@ -109,7 +131,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// An entity's keys, refusing a RowKey among the list rows (one starting with the prefix):
     /// the entity and a list could otherwise overwrite each other.
     fn entity_keys(&self, entity: &T) -> Result<Keys> {
-        let keys = self.spec.entity_keys(entity)?;
+        let keys = entity.keys()?;
         self.outside_lists(&keys)?;
         Ok(keys)
     }
@@ -213,7 +235,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// `conflict_retry` attempts.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
-        let value = self.spec.value_of(entity);
+        let value = self.spec.value_of(entity)?;
         let item = keys.rk().to_owned();
         let row = Entity::new(keys.clone(), entity);
         Operation::insert(&row)?;
@@ -247,7 +269,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
     /// `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
-        let value = self.spec.value_of(entity);
+        let value = self.spec.value_of(entity)?;
         let item = keys.rk().to_owned();
         let row = Entity::new(keys.clone(), entity);
         Operation::insert(&row)?;
@@ -274,7 +296,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         value: &str,
         item: &String,
     ) -> Result<Option<ETag>> {
-        let old_value = self.spec.value_of(&current.value);
+        let old_value = self.spec.value_of(&current.value)?;
         let write = EntityWrite::Replace(current.etag.clone());
         if old_value == value {
             return self.commit(Some(row), &row.keys, write, Vec::new()).await;
@@ -311,7 +333,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
                 ),
             ));
         }
-        let value = self.spec.value_of(entity);
+        let value = self.spec.value_of(entity)?;
         let row = Entity::new(keys.clone(), entity);
         let etag = self
             .change(current, &row, &value, &keys.rk().to_owned())
@@ -319,31 +341,70 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
         Ok(etag.unwrap_or_else(|| ETag::new("")))
     }
 
-    /// Deletes an entity and removes its RowKey from its list in one transaction, both
-    /// conditioned on the ETags read. Returns whether it existed.
+    /// Deletes an entity and removes its RowKey from its list in one transaction: reads the
+    /// entity (for its value) and its list, then deletes the entity under its ETag and
+    /// rewrites the list under the list's. `keys` are the entity's (`("Sales", "000152")`,
+    /// or the entity itself). With [`IfMatch::Any`] a lost race on the entity is retried from
+    /// the reads; with an ETag, an entity that has another is refused. Lost races on the list
+    /// are retried either way.
     ///
     /// **Requests:** 3 (entity read, list read, one transaction; 1 if the entity does not
     /// exist; +1 with overflow rows), plus 3 per conflict retry. **Consistency:** strong.
     ///
     /// # Errors
     /// Key errors, and [`Error::InvalidArgument`] for a RowKey among the list rows, before any
-    /// request; as [`insert`](Self::insert) for a row that is not a list;
-    /// [`Error::PreconditionFailed`] when conflicts outlast the retries.
-    pub async fn delete(&self, partition: &str, row_key: &str) -> Result<bool> {
-        let keys = Keys::new(partition, row_key)?;
+    /// request; [`Error::NotFound`] when the entity does not exist;
+    /// [`Error::PreconditionFailed`] when its ETag is not the one given, or when conflicts
+    /// outlast the retries; as [`insert`](Self::insert) for a row that is not a list.
+    pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
+        let keys = keys.into_keys()?;
         self.outside_lists(&keys)?;
-        self.retrying(false, || async {
-            let Some(current) = self.table.get::<T>(&keys).await? else {
+        if self.remove(&keys, if_match).await? {
+            return Ok(());
+        }
+        Err(Error::NotFound {
+            target: Target::entity(self.table.name(), keys),
+        })
+    }
+
+    /// Deletes an entity, if it exists, and removes it from its list: as
+    /// [`delete`](Self::delete) with [`IfMatch::Any`], returning whether it existed.
+    ///
+    /// **Requests:** 3 (1 if the entity does not exist; +1 with overflow rows), plus 3 per
+    /// conflict retry. **Consistency:** strong.
+    ///
+    /// # Errors
+    /// As [`delete`](Self::delete), but a missing entity is `Ok(false)`.
+    pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
+        let keys = keys.into_keys()?;
+        self.outside_lists(&keys)?;
+        self.remove(&keys, IfMatch::Any).await
+    }
+
+    async fn remove(&self, keys: &Keys, if_match: IfMatch) -> Result<bool> {
+        let expected = match if_match {
+            IfMatch::ETag(etag) => Some(etag),
+            IfMatch::Any => None,
+        };
+        let expected = &expected;
+        self.retrying(expected.is_some(), || async move {
+            let Some(current) = self.table.get::<T>(keys).await? else {
                 return Ok(false);
             };
-            let value = self.spec.value_of(&current.value);
-            let lists = self.read(partition, &value).await?;
+            if expected.as_ref().is_some_and(|etag| *etag != current.etag) {
+                return Err(Error::PreconditionFailed {
+                    target: Target::entity(self.table.name(), keys.clone()),
+                });
+            }
+            let value = self.spec.value_of(&current.value)?;
+            let lists = self.read(keys.pk(), &value).await?;
             let writes = lists.remove(&keys.rk().to_owned());
-            self.commit(None, &keys, EntityWrite::Delete(current.etag), writes)
+            self.commit(None, keys, EntityWrite::Delete(current.etag), writes)
                 .await?;
             Ok(true)
         })
         .await
+        .map_err(own_failure)
     }
 
     /// The RowKeys listed for `value` in `partition` (`Sales`, `Jones` → `000152`, …), oldest

@@ -1,13 +1,11 @@
 //! Moving an entity to another partition: two transactions, the first undone if the second
 //! fails.
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use tablekit_core::{ETag, Error, Keys, Result, Stored, Target};
+use tablekit_core::{ETag, Error, Keys, Result, Stored, TableEntity, Target};
 
 use super::{EntityWrite, SamePartitionList};
 
-impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<T> {
+impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
     /// Moves an entity the caller has read (`current`) to the partition `entity` belongs to
     /// (an employee changing department), with its place in the lists: as
     /// [`insert`](Self::insert) in the new partition, then one transaction in the old one
@@ -49,14 +47,14 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> SamePartitionList<
             return self.replace(current, entity).await;
         }
         let etag = self.insert(entity).await?;
-        let old_value = self.spec.value_of(&current.value);
+        let old_value = self.spec.value_of(&current.value)?;
         let Err(failed) = self
             .remove_exact(&current.keys, &current.etag, &old_value)
             .await
         else {
             return Ok(etag);
         };
-        let value = self.spec.value_of(entity);
+        let value = self.spec.value_of(entity)?;
         match self.remove_exact(&keys, &etag, &value).await {
             Ok(()) => Err(failed),
             Err(undo) => Err(Error::Indeterminate {
