@@ -16,7 +16,7 @@ use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys, TableEntity as _};
 use tablekit_derive::TableEntity;
 use tablekit_encryption::{AesKeyWrap, EncryptionPolicy, METADATA_PROPERTY};
-use tablekit_index::{CopySpec, IndexSpec, IntraPartitionIndex};
+use tablekit_index::{CopyHandle, CopySpec, IndexRead as _, IndexSpec, IntraPartitionIndex};
 use tablekit_logtail::LogTail;
 use tablekit_testkit::fixtures::{self, measured};
 
@@ -352,21 +352,27 @@ async fn a_tampered_entity_read_through_the_table_is_corrupt_naming_it() -> Test
     Ok(())
 }
 
-/// An intra-partition index keyed by plain properties: the id, and the name.
-fn index(table: Table) -> IntraPartitionIndex<Employee> {
-    let spec = IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| format!("{:06}", e.id)).fixed_width(6))
-        .secondary(CopySpec::new("name", |e: &Employee| {
-            format!("{}{}", e.last_name, e.first_name)
-        }))
-        .build()
-        .expect("spec");
-    IntraPartitionIndex::new(table, spec)
+/// An intra-partition index keyed by plain properties (the id, and the name), with the
+/// handles its lookups take.
+fn index(
+    table: Table,
+) -> (
+    IntraPartitionIndex<Employee>,
+    CopyHandle<Employee>,
+    CopyHandle<Employee>,
+) {
+    let mut spec = IndexSpec::builder(Employee::DEPARTMENT);
+    let by_id = spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+    let by_name = spec.secondary(CopySpec::new("name", |e: &Employee| {
+        format!("{}{}", e.last_name, e.first_name)
+    }));
+    let spec = spec.build().expect("spec");
+    (IntraPartitionIndex::new(table, spec), by_id, by_name)
 }
 
 /// Insert, put with a new email, and lookups; returns what the lookups read.
 async fn index_round(table: Table) -> tablekit_core::Result<Vec<Employee>> {
-    let index = index(table);
+    let (index, by_id, by_name) = index(table);
     let jun = employee("Sales", 223);
     index.insert(&jun).await?;
     let moved = Employee {
@@ -375,14 +381,14 @@ async fn index_round(table: Table) -> tablekit_core::Result<Vec<Employee>> {
     };
     index.put(&moved).await?;
     let mut read = Vec::new();
-    read.extend(index.get("Sales", "000223").await?.map(|s| s.value));
+    read.extend(index.get("Sales", 223).await?.map(|s| s.value));
     read.extend(
         index
-            .get_by("name", "Sales", "CaoJun223")
+            .get_by(&by_name, "Sales", "CaoJun223")
             .await?
             .map(|s| s.value),
     );
-    let range = index.range_by("empid", "Sales", "000200"..="000299")?;
+    let range = index.range_by(&by_id, "Sales", 200..=299)?;
     read.extend(range.collect().await?.into_iter().map(|s| s.value));
     Ok(read)
 }
@@ -417,16 +423,13 @@ async fn an_index_copy_keyed_by_an_encrypted_property_holds_its_value_in_the_row
     // What the book lists under "does not hold": keys are never encrypted, so a copy keyed
     // by an encrypted property stores that property's value in the clear in its RowKey.
     let (_, table) = plain_and_encrypted("encwleak").await;
-    let spec = IndexSpec::builder(|e: &Employee| e.department.clone())
-        .primary(CopySpec::new("empid", |e: &Employee| {
-            format!("{:06}", e.id)
-        }))
-        .secondary(CopySpec::new("email", |e: &Employee| e.email.clone()))
-        .build()?;
-    let index = IntraPartitionIndex::new(table.clone(), spec);
+    let mut spec = IndexSpec::builder(Employee::DEPARTMENT);
+    spec.primary(CopySpec::new("empid", Employee::ID).with_width(6));
+    let by_email = spec.secondary(CopySpec::new("email", Employee::EMAIL));
+    let index = IntraPartitionIndex::new(table.clone(), spec.build()?);
     let jun = employee("Sales", 5);
     index.insert(&jun).await?;
-    let found = index.get_by("email", "Sales", &jun.email).await?;
+    let found = index.get_by(&by_email, "Sales", jun.email.as_str()).await?;
     assert_eq!(found.map(|s| s.value), Some(jun.clone()));
     let rows = table
         .without_codec()
