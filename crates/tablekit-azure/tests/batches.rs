@@ -16,7 +16,7 @@ fn insert(pk: &str, rk: &str) -> Operation {
 }
 
 #[tokio::test]
-async fn claim_5_a_failed_transaction_writes_nothing_and_names_the_operation() {
+async fn a_failed_transaction_writes_nothing_and_names_the_operation() {
     let table = common::table("atomic").await;
     table
         .insert(&Entity::try_new("p", "002", Properties::new()).unwrap())

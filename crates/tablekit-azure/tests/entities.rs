@@ -79,7 +79,7 @@ async fn awkward_keys_work_for_every_operation() {
 }
 
 #[tokio::test]
-async fn claim_9_keys_are_unique_per_table_and_partition() {
+async fn keys_are_unique_per_table_and_partition() {
     let table = common::table("unique").await;
     let a = Entity::try_new("Sales", "000223", jun()).unwrap();
     table.insert(&a).await.unwrap();
@@ -93,7 +93,7 @@ async fn claim_9_keys_are_unique_per_table_and_partition() {
 }
 
 #[tokio::test]
-async fn claim_10_entities_are_schemaless() {
+async fn entities_are_schemaless() {
     let table = common::table("schemaless").await;
     table
         .insert(
@@ -135,7 +135,7 @@ async fn claim_10_entities_are_schemaless() {
 }
 
 #[tokio::test]
-async fn claims_11_and_12_the_server_owns_timestamp_and_etag_changes() {
+async fn the_server_owns_timestamp_and_etag_changes() {
     let table = common::table("timestamps").await;
     let keys = Keys::new("p", "r").unwrap();
     let before = chrono::Utc::now() - chrono::Duration::seconds(5);
@@ -176,7 +176,7 @@ async fn claims_11_and_12_the_server_owns_timestamp_and_etag_changes() {
 }
 
 #[tokio::test]
-async fn claims_39_to_42_replace_merge_upsert_and_etags() {
+async fn replace_merge_upsert_and_etags() {
     let table = common::table("semantics").await;
     let keys = Keys::new("Sales", "000223").unwrap();
     // 41: replace and merge of a missing entity fail; upserts create it.

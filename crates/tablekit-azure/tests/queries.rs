@@ -48,7 +48,7 @@ async fn fill(table: &tablekit_azure::Table, partitions: &[&str], per_partition:
 }
 
 #[tokio::test]
-async fn claims_50_and_53_paging_returns_everything_once_and_tokens_resume_elsewhere() {
+async fn paging_returns_everything_once_and_tokens_resume_elsewhere() {
     let table = common::table("paging").await;
     fill(&table, &["p"], 2_500).await;
     let query = table
@@ -140,7 +140,7 @@ async fn the_next_page_is_read_ahead_and_a_dropped_stream_costs_at_most_one_more
 }
 
 #[tokio::test]
-async fn claim_52_page_size_caps_each_page_and_top_caps_the_total() {
+async fn page_size_caps_each_page_and_top_caps_the_total() {
     let table = common::table("pagesize").await;
     fill(&table, &["p"], 120).await;
     let pages: Vec<_> = table
@@ -175,7 +175,7 @@ async fn claim_52_page_size_caps_each_page_and_top_caps_the_total() {
 }
 
 #[tokio::test]
-async fn claims_15_and_27_results_are_ordered_and_scans_cross_partitions() {
+async fn results_are_ordered_and_scans_cross_partitions() {
     let table = common::table("ordering").await;
     fill(&table, &["b", "a", "c"], 3).await;
     let all = table.query::<Row>().collect().await.unwrap();
@@ -212,7 +212,7 @@ async fn claims_15_and_27_results_are_ordered_and_scans_cross_partitions() {
 /// other properties. Azure also returns PartitionKey, RowKey and Timestamp; Azurite omits
 /// them — which is why tablekit adds them to every projection (next test).
 #[tokio::test]
-async fn claim_34_the_service_returns_only_the_selected_properties_and_the_etag() {
+async fn the_service_returns_only_the_selected_properties_and_the_etag() {
     let table = common::table("projraw").await;
     fill(&table, &["p"], 2).await;
     let mut pages = table

@@ -15,7 +15,7 @@ use tablekit_core::{Entity, ErrorKind, Keys, Properties};
 use tablekit_testkit::{unique_container_name, unique_queue_name};
 
 #[tokio::test]
-async fn claim_38_unacknowledged_messages_reappear_with_a_higher_dequeue_count() {
+async fn unacknowledged_messages_reappear_with_a_higher_dequeue_count() {
     let account = common::account();
     let queue = account.queue(&unique_queue_name("jobs")).unwrap();
     queue.create().await.unwrap();

@@ -141,7 +141,7 @@ fn next_scalar(c: char) -> Option<char> {
 /// ones are zero-padded, so they round-trip in their padded form.
 ///
 /// **Order.** In the default mode, key order equals component-tuple order when the
-/// components have fixed widths (claim 21). For variable-width components use
+/// components have fixed widths. For variable-width components use
 /// [`CompoundKey::order_preserving`]: its separator is a space, the lowest character a key
 /// may hold, and its escaping is strictly monotonic with every escaped component made of
 /// characters above the space, so key order equals tuple order for any components.

@@ -138,7 +138,7 @@ proptest! {
     }
 
     #[test]
-    fn claim_21_fixed_width_keys_sort_like_their_tuples(
+    fn fixed_width_keys_sort_like_their_tuples(
         a in prop::collection::vec(0u64..1_000_000, 1..4),
         b in prop::collection::vec(0u64..1_000_000, 1..4),
         sep in separator(),
@@ -203,7 +203,7 @@ fn sales_rows(ck: &CompoundKey) -> Vec<String> {
 }
 
 #[test]
-fn claim_32_the_employee_range_holds_the_employee_and_its_reviews_only() {
+fn the_employee_range_holds_the_employee_and_its_reviews_only() {
     let ck = CompoundKey::new('_').with_width(1, 6);
     let range = ck.range_for_prefix(["empid", "123"]).unwrap();
     assert_eq!(range.start, "empid_000123");
@@ -233,24 +233,24 @@ fn claim_32_the_employee_range_holds_the_employee_and_its_reviews_only() {
 }
 
 #[test]
-fn claim_33_the_s4_upper_bound_makes_an_empty_range() {
-    let s4 = KeyRange {
+fn an_upper_bound_without_the_prefix_makes_an_empty_range() {
+    let reversed = KeyRange {
         start: "empid_000123".into(),
         end: Some("000123_2012".into()),
     };
     // 'e' (U+0065) sorts above '0' (U+0030): the upper bound lies below the lower one.
     assert!('e' > '0');
-    assert!(s4.is_empty());
+    assert!(reversed.is_empty());
     let ck = CompoundKey::new('_').with_width(1, 6);
-    assert!(sales_rows(&ck).iter().all(|k| !s4.contains(k)));
-    assert!(!s4.contains("empid_000123_2012") && !s4.contains("000123_2012"));
+    assert!(sales_rows(&ck).iter().all(|k| !reversed.contains(k)));
+    assert!(!reversed.contains("empid_000123_2012") && !reversed.contains("000123_2012"));
 }
 
 proptest! {
     #[test]
-    fn claim_33_no_string_at_all_is_in_the_s4_range(key in tricky_string(16)) {
-        let s4 = KeyRange { start: "empid_000123".into(), end: Some("000123_2012".into()) };
-        prop_assert!(!s4.contains(&key));
+    fn no_string_at_all_is_in_a_range_whose_bounds_are_reversed(key in tricky_string(16)) {
+        let reversed = KeyRange { start: "empid_000123".into(), end: Some("000123_2012".into()) };
+        prop_assert!(!reversed.contains(&key));
     }
 }
 

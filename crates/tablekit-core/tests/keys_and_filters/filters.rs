@@ -210,7 +210,7 @@ fn parsing_ignores_keyword_case_and_accepts_the_other_literal_spellings() {
 }
 
 #[test]
-fn claim_60_unsupported_and_corrupted_filters_are_refused() {
+fn unsupported_and_corrupted_filters_are_refused() {
     let deep = format!("{}A eq 1{}", "(".repeat(100), ")".repeat(100));
     let many = vec!["A eq 1"; 300].join(" and ");
     let refused = [

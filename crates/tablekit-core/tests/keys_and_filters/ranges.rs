@@ -7,7 +7,7 @@ use tablekit_core::{Error, Limit};
 use super::common::{tricky_char, tricky_string};
 
 #[test]
-fn claim_16_unpadded_numbers_sort_as_text_padded_ones_as_numbers() {
+fn unpadded_numbers_sort_as_text_padded_ones_as_numbers() {
     assert!("10" < "9", "ordinal order puts 10 before 9");
     let (nine, ten) = (pad_number(9, 8).unwrap(), pad_number(10, 8).unwrap());
     assert_eq!((nine.as_str(), ten.as_str()), ("00000009", "00000010"));
@@ -51,7 +51,7 @@ fn bounds(range: &KeyRange) -> (&str, Option<&str>) {
 }
 
 #[test]
-fn claim_20_prefix_range_of_the_docs_example() {
+fn prefix_range_of_the_docs_example() {
     let range = prefix_range("email_a");
     assert_eq!(bounds(&range), ("email_a", Some("email_b")));
     for inside in [
@@ -105,14 +105,14 @@ fn key_range_emptiness() {
 
 proptest! {
     #[test]
-    fn claim_20_every_extension_of_the_prefix_is_inside(prefix in tricky_string(6), rest in tricky_string(6)) {
+    fn every_extension_of_the_prefix_is_inside(prefix in tricky_string(6), rest in tricky_string(6)) {
         let range = prefix_range(&prefix);
         let key = format!("{prefix}{rest}");
         prop_assert!(range.contains(&key), "{:?} not in {:?}", key, range);
     }
 
     #[test]
-    fn claim_20_a_string_is_inside_iff_it_starts_with_the_prefix(
+    fn a_string_is_inside_iff_it_starts_with_the_prefix(
         prefix in tricky_string(5),
         keep in 0usize..6,
         tail in prop::collection::vec(tricky_char(), 0..5),

@@ -19,7 +19,7 @@ fn shape_of(text: &str) -> QueryShape {
 }
 
 #[test]
-fn claims_22_to_26_with_the_guides_filters() {
+fn the_guides_filters_have_the_shapes_it_names() {
     let cases = [
         // 22: point.
         ("(PartitionKey eq 'Sales') and (RowKey eq '2')", Point),

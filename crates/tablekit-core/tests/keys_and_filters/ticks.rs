@@ -61,7 +61,7 @@ fn the_constants_are_the_dotnet_ones() {
 
 proptest! {
     #[test]
-    fn claim_17_later_instants_give_smaller_19_digit_keys(a in 0..=DOTNET_MAX_TICKS, b in 0..=DOTNET_MAX_TICKS) {
+    fn later_instants_give_smaller_19_digit_keys(a in 0..=DOTNET_MAX_TICKS, b in 0..=DOTNET_MAX_TICKS) {
         let (ka, kb) = (inverted_ticks(at(a)), inverted_ticks(at(b)));
         prop_assert_eq!(ka.len(), 19);
         prop_assert_eq!(kb.len(), 19);
@@ -69,7 +69,7 @@ proptest! {
     }
 
     #[test]
-    fn claim_18_round_trip_at_100ns(ticks in 0..=DOTNET_MAX_TICKS, sub_tick in 0i64..100) {
+    fn round_trip_at_100ns(ticks in 0..=DOTNET_MAX_TICKS, sub_tick in 0i64..100) {
         let t = at(ticks);
         prop_assert_eq!(dotnet_ticks(t), ticks);
         prop_assert_eq!(from_inverted_ticks(&inverted_ticks(t)).unwrap(), t);
