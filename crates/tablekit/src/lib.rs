@@ -3,6 +3,15 @@
 
 pub use tablekit_core as core;
 
+/// The error every tablekit operation returns, and its result type (also at
+/// `tablekit::core`); the prelude leaves them out so they never shadow `std`'s `Result`.
+pub use tablekit_core::{Error, ErrorKind, Result};
+
+// The repository README's quickstart compiles as a doctest of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct RepositoryReadme;
+
 /// `#[derive(TableEntity)]`: keys from fields, PascalCase property names, property constants.
 /// The trait of the same name is [`core::TableEntity`].
 #[cfg(feature = "derive")]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tablekit::prelude::*;
-use tablekit::testkit::fixtures::{oauth_key_account, token_account};
-use tablekit::testkit::{Claims, MintingCredential, unique_queue_name, unique_table_name};
+use tablekit_testkit::fixtures::{oauth_key_account, token_account};
+use tablekit_testkit::{Claims, MintingCredential, unique_queue_name, unique_table_name};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]

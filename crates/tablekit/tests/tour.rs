@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use tablekit::prelude::*;
-use tablekit::testkit::{TestStorage, unique_table_name};
+use tablekit_testkit::{TestStorage, unique_table_name};
 
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
