@@ -270,7 +270,7 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
             account,
             "WideEntities::insert (365 properties, 2 shards)",
             1,
-            wide.insert(&wide_keys, &days),
+            wide.insert(&Entity::new(wide_keys.clone(), days)),
         )
         .await?,
     );
