@@ -298,7 +298,10 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
             account,
             "LargeEntities::put (new entity, 1 MiB)",
             3,
-            large.put(&keys, &Properties::new(), vec![7u8; 1 << 20]),
+            large.put(
+                &Entity::new(keys.clone(), Properties::new()),
+                vec![7u8; 1 << 20],
+            ),
         )
         .await?,
     );

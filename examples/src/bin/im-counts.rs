@@ -34,10 +34,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One entity per employee, one property per hour: H00 … H23.
     let hourly: Series = Series::new(table.clone(), SeriesLayout::hours());
     let jun = ("000223", "ImPerHour"); // PartitionKey, RowKey
+    // ANCHOR_END: series
 
+    let before = metrics.snapshot();
+    // ANCHOR: series_add
     // Five chat servers report Jun's messages of 13:00 at the same time; every increment is
     // a read and a merge conditioned on the read ETag, retried on conflict.
-    let before = metrics.snapshot();
     let servers: Vec<_> = (0..5)
         .map(|_| {
             let hourly = hourly.clone();
@@ -52,6 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for server in servers {
         server.await??;
     }
+    // ANCHOR_END: series_add
     let spent = metrics.snapshot().since(&before);
     report(
         &format!(
@@ -61,15 +64,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &spent,
     );
 
-    // A batch job that knows the exact count of an hour sets it: one unconditional merge.
     let before = metrics.snapshot();
+    // ANCHOR: series_set
+    // A batch job that knows the exact count of an hour sets it: one unconditional merge.
     hourly.set(jun, "H14", 7).await?;
+    // ANCHOR_END: series_set
     report("set H14 = 7", &metrics.snapshot().since(&before));
 
-    // The whole chart: one point read.
     let before = metrics.snapshot();
+    // ANCHOR: series_read
+    // The whole chart: one point read.
     let chart = hourly.read(jun).await?.expect("written above").value;
-    report("read the 24-hour chart", &metrics.snapshot().since(&before));
     assert_eq!(chart.get("H13"), Some(20), "no increment is lost");
     assert_eq!(chart.get("H14"), Some(7));
     assert_eq!(chart.get_or_zero("H15"), 0);
@@ -82,8 +87,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     println!("  messages per hour 00-23: {bars}");
-    // ANCHOR_END: series
+    // ANCHOR_END: series_read
+    report("read the 24-hour chart", &metrics.snapshot().since(&before));
 
+    let before = metrics.snapshot();
     // ANCHOR: wide
     // 365 daily counts are more than the 252 properties of one entity: two shards,
     // DailyIm_01 (D001 … D250) and DailyIm_02 (D251 … D365), in one partition.
@@ -94,29 +101,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|day| (format!("D{day:03}"), (day * 37) % 50))
             .collect(),
     };
-
-    let before = metrics.snapshot();
-    let version = daily.insert(&year).await?;
+    let version = daily.insert(&year).await?; // one transaction
+    let shards: Vec<&str> = version.shards.iter().map(|s| s.keys.rk()).collect();
+    println!("  shards: {shards:?}");
+    assert_eq!(shards, ["DailyIm_01", "DailyIm_02"]);
+    // ANCHOR_END: wide
     report(
         "insert a year of daily counts (one transaction)",
         &metrics.snapshot().since(&before),
     );
-    let shards: Vec<&str> = version.shards.iter().map(|s| s.keys.rk()).collect();
-    println!("  shards: {shards:?}");
-    assert_eq!(shards, ["DailyIm_01", "DailyIm_02"]);
 
     let before = metrics.snapshot();
-    let read = daily.read::<DailyIm>(&year).await?.expect("inserted");
+    // ANCHOR: wide_read
+    let read = daily.read::<DailyIm>(&year).await?.expect("inserted"); // one range query
+    assert_eq!(read.value, year);
+    // ANCHOR_END: wide_read
     report(
         "read the whole year (one range query)",
         &metrics.snapshot().since(&before),
     );
-    assert_eq!(read.value, year);
 
+    let before = metrics.snapshot();
+    // ANCHOR: wide_update
     // Close the day: today's total from the hourly series goes into day 365. Both shards
     // are rewritten in one transaction, conditional on the ETags just read.
     let total = chart.total().expect("no overflow");
-    let before = metrics.snapshot();
     let updated = daily
         .update_with(&year, |stored: Option<DailyIm>| {
             let mut stored = stored.unwrap_or_else(|| year.clone());
@@ -124,12 +133,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             stored
         })
         .await?;
+    assert_eq!(updated.value.days["D365"], 27);
+    // ANCHOR_END: wide_update
     report(
         "record today's total in D365 (read + transaction)",
         &metrics.snapshot().since(&before),
     );
-    assert_eq!(updated.value.days["D365"], 27);
-    // ANCHOR_END: wide
 
     let before = metrics.snapshot();
     daily.delete(&year).await?;

@@ -77,8 +77,7 @@ pub(crate) async fn pattern_op(
             let data = patterns::payload(task, slot, version);
             fx.large
                 .put(
-                    &keys,
-                    &Properties::new().with("V", version as i64),
+                    &Entity::new(keys.clone(), Properties::new().with("V", version as i64)),
                     data.clone(),
                 )
                 .await

@@ -227,7 +227,7 @@ async fn large_entities_never_reference_a_missing_blob_and_a_sweep_leaves_no_orp
                 version: version as i64,
             };
             store
-                .put(&keys(i), &meta, payload(i, version))
+                .put(&Entity::new(keys(i), &meta), payload(i, version))
                 .await
                 .unwrap();
             // Read back at once, under faults: complete, verified, the value just written.
