@@ -133,7 +133,7 @@ impl WorkerReportLine {
 async fn scenario(account: &Account, n: u32) -> (Archiver, JobQueue<ArchiveEmployee>) {
     let tables = archive_tables(account).await;
     seed(&tables.current, 0..n).await;
-    let queue = job_queue::<ArchiveEmployee>(account, "procs").await;
+    let queue: JobQueue<ArchiveEmployee> = job_queue(account, "procs").await;
     futures::stream::iter(0..n)
         .map(|id| {
             let queue = queue.clone();

@@ -75,9 +75,7 @@ impl Handler<Archive> for Archiver {
         steps
             .upsert_replace(&self.archive, &Entity::new(keys.clone(), &row.value))
             .await?;
-        steps
-            .delete_if_match(&self.current, &keys, &row.etag)
-            .await?;
+        steps.delete(&self.current, &keys, row.if_match()).await?;
         Ok(())
     }
 }
