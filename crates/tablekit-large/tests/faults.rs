@@ -116,8 +116,7 @@ fn payload(case: usize, new: bool) -> Bytes {
 }
 
 async fn check(store: &LargeEntities, keys: (&str, &str), expected: &Bytes, step: &str) {
-    let read = store
-        .get::<Properties>(keys)
+    let read = common::read_raw(&store, keys)
         .await
         .unwrap_or_else(|e| panic!("{step}: read failed: {e}"))
         .unwrap_or_else(|| panic!("{step}: entity missing"));
@@ -178,7 +177,7 @@ async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
         .add_rule(rule("POST", Occurrences::All, Fault::Reset));
     assert!(store.put(&bare(KEYS), payload(0, true)).await.is_err());
     proxied.table.clear();
-    assert!(store.get::<Properties>(KEYS).await.unwrap().is_none());
+    assert!(common::read_raw(&store, KEYS).await.unwrap().is_none());
     store.sweep(&SweepOptions::immediate()).await.unwrap();
     assert!(common::blob_names(&store).await.is_empty());
     // The insert is applied but its response lost: the retry's 409 is recognised as ours.
@@ -303,7 +302,7 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
         5,
         "read, delete (412), read, delete, delete the put's blob: {spent:?}"
     );
-    assert!(deleter.get::<Properties>(KEYS).await.unwrap().is_none());
+    assert!(common::read_raw(&deleter, KEYS).await.unwrap().is_none());
     assert!(
         common::blob_names(&deleter).await.is_empty(),
         "the put deleted the blob it replaced, the delete the put's"

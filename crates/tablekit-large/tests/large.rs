@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tablekit::TableEntity;
 use tablekit_azure::{PutBlob, RequestKind};
 use tablekit_core::{Entity, ErrorKind, IfMatch, IntoKeys, Properties};
-use tablekit_large::{LargeEntities, SweepOptions};
+use tablekit_large::{Large, LargeEntities, SweepOptions};
 
 /// An employee whose photo is the payload.
 #[derive(Debug, Clone, PartialEq, TableEntity)]
@@ -31,6 +31,14 @@ fn jun() -> Employee {
 
 /// Jun's keys.
 const KEYS: (&str, &str) = ("Sales", "000223");
+
+/// The employee at `keys` with the verified photo.
+async fn read_employee(
+    store: &LargeEntities,
+    keys: impl IntoKeys,
+) -> tablekit_core::Result<Option<Large<Employee>>> {
+    store.get(keys).await
+}
 
 /// A property bag at Jun's keys.
 fn bag(properties: Properties) -> Entity<Properties> {
@@ -65,7 +73,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     assert!(reference.name.starts_with(store.prefix()));
 
     metrics.reset();
-    let read = store.get::<Employee>(KEYS).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     let spent = metrics.snapshot();
     assert_eq!(spent.requests(), 2, "entity, then blob");
     assert_eq!(
@@ -114,7 +122,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
         [second.reference.unwrap().name]
     );
     assert_eq!(
-        store.get::<Employee>(KEYS).await.unwrap().unwrap().payload,
+        read_employee(&store, KEYS).await.unwrap().unwrap().payload,
         other
     );
 
@@ -126,7 +134,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     };
     store.merge(&renamed, IfMatch::Any).await.unwrap();
     assert_eq!(metrics.snapshot().requests(), 1);
-    let read = store.get::<Employee>(KEYS).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!((read.entity.value, read.payload), (renamed, other));
 
     metrics.reset();
@@ -141,7 +149,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     metrics.reset();
     assert!(!store.delete_if_exists(KEYS).await.unwrap());
     assert_eq!(metrics.snapshot().requests(), 1);
-    assert!(store.get::<Employee>(KEYS).await.unwrap().is_none());
+    assert!(read_employee(&store, KEYS).await.unwrap().is_none());
     assert!(common::blob_names(&store).await.is_empty());
     common::cleanup(&store).await;
 }
@@ -182,7 +190,7 @@ async fn delete_is_not_found_when_missing_and_conditional_on_an_etag() {
         3,
         "read, delete, blob delete"
     );
-    assert!(store.get::<Employee>(KEYS).await.unwrap().is_none());
+    assert!(read_employee(&store, KEYS).await.unwrap().is_none());
     assert!(common::blob_names(&store).await.is_empty());
 
     // Keys that are not keys are refused before any request.
@@ -215,7 +223,7 @@ async fn insert_costs_two_requests_and_refuses_an_existing_entity_without_a_leak
     );
     assert_eq!(common::blob_names(&store).await.len(), 1);
     assert_eq!(
-        store.get::<Employee>(KEYS).await.unwrap().unwrap().payload,
+        read_employee(&store, KEYS).await.unwrap().unwrap().payload,
         payload(100_000, 3)
     );
     common::cleanup(&store).await;
@@ -287,13 +295,13 @@ async fn a_tampered_or_missing_blob_is_an_error_not_wrong_data() {
         .put(&name, payload(50_000, 6), PutBlob::default())
         .await
         .unwrap();
-    let err = store.get::<Employee>(KEYS).await.unwrap_err();
+    let err = read_employee(&store, KEYS).await.unwrap_err();
     assert!(err.to_string().contains("SHA-256"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     store.container().delete_blob(&name, None).await.unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
-    let err = store.get::<Employee>(KEYS).await.unwrap_err();
+    let err = read_employee(&store, KEYS).await.unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(
@@ -333,7 +341,7 @@ async fn small_payloads_can_stay_inline() {
     assert!(common::blob_names(&store).await.is_empty());
 
     metrics.reset();
-    let read = store.get::<Employee>(KEYS).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!(metrics.snapshot().requests(), 1, "inline: the entity alone");
     assert_eq!(read.payload, payload(1_000, 8));
     let raw = store
@@ -371,7 +379,7 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     for writer in writers {
         writer.await.unwrap();
     }
-    let read = store.get::<Employee>(KEYS).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     let reference = read.reference.unwrap();
     assert!(reference.len > 20_000, "one of the writers' payloads");
     assert!(
@@ -385,7 +393,7 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     );
     let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
     assert_eq!((report.referenced, report.deleted.len()), (1, 0));
-    let again = store.get::<Employee>(KEYS).await.unwrap().unwrap();
+    let again = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!(again.reference.unwrap(), reference);
     common::cleanup(&store).await;
 }
@@ -460,8 +468,7 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
     assert_eq!(left.len(), 3);
     assert!(left.contains(&kept.reference.unwrap().name) && left.contains(&foreign));
     assert_eq!(
-        store
-            .get::<Employee>(&other)
+        read_employee(&store, &other)
             .await
             .unwrap()
             .unwrap()

@@ -140,8 +140,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
             "a sweep deleted the blob the late write references: {report:?}"
         );
     }
-    let read = store
-        .get::<Properties>(KEYS)
+    let read = common::read_raw(&store, KEYS)
         .await
         .unwrap_or_else(|e| panic!("the entity references a missing blob: {e}"))
         .unwrap();
@@ -240,8 +239,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
         [written.reference.unwrap().name]
     );
     assert_eq!(
-        store
-            .get::<Properties>(KEYS)
+        common::read_raw(&store, KEYS)
             .await
             .unwrap()
             .unwrap()

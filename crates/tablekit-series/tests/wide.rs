@@ -11,9 +11,9 @@ use tablekit::TableEntity;
 use tablekit_azure::{RequestKind, Table};
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Limit};
-use tablekit_series::WideEntities;
+use tablekit_core::{Entity, Error, ErrorKind, IfMatch, IntoKeys, Limit, Result};
 use tablekit_series::split::{SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY};
+use tablekit_series::{WideEntities, WideStored};
 
 /// A year of daily message counts of one employee: one property per day, under the
 /// employee's PartitionKey and the series' name as RowKey.
@@ -29,6 +29,19 @@ struct Year {
 
 /// Employee 000223's daily counts.
 const KEYS: (&str, &str) = ("000223", "DailyIm");
+
+/// The year at `keys`, joined from its shards.
+async fn read_year(wide: &WideEntities, keys: impl IntoKeys) -> Result<Option<WideStored<Year>>> {
+    wide.read(keys).await
+}
+
+/// The properties at `keys`, joined from its shards.
+async fn read_raw(
+    wide: &WideEntities,
+    keys: impl IntoKeys,
+) -> Result<Option<WideStored<Properties>>> {
+    wide.read(keys).await
+}
 
 /// The year at `keys` whose day `d` holds `seed × 1000 + d`.
 fn year_at(keys: (&str, &str), seed: i64) -> Year {
@@ -98,7 +111,7 @@ async fn a_365_property_serde_value_round_trips_in_two_shards() {
     );
 
     metrics.reset();
-    let read = wide.read::<Year>(KEYS).await.unwrap().unwrap();
+    let read = read_year(&wide, KEYS).await.unwrap().unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
@@ -111,7 +124,7 @@ async fn a_365_property_serde_value_round_trips_in_two_shards() {
     let err = wide.insert(&year(2)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
     assert_eq!(
-        wide.read::<Year>(KEYS).await.unwrap().unwrap().value,
+        read_year(&wide, KEYS).await.unwrap().unwrap().value,
         year(1)
     );
     table.delete_table().await.unwrap();
@@ -140,7 +153,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     assert_eq!(version.shards.len(), 7);
 
     metrics.reset();
-    let read = wide.read::<Properties>(keys).await.unwrap().unwrap();
+    let read = read_raw(&wide, keys).await.unwrap().unwrap();
     assert_eq!(metrics.snapshot().requests(), 1);
     assert_eq!(read.value, big, "exact round trip");
 
@@ -162,10 +175,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
         ["2026_01"],
         "no stale shard"
     );
-    assert_eq!(
-        wide.read::<Properties>(keys).await.unwrap().unwrap().value,
-        small
-    );
+    assert_eq!(read_raw(&wide, keys).await.unwrap().unwrap().value, small);
 
     metrics.reset();
     wide.delete(keys).await.unwrap();
@@ -182,7 +192,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
         "deleting an absent entity only reads"
     );
     assert!(row_keys(&table, "reports").await.is_empty());
-    assert!(wide.read::<Properties>(keys).await.unwrap().is_none());
+    assert!(read_raw(&wide, keys).await.unwrap().is_none());
     table.delete_table().await.unwrap();
 }
 
@@ -212,7 +222,7 @@ async fn claim_44_shards_01_and_02_change_together_and_read_in_one_request() {
     let err = wide.replace(&year_at(keys, 3), &first).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
     metrics.reset();
-    let read = wide.read::<Year>(keys).await.unwrap().unwrap();
+    let read = read_year(&wide, keys).await.unwrap().unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
@@ -231,7 +241,7 @@ async fn claim_44_shards_01_and_02_change_together_and_read_in_one_request() {
     assert_eq!(err.kind(), ErrorKind::PreconditionFailed);
     assert_eq!(row_keys(&table, "000223").await, ["01", "02"]);
     assert_eq!(
-        wide.read::<Year>(keys).await.unwrap().unwrap().value,
+        read_year(&wide, keys).await.unwrap().unwrap().value,
         year_at(keys, 2)
     );
 
@@ -288,7 +298,7 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
         }
     ));
     assert_eq!(metrics.snapshot().requests(), 0);
-    assert!(wide.read::<Properties>(keys).await.unwrap().is_none());
+    assert!(read_raw(&wide, keys).await.unwrap().is_none());
     table.delete_table().await.unwrap();
 }
 
@@ -310,7 +320,7 @@ async fn shards_of_different_writes_are_never_joined() {
         .unwrap();
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let err = wide.read::<Year>(KEYS).await.unwrap_err();
+    let err = read_year(&wide, KEYS).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "a torn wide entity: {err}");
     assert!(err.to_string().contains("do not form one write"), "{err}");
     assert_eq!(
@@ -322,7 +332,7 @@ async fn shards_of_different_writes_are_never_joined() {
     for rk in ["DailyIm_01", "DailyIm_02"] {
         table.delete_if_exists(("000223", rk)).await.unwrap();
     }
-    assert!(wide.read::<Year>(KEYS).await.unwrap().is_none());
+    assert!(read_year(&wide, KEYS).await.unwrap().is_none());
     // Rows outside the shard pattern in the range are ignored.
     table
         .insert(&bag(
@@ -333,7 +343,7 @@ async fn shards_of_different_writes_are_never_joined() {
         .unwrap();
     wide.write(&year(4)).await.unwrap();
     assert_eq!(
-        wide.read::<Year>(KEYS).await.unwrap().unwrap().value,
+        read_year(&wide, KEYS).await.unwrap().unwrap().value,
         year(4)
     );
     table.delete_table().await.unwrap();
@@ -389,7 +399,7 @@ async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
     for task in tasks {
         task.await.unwrap();
     }
-    let read = wide.read::<Year>(KEYS).await.unwrap().unwrap().value;
+    let read = read_year(&wide, KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.days["D001"], 1 + 18);
     assert_eq!(read.days["D365"], 365 + 3 * (0..6).sum::<i64>());
     assert_eq!(read.days["D200"], 200);

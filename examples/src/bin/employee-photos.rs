@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use tablekit::large::{PK_METADATA, RK_METADATA, SweepOptions};
+use tablekit::large::{Large, PK_METADATA, RK_METADATA, SweepOptions};
 use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
 
@@ -74,7 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = metrics.snapshot();
     // ANCHOR: read
-    let read = store.get::<Employee>(&jun).await?.expect("just written");
+    let read: Large<Employee> = store.get(&jun).await?.expect("just written");
     assert_eq!(read.entity.value, jun);
     assert_eq!(read.payload.as_ref(), first.as_slice());
     // ANCHOR_END: read
@@ -108,7 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "replace the photo (read, upload, replace, delete old blob)",
         &metrics.snapshot().since(&before),
     );
-    let now = store.get::<Employee>(&jun).await?.expect("exists");
+    let now: Large<Employee> = store.get(&jun).await?.expect("exists");
     assert_eq!(now.payload.as_ref(), second.as_slice());
 
     // A writer that crashed between its upload and its entity write leaves a blob no entity

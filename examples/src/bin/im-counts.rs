@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use tablekit::prelude::*;
+use tablekit::series::WideStored;
 use tablekit_examples::{account, report, unique_name};
 
 // ANCHOR: model
@@ -113,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = metrics.snapshot();
     // ANCHOR: wide_read
-    let read = daily.read::<DailyIm>(&year).await?.expect("inserted"); // one range query
+    let read: WideStored<DailyIm> = daily.read(&year).await?.expect("inserted"); // one range query
     assert_eq!(read.value, year);
     // ANCHOR_END: wide_read
     report(

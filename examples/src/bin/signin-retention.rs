@@ -190,10 +190,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (2_500, 25, 3)
     );
     assert_eq!(pages.load(Ordering::Relaxed), 3);
-    let gone = audit
-        .typed::<Signin>()
-        .get(&signin("dave", days_ago(1)))
-        .await?;
+    let audit_rows: TypedTable<Signin> = audit.typed();
+    let gone = audit_rows.get(&signin("dave", days_ago(1))).await?;
     assert!(gone.is_none());
 
     audit.delete_table().await?;
