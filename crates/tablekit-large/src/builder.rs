@@ -130,7 +130,7 @@ impl LargeEntities {
     /// ```no_run
     /// use tablekit::TableEntity;
     /// use tablekit_azure::Account;
-    /// use tablekit_large::LargeEntities;
+    /// use tablekit_large::{Large, LargeEntities};
     ///
     /// /// An employee's photo: these properties in the entity, the image in a blob.
     /// #[derive(TableEntity)]
@@ -148,7 +148,7 @@ impl LargeEntities {
     ///     .build()?;
     /// let photo = Photo { department: "Sales".into(), id: 223, caption: "Jun".into() };
     /// photos.put(&photo, jpeg).await?; // 3 requests: read, upload, insert
-    /// let read = photos.get::<Photo>(&photo).await?; // 2 requests: entity, blob
+    /// let read: Option<Large<Photo>> = photos.get(&photo).await?; // 2 requests: entity, blob
     /// # let _ = read; Ok(()) }
     /// ```
     pub fn builder(table: Table, container: Container) -> LargeEntitiesBuilder {

@@ -114,7 +114,7 @@ impl WideEntities {
     ///
     /// use tablekit_azure::Account;
     /// use tablekit_core::Entity;
-    /// use tablekit_series::WideEntities;
+    /// use tablekit_series::{WideEntities, WideStored};
     ///
     /// # async fn run() -> tablekit_core::Result<()> {
     /// let table = Account::emulator().table("ImCounts")?;
@@ -122,7 +122,8 @@ impl WideEntities {
     /// // 365 properties: two shards, written in one transaction.
     /// let days: BTreeMap<String, i64> = (1..=365).map(|d| (format!("D{d:03}"), 0)).collect();
     /// wide.write(&Entity::try_new("000223", "DailyIm", days)?).await?; // 2 requests
-    /// let year = wide.read::<BTreeMap<String, i64>>(("000223", "DailyIm")).await?; // 1 request
+    /// let year: Option<WideStored<BTreeMap<String, i64>>> =
+    ///     wide.read(("000223", "DailyIm")).await?; // 1 request
     /// assert_eq!(year.map(|y| y.value.len()), Some(365));
     /// # Ok(()) }
     /// ```
