@@ -116,7 +116,7 @@ fn payload(case: usize, new: bool) -> Bytes {
 }
 
 async fn check(store: &LargeEntities, keys: (&str, &str), expected: &Bytes, step: &str) {
-    let read = common::read_raw(&store, keys)
+    let read = common::read_raw(store, keys)
         .await
         .unwrap_or_else(|e| panic!("{step}: read failed: {e}"))
         .unwrap_or_else(|| panic!("{step}: entity missing"));
