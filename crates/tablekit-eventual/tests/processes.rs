@@ -50,11 +50,8 @@ async fn worker_child() {
         idle_backoff_max: Duration::from_millis(300),
         ..WorkerOptions::default()
     };
-    let worker = Worker::new(
-        JobQueue::<ArchiveEmployee>::new(account.queue(queue).unwrap()),
-        handler,
-        options,
-    );
+    let jobs: JobQueue<ArchiveEmployee> = JobQueue::new(account.queue(queue).unwrap());
+    let worker = Worker::new(jobs, handler, options);
     let report = match mode {
         "drain" => worker.drain().await,
         "signal" => {

@@ -171,8 +171,8 @@ async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
     let metrics = account.metrics().clone();
     metrics.reset();
     // A second worker, on its own account, polls the queue the whole time the handler runs.
-    let rival_queue =
-        JobQueue::<Probe>::new(common::account().queue(queue.queue().name()).unwrap());
+    let rival_queue: JobQueue<Probe> =
+        JobQueue::new(common::account().queue(queue.queue().name()).unwrap());
     let rival_options = WorkerOptions {
         poll_interval: Duration::from_millis(50),
         idle_backoff_max: Duration::from_millis(100),

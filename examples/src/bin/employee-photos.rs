@@ -85,8 +85,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = metrics.snapshot();
     // ANCHOR: read_entity
-    let (entity, _) = store
-        .get_entity::<Employee>(("Sales", "000223"))
+    let (entity, _): (Stored<Employee>, _) = store
+        .get_entity(("Sales", "000223"))
         .await?
         .expect("exists");
     assert_eq!(entity.value.email, "junc@contoso.com");
