@@ -269,7 +269,7 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
             account,
             "WideEntities::insert (365 properties, 2 shards)",
             1,
-            wide.insert(&wide_keys, &days),
+            wide.insert(&Entity::new(wide_keys.clone(), days)),
         )
         .await?,
     );
@@ -297,7 +297,10 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
             account,
             "LargeEntities::put (new entity, 1 MiB)",
             3,
-            large.put(&keys, &Properties::new(), vec![7u8; 1 << 20]),
+            large.put(
+                &Entity::new(keys.clone(), Properties::new()),
+                vec![7u8; 1 << 20],
+            ),
         )
         .await?,
     );

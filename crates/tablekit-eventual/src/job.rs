@@ -84,7 +84,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 /// ```
 /// # use serde::{Deserialize, Serialize};
 /// use tablekit_azure::Table;
-/// use tablekit_core::{Keys, Properties, Result};
+/// use tablekit_core::{Properties, Result, Stored};
 /// use tablekit_eventual::{Handler, Job, Steps};
 /// # #[derive(Serialize, Deserialize)]
 /// # struct ArchiveEmployee { department: String, employee_id: String }
@@ -97,12 +97,13 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 ///
 /// impl Handler<ArchiveEmployee> for Archiver {
 ///     async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> Result<()> {
-///         let keys = Keys::new(job.department, job.employee_id)?;
-///         let Some(employee) = steps.get::<Properties>(&self.current, &keys).await? else {
+///         let keys = (job.department, job.employee_id);
+///         let read: Option<Stored<Properties>> = steps.get(&self.current, keys).await?;
+///         let Some(employee) = read else {
 ///             return Ok(()); // already moved by an earlier attempt
 ///         };
 ///         steps.upsert_replace(&self.archive, &employee.clone().into_entity()).await?;
-///         steps.delete_if_match(&self.current, &keys, &employee.etag).await?;
+///         steps.delete(&self.current, &employee.keys, employee.if_match()).await?;
 ///         Ok(())
 ///     }
 /// }

@@ -76,7 +76,32 @@ impl<J> JobQueue<J> {
 impl<J: Job> JobQueue<J> {
     /// Jobs on `queue`; its poison queue is `<name>-poison` on the same account (names longer
     /// than 56 characters are cut first, so two long names sharing their first 56 characters
-    /// would share a poison queue: use [`JobQueue::with_poison`] then). No request is sent.
+    /// would share a poison queue: name another with [`JobQueue::with_poison`] then). No
+    /// request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use serde::{Deserialize, Serialize};
+    /// use tablekit_azure::Account;
+    /// use tablekit_eventual::{Job, JobQueue};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct ArchiveEmployee {
+    ///     department: String,
+    ///     employee_id: String,
+    /// }
+    ///
+    /// impl Job for ArchiveEmployee {
+    ///     const KIND: &'static str = "archive-employee";
+    /// }
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// let jobs: JobQueue<ArchiveEmployee> = JobQueue::new(Account::emulator().queue("archive-jobs")?);
+    /// jobs.create().await?; // 2 requests: archive-jobs, archive-jobs-poison
+    /// let job = ArchiveEmployee { department: "Sales".into(), employee_id: "000456".into() };
+    /// jobs.enqueue(&job).await?; // 1 request; a worker runs it at least once
+    /// # Ok(()) }
+    /// ```
     pub fn new(queue: Queue) -> Self {
         let name = poison_name(queue.name());
         #[allow(clippy::expect_used)]
@@ -86,17 +111,19 @@ impl<J: Job> JobQueue<J> {
             .account()
             .queue(&name)
             .expect("the poison name of a valid queue name is valid");
-        Self::with_poison(queue, poison)
-    }
-
-    /// Jobs on `queue`, with `poison` as the poison queue (any queue, on any account). No
-    /// request is sent.
-    pub fn with_poison(queue: Queue, poison: Queue) -> Self {
         Self {
             queue,
             poison,
             job: PhantomData,
         }
+    }
+
+    /// These jobs with `poison` as their poison queue (any queue, on any account) instead of
+    /// `<name>-poison`. No request is sent.
+    #[must_use]
+    pub fn with_poison(mut self, poison: Queue) -> Self {
+        self.poison = poison;
+        self
     }
 
     /// Creates the queue and its poison queue; succeeds if they exist.

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Blob, Container, PutBlob, Table};
 use tablekit_core::batch::{BatchPlan, OperationKind};
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
+use tablekit_core::{AsEntity, ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored};
 
 /// What a handler may do: reads, and writes that are safe to repeat.
 ///
@@ -22,14 +22,24 @@ use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 /// | [`upsert_replace`](Steps::upsert_replace) | same entity, whole | 1 |
 /// | [`upsert_merge`](Steps::upsert_merge) | same properties | 1 |
 /// | [`delete_if_exists`](Steps::delete_if_exists) | absent is success | 1 |
-/// | [`delete_if_match`](Steps::delete_if_match) | absent is success; changed is an error | 1 |
-/// | [`replace_if_match`](Steps::replace_if_match), [`merge_if_match`](Steps::merge_if_match) | fails with 412: re-read | 1 |
+/// | [`delete`](Steps::delete) with an ETag | absent is success; changed is an error | 1 |
+/// | [`replace`](Steps::replace), [`merge`](Steps::merge) with an ETag | fails with 412: re-read | 1 |
 /// | [`submit`](Steps::submit): one transaction of upserts and ETag-conditioned writes | upserts: same state; conditioned: fails as a lost race (412, or 404 once deleted), re-read | 1 |
 /// | [`put_blob`](Steps::put_blob) | overwrites | 1 |
 /// | [`delete_blob_if_exists`](Steps::delete_blob_if_exists) | absent is success | 1 |
 ///
 /// There is deliberately no `insert`: an insert that ran before a crash fails the retry with
-/// 409. Use an upsert, or read first and decide.
+/// 409. Use an upsert, or read first and decide. For the same reason the conditional steps
+/// ([`delete`](Steps::delete), [`replace`](Steps::replace), [`merge`](Steps::merge), and the
+/// operations of [`submit`](Steps::submit)) take the ETag the handler read and refuse
+/// [`IfMatch::Any`]: with the wildcard, a run repeated after a later step deleted or moved the
+/// entity fails with 404 although nothing is wrong, and a change made since the read is
+/// overwritten. The unconditional forms are the upserts and
+/// [`delete_if_exists`](Steps::delete_if_exists).
+///
+/// Entities are addressed as everywhere in tablekit: keys as [`IntoKeys`] (a
+/// `(PartitionKey, RowKey)` pair, [`Keys`], a `TableEntity`), whole entities as [`AsEntity`]
+/// (a `TableEntity`, or an [`Entity`] with explicit keys).
 ///
 /// **Consistency:** none between steps. Each step is atomic and strongly consistent on its
 /// own; readers may observe the state between two steps (e.g. the entity in both tables)
@@ -91,12 +101,12 @@ impl Steps {
     /// **Requests: 1.** **Consistency:** strong; sees every write acknowledged before it,
     /// including this handler's earlier steps.
     ///
-    /// **Errors:** as [`Table::get`]: a missing *table* is [`Error::NotFound`], stored data
-    /// that does not fit `T` is [`Error::Decode`].
+    /// **Errors:** as [`Table::get`]: invalid keys before any request, a missing *table* is
+    /// [`Error::NotFound`], stored data that does not fit `T` is [`Error::Decode`].
     pub async fn get<T: DeserializeOwned>(
         &self,
         table: &Table,
-        keys: &Keys,
+        keys: impl IntoKeys,
     ) -> Result<Option<Stored<T>>> {
         self.trace("get", table.name());
         table.get(keys).await
@@ -109,11 +119,7 @@ impl Steps {
     ///
     /// **Errors:** as [`Table::upsert_replace`]: invalid entities before any request, a
     /// missing table.
-    pub async fn upsert_replace<T: Serialize>(
-        &self,
-        table: &Table,
-        entity: &Entity<T>,
-    ) -> Result<ETag> {
+    pub async fn upsert_replace(&self, table: &Table, entity: &impl AsEntity) -> Result<ETag> {
         self.trace("upsert_replace", table.name());
         table.upsert_replace(entity).await
     }
@@ -124,11 +130,7 @@ impl Steps {
     /// **Requests: 1.** **Consistency:** last writer wins per property.
     ///
     /// **Errors:** as [`Table::upsert_merge`].
-    pub async fn upsert_merge<T: Serialize>(
-        &self,
-        table: &Table,
-        entity: &Entity<T>,
-    ) -> Result<ETag> {
+    pub async fn upsert_merge(&self, table: &Table, entity: &impl AsEntity) -> Result<ETag> {
         self.trace("upsert_merge", table.name());
         table.upsert_merge(entity).await
     }
@@ -136,71 +138,124 @@ impl Steps {
     /// Deletes the entity whatever its ETag; absent is success. Returns whether it existed.
     ///
     /// **Requests: 1.** **Consistency:** unconditional: a change made to the entity since the
-    /// handler read it is deleted too. Prefer [`Steps::delete_if_match`] when you move data
-    /// you read.
+    /// handler read it is deleted too. Prefer [`Steps::delete`] with the ETag read when you
+    /// move data you read.
     ///
-    /// **Errors:** as [`Table::delete_if_exists`]; a missing table is an error.
-    pub async fn delete_if_exists(&self, table: &Table, keys: &Keys) -> Result<bool> {
+    /// **Errors:** as [`Table::delete_if_exists`]; invalid keys before any request; a missing
+    /// table is an error.
+    pub async fn delete_if_exists(&self, table: &Table, keys: impl IntoKeys) -> Result<bool> {
         self.trace("delete_if_exists", table.name());
         table.delete_if_exists(keys).await
     }
 
-    /// Deletes the entity only if it still has `etag`; absent is success. Returns whether it
-    /// was deleted.
+    /// Deletes the entity only if it is still at the ETag `if_match` names (from a read:
+    /// [`Stored::if_match`]); absent is success. Returns whether it was deleted.
     ///
     /// This is the safe way to remove the source of a move: if someone changed the entity
     /// after the handler read it, the delete fails and the worker re-runs the handler, which
     /// copies the new version before deleting it. A repeat after success finds the entity
-    /// gone and returns `Ok(false)`.
+    /// gone and returns `Ok(false)` — unlike [`Table::delete`], for which a missing entity is
+    /// [`Error::NotFound`]: a step must succeed when it runs again.
     ///
-    /// **Requests: 1.** **Consistency:** optimistic (ETag).
+    /// **Requests: 1** (0 when refused). **Consistency:** optimistic (ETag).
     ///
-    /// **Errors:** [`Error::PreconditionFailed`] if the entity changed (the worker retries the
-    /// handler at once, see [`crate::WorkerOptions::handler_retry`]); a missing table.
-    pub async fn delete_if_match(&self, table: &Table, keys: &Keys, etag: &ETag) -> Result<bool> {
-        self.trace("delete_if_match", table.name());
-        match table.delete(keys, IfMatch::ETag(etag.clone())).await {
+    /// **Errors:** before any request, invalid keys and [`Error::InvalidArgument`] for
+    /// [`IfMatch::Any`] (use [`Steps::delete_if_exists`] to delete whatever is stored);
+    /// [`Error::PreconditionFailed`] if the entity changed (the worker retries the handler at
+    /// once, see [`crate::WorkerOptions::handler_retry`]); a missing table.
+    pub async fn delete(
+        &self,
+        table: &Table,
+        keys: impl IntoKeys,
+        if_match: IfMatch,
+    ) -> Result<bool> {
+        let keys = keys.into_keys()?;
+        let etag = read_etag("delete", if_match, "Steps::delete_if_exists")?;
+        self.trace("delete", table.name());
+        match table.delete(&keys, IfMatch::ETag(etag)).await {
             Ok(()) => Ok(true),
             Err(Error::NotFound { target }) if target.keys.is_some() => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Replaces the entity whole if it still has `etag`.
+    /// Deletes the entity only if it still has `etag`: renamed [`Steps::delete`], which takes
+    /// an [`IfMatch`].
+    ///
+    /// **Errors:** as [`Steps::delete`].
+    #[deprecated(note = "use `Steps::delete(table, keys, etag.into())`")]
+    pub async fn delete_if_match(&self, table: &Table, keys: &Keys, etag: &ETag) -> Result<bool> {
+        self.delete(table, keys, etag.into()).await
+    }
+
+    /// Replaces the entity whole if it is still at the ETag `if_match` names (from a read).
     ///
     /// Not idempotent on its own — a repeat after success fails with 412 because the write
     /// changed the ETag — but safe: a handler that reads, computes the new value from what it
     /// read, and writes with the read ETag converges, because a re-run re-reads. Make the
     /// computation notice work already done (e.g. "the id is already in the list").
     ///
-    /// **Requests: 1.** **Consistency:** optimistic (ETag); no lost updates.
+    /// **Requests: 1** (0 when refused). **Consistency:** optimistic (ETag); no lost updates.
     ///
-    /// **Errors:** [`Error::PreconditionFailed`] if the entity changed, [`Error::NotFound`]
-    /// if it is gone; encoding errors before any request.
+    /// **Errors:** before any request, encoding errors and [`Error::InvalidArgument`] for
+    /// [`IfMatch::Any`] (use [`Steps::upsert_replace`] to write whatever is stored);
+    /// [`Error::PreconditionFailed`] if the entity changed, [`Error::NotFound`] if it is gone.
+    pub async fn replace(
+        &self,
+        table: &Table,
+        entity: &impl AsEntity,
+        if_match: IfMatch,
+    ) -> Result<ETag> {
+        let etag = read_etag("replace", if_match, "Steps::upsert_replace")?;
+        self.trace("replace", table.name());
+        table.replace(entity, IfMatch::ETag(etag)).await
+    }
+
+    /// Replaces the entity whole if it still has `etag`: the same as [`Steps::replace`] with
+    /// `etag.into()`, the form new code should use.
+    ///
+    /// **Requests: 1.** **Consistency:** optimistic (ETag).
+    ///
+    /// **Errors:** as [`Steps::replace`].
+    #[deprecated(note = "use `Steps::replace(table, entity, etag.into())`")]
     pub async fn replace_if_match<T: Serialize>(
         &self,
         table: &Table,
         entity: &Entity<T>,
         etag: &ETag,
     ) -> Result<ETag> {
-        self.trace("replace_if_match", table.name());
-        table.replace(entity, IfMatch::ETag(etag.clone())).await
+        self.replace(table, entity, etag.into()).await
     }
 
-    /// Merges properties into the entity if it still has `etag`. See
-    /// [`Steps::replace_if_match`] for how to stay idempotent.
+    /// Merges properties into the entity if it is still at the ETag `if_match` names. See
+    /// [`Steps::replace`] for how to stay idempotent.
     ///
-    /// **Requests: 1.** **Consistency:** optimistic (ETag).
+    /// **Requests: 1** (0 when refused). **Consistency:** optimistic (ETag).
     ///
-    /// **Errors:** as [`Steps::replace_if_match`].
+    /// **Errors:** as [`Steps::replace`] ([`Steps::upsert_merge`] is the unconditional form).
+    pub async fn merge(
+        &self,
+        table: &Table,
+        entity: &impl AsEntity,
+        if_match: IfMatch,
+    ) -> Result<ETag> {
+        let etag = read_etag("merge", if_match, "Steps::upsert_merge")?;
+        self.trace("merge", table.name());
+        table.merge(entity, IfMatch::ETag(etag)).await
+    }
+
+    /// Merges properties into the entity if it still has `etag`: renamed [`Steps::merge`],
+    /// which takes an [`IfMatch`].
+    ///
+    /// **Errors:** as [`Steps::merge`].
+    #[deprecated(note = "use `Steps::merge(table, entity, etag.into())`")]
     pub async fn merge_if_match<T: Serialize>(
         &self,
         table: &Table,
         entity: &Entity<T>,
         etag: &ETag,
     ) -> Result<ETag> {
-        self.trace("merge_if_match", table.name());
-        table.merge(entity, IfMatch::ETag(etag.clone())).await
+        self.merge(table, entity, etag.into()).await
     }
 
     /// Runs an atomic plan — one entity group transaction in one partition — whose every
@@ -210,7 +265,7 @@ impl Steps {
     /// the row that counts it, say) so that no reader and no competing handler ever sees one
     /// without the other. A repeat after success either writes the same state (upserts only)
     /// or fails on the ETag the first run changed, after which the handler re-reads, as with
-    /// [`Steps::replace_if_match`]. The service refuses such a repeat with 412 when the
+    /// [`Steps::replace`]. The service refuses such a repeat with 412 when the
     /// conditioned entity was rewritten and with 404 when it was deleted (a conditioned delete
     /// that took effect, or another writer's delete); both are reported as the lost race they
     /// are, [`ErrorKind::PreconditionFailed`](tablekit_core::ErrorKind), which the worker
@@ -276,7 +331,7 @@ impl Steps {
 
     /// Writes a blob, overwriting it (with the default [`PutBlob`] condition). Repeating it
     /// leaves the same content. A [`tablekit_azure::BlobCondition::IfMatch`] condition makes
-    /// it ETag-conditioned (see [`Steps::replace_if_match`] for the idempotency rule); a
+    /// it ETag-conditioned (see [`Steps::replace`] for the idempotency rule); a
     /// create-only condition is not idempotent and should not be used in a handler.
     ///
     /// **Requests: 1.** **Consistency:** strong; last writer wins.
@@ -302,6 +357,21 @@ impl Steps {
     pub async fn delete_blob_if_exists(&self, container: &Container, name: &str) -> Result<bool> {
         self.trace("delete_blob_if_exists", container.name());
         container.delete_blob_if_exists(name).await
+    }
+}
+
+/// The ETag of a conditional step, or the refusal of [`IfMatch::Any`], which is not safe to
+/// repeat in a handler (see [`Steps`]); `instead` names the unconditional step.
+fn read_etag(step: &str, if_match: IfMatch, instead: &str) -> Result<ETag> {
+    match if_match {
+        IfMatch::ETag(etag) => Ok(etag),
+        IfMatch::Any => Err(Error::invalid_argument(
+            "if_match",
+            format!(
+                "a handler's {step} must be conditioned on the ETag it read; IfMatch::Any is \
+                 not safe to repeat (use {instead} to write whatever is stored)"
+            ),
+        )),
     }
 }
 

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use tablekit_eventual::{HandlerRetry, Worker, WorkerOptions, WorkerReport};
+use tablekit_eventual::{HandlerRetry, JobQueue, Worker, WorkerOptions, WorkerReport};
 use tablekit_testkit::{Fault, FaultProxy, Matcher, Occurrences, Rule};
 
 use common::{ArchiveEmployee, Archiver, archive_tables, ids_in, job_queue, quick_options, seed};
@@ -72,7 +72,7 @@ async fn crash_at(step: Step, fault: Fault) {
     let p = common::proxied();
     let tables = archive_tables(&p.account).await;
     seed(&tables.current, [7]).await;
-    let queue = job_queue::<ArchiveEmployee>(&p.account, "crash").await;
+    let queue: JobQueue<ArchiveEmployee> = job_queue(&p.account, "crash").await;
     queue.enqueue(&ArchiveEmployee::new(7)).await.unwrap();
     let (proxy, matcher) = step.rule(&p, &tables);
     proxy.add_rule(Rule {
@@ -127,9 +127,8 @@ async fn crash_at(step: Step, fault: Fault) {
     worker.drain().await.unwrap();
     assert_eq!(ids_in(&archive).await, [7].into(), "{step:?} {fault:?}");
     assert!(ids_in(&current).await.is_empty(), "{step:?} {fault:?}");
-    let observed = tablekit_eventual::JobQueue::<ArchiveEmployee>::new(
-        observe.queue(queue.queue().name()).unwrap(),
-    );
+    let observed: JobQueue<ArchiveEmployee> =
+        JobQueue::new(observe.queue(queue.queue().name()).unwrap());
     assert_eq!(observed.approximate_len().await.unwrap(), 0);
     assert!(observed.peek_poisoned(1).await.unwrap().is_empty());
     common::cleanup(&observed, &Archiver { current, archive }).await;

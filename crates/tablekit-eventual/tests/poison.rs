@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{PutOptions, RequestKind};
 use tablekit_core::{Error, Result};
-use tablekit_eventual::{Handler, Job, PoisonRecord, Steps, Worker, WorkerOptions};
+use tablekit_eventual::{Handler, Job, JobQueue, PoisonRecord, Steps, Worker, WorkerOptions};
 
 use common::{job_queue, quick_options};
 
@@ -57,7 +57,7 @@ fn invoice() -> Invoice {
 #[tokio::test]
 async fn claim_38_a_failing_message_reappears_with_a_higher_count_then_lands_in_poison() {
     let account = common::account();
-    let queue = job_queue::<Invoice>(&account, "invoices").await;
+    let queue: JobQueue<Invoice> = job_queue(&account, "invoices").await;
     queue.enqueue(&invoice()).await.unwrap();
     let original = queue.queue().peek(1).await.unwrap().remove(0);
     let options = WorkerOptions {
@@ -119,7 +119,7 @@ async fn claim_38_a_failing_message_reappears_with_a_higher_count_then_lands_in_
 #[tokio::test]
 async fn a_fixed_job_can_be_requeued_from_the_poison_queue() {
     let account = common::account();
-    let queue = job_queue::<Invoice>(&account, "requeue").await;
+    let queue: JobQueue<Invoice> = job_queue(&account, "requeue").await;
     queue.enqueue(&invoice()).await.unwrap();
     queue.enqueue(&invoice()).await.unwrap();
     let options = WorkerOptions {
@@ -173,7 +173,7 @@ async fn a_fixed_job_can_be_requeued_from_the_poison_queue() {
 #[tokio::test]
 async fn undecodable_messages_and_foreign_kinds_are_poisoned_without_running_the_handler() {
     let account = common::account();
-    let queue = job_queue::<Invoice>(&account, "garbage").await;
+    let queue: JobQueue<Invoice> = job_queue(&account, "garbage").await;
     let garbage: Vec<u8> = (0..=255u8).rev().collect();
     let foreign = br#"{"kind":"archive-employee","job":{"department":"Sales"}}"#.to_vec();
     let malformed = br#"{"kind":"send-invoice","job":{"number":"seven"}}"#.to_vec();
@@ -209,7 +209,7 @@ async fn undecodable_messages_and_foreign_kinds_are_poisoned_without_running_the
 #[tokio::test]
 async fn a_message_whose_attempts_all_crashed_is_poisoned_on_arrival() {
     let account = common::account();
-    let queue = job_queue::<Invoice>(&account, "crashed").await;
+    let queue: JobQueue<Invoice> = job_queue(&account, "crashed").await;
     queue.enqueue(&invoice()).await.unwrap();
     // A consumer that dies after dequeuing: the message is never deleted.
     let taken = queue.queue().get(1, Duration::from_secs(1)).await.unwrap();
@@ -244,7 +244,7 @@ async fn a_panicking_or_hanging_handler_is_a_failed_attempt() {
         }
     }
     let account = common::account();
-    let queue = job_queue::<Invoice>(&account, "panics").await;
+    let queue: JobQueue<Invoice> = job_queue(&account, "panics").await;
     for number in [1, 2] {
         queue
             .enqueue(&Invoice {
@@ -288,7 +288,7 @@ fn never_expires(message: &tablekit_azure::Message) -> bool {
 #[tokio::test]
 async fn jobs_poison_records_and_requeued_jobs_never_expire() {
     let account = common::account();
-    let queue = job_queue::<Invoice>(&account, "forever").await;
+    let queue: JobQueue<Invoice> = job_queue(&account, "forever").await;
     let hidden = Duration::from_secs(1);
     queue.enqueue(&invoice()).await.unwrap();
     let enqueued = queue.queue().get(1, hidden).await.unwrap().remove(0);

@@ -50,11 +50,8 @@ async fn worker_child() {
         idle_backoff_max: Duration::from_millis(300),
         ..WorkerOptions::default()
     };
-    let worker = Worker::new(
-        JobQueue::<ArchiveEmployee>::new(account.queue(queue).unwrap()),
-        handler,
-        options,
-    );
+    let jobs: JobQueue<ArchiveEmployee> = JobQueue::new(account.queue(queue).unwrap());
+    let worker = Worker::new(jobs, handler, options);
     let report = match mode {
         "drain" => worker.drain().await,
         "signal" => {
@@ -133,7 +130,7 @@ impl WorkerReportLine {
 async fn scenario(account: &Account, n: u32) -> (Archiver, JobQueue<ArchiveEmployee>) {
     let tables = archive_tables(account).await;
     seed(&tables.current, 0..n).await;
-    let queue = job_queue::<ArchiveEmployee>(account, "procs").await;
+    let queue: JobQueue<ArchiveEmployee> = job_queue(account, "procs").await;
     futures::stream::iter(0..n)
         .map(|id| {
             let queue = queue.clone();

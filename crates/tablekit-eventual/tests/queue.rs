@@ -31,7 +31,7 @@ fn job() -> Reindex {
 async fn create_makes_the_queue_and_its_poison_queue() {
     let account = common::account();
     let name = unique_queue_name("jobs");
-    let queue = JobQueue::<Reindex>::new(account.queue(&name).unwrap());
+    let queue: JobQueue<Reindex> = JobQueue::new(account.queue(&name).unwrap());
     assert_eq!(queue.poison().name(), format!("{name}-poison"));
     let metrics = account.metrics().clone();
     metrics.reset();
@@ -56,7 +56,7 @@ async fn create_makes_the_queue_and_its_poison_queue() {
 #[tokio::test]
 async fn enqueue_sends_one_message_in_a_kind_envelope() {
     let account = common::account();
-    let queue = common::job_queue::<Reindex>(&account, "enqueue").await;
+    let queue: JobQueue<Reindex> = common::job_queue(&account, "enqueue").await;
     let metrics = account.metrics().clone();
     metrics.reset();
     queue.enqueue(&job()).await.unwrap();
@@ -75,7 +75,7 @@ async fn enqueue_sends_one_message_in_a_kind_envelope() {
 #[tokio::test]
 async fn enqueue_after_hides_the_job_until_its_delay_ends() {
     let account = common::account();
-    let queue = common::job_queue::<Reindex>(&account, "delayed").await;
+    let queue: JobQueue<Reindex> = common::job_queue(&account, "delayed").await;
     let metrics = account.metrics().clone();
     metrics.reset();
     queue
@@ -93,7 +93,8 @@ async fn enqueue_after_hides_the_job_until_its_delay_ends() {
 #[tokio::test]
 async fn bad_jobs_are_refused_before_any_request() {
     let account = common::account();
-    let queue = JobQueue::<Reindex>::new(account.queue(&unique_queue_name("never")).unwrap());
+    let queue: JobQueue<Reindex> =
+        JobQueue::new(account.queue(&unique_queue_name("never")).unwrap());
     let metrics = account.metrics().clone();
     metrics.reset();
     let huge = Reindex {
@@ -127,14 +128,12 @@ async fn a_long_queue_name_still_gets_a_valid_poison_queue() {
     let base = unique_queue_name("long");
     let name = format!("{base}{}", "q".repeat(63 - base.len()));
     assert_eq!(name.len(), 63);
-    let queue = JobQueue::<Reindex>::new(account.queue(&name).unwrap());
+    let queue: JobQueue<Reindex> = JobQueue::new(account.queue(&name).unwrap());
     assert!(queue.poison().name().ends_with("-poison"));
     assert!(queue.poison().name().len() <= 63);
     queue.create().await.unwrap();
     queue.delete().await.unwrap();
-    let explicit = JobQueue::<Reindex>::with_poison(
-        account.queue(&name).unwrap(),
-        account.queue(&unique_queue_name("dead-letters")).unwrap(),
-    );
+    let explicit: JobQueue<Reindex> = JobQueue::new(account.queue(&name).unwrap())
+        .with_poison(account.queue(&unique_queue_name("dead-letters")).unwrap());
     assert!(explicit.poison().name().starts_with("deadletters"));
 }

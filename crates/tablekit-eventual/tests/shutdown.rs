@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tablekit_azure::RequestKind;
 use tablekit_core::Result;
-use tablekit_eventual::{Handler, Steps, Worker, WorkerOptions, WorkerReport};
+use tablekit_eventual::{Handler, JobQueue, Steps, Worker, WorkerOptions, WorkerReport};
 use tokio::sync::{Notify, Semaphore, oneshot};
 
 use common::{Probe, Slow, job_queue, quick_options};
@@ -30,7 +30,7 @@ impl Handler<Probe> for Gate {
 #[tokio::test]
 async fn shutdown_stops_dequeuing_and_lets_running_handlers_finish() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "graceful").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "graceful").await;
     for i in 0..3 {
         queue.enqueue(&Probe(i)).await.unwrap();
     }
@@ -82,7 +82,7 @@ async fn shutdown_stops_dequeuing_and_lets_running_handlers_finish() {
 #[tokio::test]
 async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "release").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "release").await;
     queue.enqueue(&Probe(1)).await.unwrap();
     let started = Arc::new(Notify::new());
     let handler = Gate {
@@ -119,7 +119,7 @@ async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
 #[tokio::test]
 async fn an_idle_worker_only_polls_and_backs_off() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "idle").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "idle").await;
     let options = WorkerOptions {
         poll_interval: Duration::from_millis(20),
         idle_backoff_max: Duration::from_millis(80),

@@ -7,13 +7,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use tablekit_azure::Table;
 use tablekit_azure::{PutBlob, RequestKind};
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Keys, Properties};
-use tablekit_eventual::{Handler, HandlerRetry, Job, Steps, Worker, WorkerOptions};
+use tablekit_core::{ETag, ErrorKind, IfMatch, Properties, Stored};
+use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, Worker, WorkerOptions};
 use tablekit_testkit::unique_container_name;
 
-use common::{ArchiveEmployee, Employee, archive_tables, employee, ids_in, keys, seed};
+use common::{ArchiveEmployee, Employee, archive_tables, at, employee, ids_in, keys, seed};
+
+/// Employee `id` as a step reads it.
+async fn read(steps: &Steps, table: &Table, id: u32) -> Option<Stored<Employee>> {
+    steps.get(table, keys(id)).await.unwrap()
+}
 
 #[tokio::test]
 async fn claim_37_running_the_archive_steps_twice_leaves_the_entity_in_archive_only() {
@@ -21,20 +27,17 @@ async fn claim_37_running_the_archive_steps_twice_leaves_the_entity_in_archive_o
     let tables = archive_tables(&account).await;
     seed(&tables.current, [456]).await;
     let steps = Steps::detached();
-    let keys = keys(456);
-    let stored = steps
-        .get::<Employee>(&tables.current, &keys)
+    let stored = read(&steps, &tables.current, 456)
         .await
-        .unwrap()
         .expect("in Current");
     // The guide's steps 4 and 5, exactly as written, twice: no error the second time.
     for run in 0..2 {
         steps
-            .upsert_replace(&tables.archive, &Entity::new(keys.clone(), &stored.value))
+            .upsert_replace(&tables.archive, &stored.value)
             .await
             .unwrap();
         let existed = steps
-            .delete_if_exists(&tables.current, &keys)
+            .delete_if_exists(&tables.current, keys(456))
             .await
             .unwrap();
         assert_eq!(existed, run == 0);
@@ -91,49 +94,37 @@ async fn every_table_step_costs_one_request_and_tolerates_repetition() {
         (steps.attempt(), steps.retry(), steps.message_id()),
         (1, 0, "")
     );
-    let k = keys(9);
+    let nine = employee(9);
     let one = |kind: RequestKind| {
         common::assert_requests(&metrics.snapshot(), &[(kind, 1)], &[]);
         metrics.reset();
     };
 
     metrics.reset();
-    assert!(steps.get::<Employee>(table, &k).await.unwrap().is_none());
+    assert!(read(&steps, table, 9).await.is_none());
     one(RequestKind::Get);
-    let tag = steps
-        .upsert_replace(table, &Entity::new(k.clone(), employee(9)))
-        .await
-        .unwrap();
+    let tag = steps.upsert_replace(table, &nine).await.unwrap();
     one(RequestKind::UpsertReplace);
     let mut age = Properties::new();
     age.insert("Age", 50i32);
-    let merged = steps
-        .upsert_merge(table, &Entity::new(k.clone(), &age))
-        .await
-        .unwrap();
+    let merged = steps.upsert_merge(table, &at(9, &age)).await.unwrap();
     one(RequestKind::UpsertMerge);
     assert_ne!(tag, merged);
 
     // ETag-conditioned writes: the stale tag fails, the current one wins.
-    let e = steps
-        .replace_if_match(table, &Entity::new(k.clone(), employee(9)), &tag)
-        .await
-        .unwrap_err();
+    let e = steps.replace(table, &nine, tag.into()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
     one(RequestKind::Replace);
-    let replaced = steps
-        .replace_if_match(table, &Entity::new(k.clone(), employee(9)), &merged)
-        .await
-        .unwrap();
+    let replaced = steps.replace(table, &nine, merged.into()).await.unwrap();
     one(RequestKind::Replace);
     let merged = steps
-        .merge_if_match(table, &Entity::new(k.clone(), &age), &replaced)
+        .merge(table, &at(9, &age), (&replaced).into())
         .await
         .unwrap();
     one(RequestKind::Merge);
 
     let e = steps
-        .delete_if_match(table, &k, &replaced)
+        .delete(table, &nine, replaced.into())
         .await
         .unwrap_err();
     assert_eq!(
@@ -142,33 +133,70 @@ async fn every_table_step_costs_one_request_and_tolerates_repetition() {
         "changed since read"
     );
     one(RequestKind::Delete);
-    assert!(steps.delete_if_match(table, &k, &merged).await.unwrap());
+    assert!(steps.delete(table, &nine, (&merged).into()).await.unwrap());
     one(RequestKind::Delete);
-    assert!(!steps.delete_if_match(table, &k, &merged).await.unwrap());
+    assert!(
+        !steps.delete(table, &nine, merged.into()).await.unwrap(),
+        "a repeat finds it gone"
+    );
     one(RequestKind::Delete);
 
-    steps
-        .upsert_replace(table, &Entity::new(k.clone(), employee(9)))
-        .await
-        .unwrap();
+    steps.upsert_replace(table, &nine).await.unwrap();
     metrics.reset();
-    assert!(steps.delete_if_exists(table, &k).await.unwrap());
+    assert!(steps.delete_if_exists(table, keys(9)).await.unwrap());
     one(RequestKind::Delete);
-    assert!(!steps.delete_if_exists(table, &k).await.unwrap());
+    assert!(!steps.delete_if_exists(table, keys(9)).await.unwrap());
     one(RequestKind::Delete);
 
     // A missing table is an error, not "absent".
     let gone = account.table("NoSuchTableHere").unwrap();
+    let e = steps.delete_if_exists(&gone, ("a", "b")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
     let e = steps
-        .delete_if_exists(&gone, &Keys::new("a", "b").unwrap())
+        .delete(&gone, ("a", "b"), ETag::new("W/\"x\"").into())
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
+    tables.current.delete_table().await.unwrap();
+    tables.archive.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn conditional_steps_refuse_the_wildcard_before_any_request() {
+    let account = common::account();
+    let tables = archive_tables(&account).await;
+    let table = &tables.current;
+    seed(table, [3]).await;
+    let metrics = account.metrics().clone();
+    let steps = Steps::detached();
+    metrics.reset();
+    // With `IfMatch::Any` a repeat could fail for no reason or overwrite a change made since
+    // the read: the unconditional steps are the upserts and `delete_if_exists`.
+    let errors = [
+        steps
+            .delete(table, keys(3), IfMatch::Any)
+            .await
+            .unwrap_err(),
+        steps
+            .replace(table, &employee(3), IfMatch::Any)
+            .await
+            .unwrap_err(),
+        steps
+            .merge(table, &employee(3), IfMatch::Any)
+            .await
+            .unwrap_err(),
+    ];
+    for e in errors {
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    }
+    // Keys that are not keys are refused before any request too.
     let e = steps
-        .delete_if_match(&gone, &Keys::new("a", "b").unwrap(), &ETag::new("W/\"x\""))
+        .delete_if_exists(table, ("Sales", "a/b"))
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert_eq!(metrics.snapshot().requests(), 0);
+    assert_eq!(ids_in(table).await, [3].into(), "nothing was written");
     tables.current.delete_table().await.unwrap();
     tables.archive.delete_table().await.unwrap();
 }
@@ -234,23 +262,16 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     let table = &tables.current;
     let metrics = account.metrics().clone();
     let steps = Steps::detached();
-    let (a, b) = (keys(1), keys(5));
-    assert_eq!(a.pk(), b.pk(), "one partition");
-    let tag = steps
-        .upsert_replace(table, &Entity::new(a.clone(), employee(1)))
-        .await
-        .unwrap();
+    let (a, new_b) = (employee(1), employee(5));
+    assert_eq!(keys(1).0, keys(5).0, "one partition");
+    let tag = steps.upsert_replace(table, &a).await.unwrap();
 
     // Refused before any request: what a repeat after success would fail on for no reason.
     metrics.reset();
-    let new_b = Entity::new(b.clone(), employee(5));
     let refused = [
         BatchPlan::atomic([Operation::insert(&new_b).unwrap()]).unwrap(),
-        BatchPlan::atomic([Operation::delete(a.clone(), IfMatch::Any).unwrap()]).unwrap(),
-        BatchPlan::atomic([
-            Operation::replace(&Entity::new(a.clone(), employee(1)), IfMatch::Any).unwrap(),
-        ])
-        .unwrap(),
+        BatchPlan::atomic([Operation::delete(&a, IfMatch::Any).unwrap()]).unwrap(),
+        BatchPlan::atomic([Operation::replace(&a, IfMatch::Any).unwrap()]).unwrap(),
         BatchPlan::best_effort([Operation::upsert_replace(&new_b).unwrap()]).unwrap(),
     ];
     for plan in &refused {
@@ -264,37 +285,26 @@ async fn a_transaction_step_is_atomic_repeatable_and_refuses_what_a_repeat_would
     older.age += 1;
     let plan = BatchPlan::atomic([
         Operation::upsert_replace(&new_b).unwrap(),
-        Operation::replace(&Entity::new(a.clone(), &older), IfMatch::ETag(tag.clone())).unwrap(),
+        Operation::replace(&older, IfMatch::ETag(tag.clone())).unwrap(),
     ])
     .unwrap();
     steps.submit(table, &plan).await.unwrap();
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::Transaction, 1)], &[]);
-    let stored = steps.get::<Employee>(table, &a).await.unwrap().unwrap();
+    let stored = read(&steps, table, 1).await.unwrap();
     assert_eq!(stored.value, older);
-    assert!(steps.get::<Employee>(table, &b).await.unwrap().is_some());
+    assert!(read(&steps, table, 5).await.is_some());
 
     // The repeat fails on the ETag the first run changed, and writes nothing.
-    steps.delete_if_exists(table, &b).await.unwrap();
+    steps.delete_if_exists(table, &new_b).await.unwrap();
     let e = steps.submit(table, &plan).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PreconditionFailed, "{e}");
-    assert!(
-        steps.get::<Employee>(table, &b).await.unwrap().is_none(),
-        "all or nothing"
-    );
+    assert!(read(&steps, table, 5).await.is_none(), "all or nothing");
 
     // Upserts alone repeat to the same state.
     let upserts = BatchPlan::atomic([Operation::upsert_replace(&new_b).unwrap()]).unwrap();
     steps.submit(table, &upserts).await.unwrap();
     steps.submit(table, &upserts).await.unwrap();
-    assert_eq!(
-        steps
-            .get::<Employee>(table, &b)
-            .await
-            .unwrap()
-            .unwrap()
-            .value,
-        employee(5)
-    );
+    assert_eq!(read(&steps, table, 5).await.unwrap().value, employee(5));
     tables.current.delete_table().await.unwrap();
     tables.archive.delete_table().await.unwrap();
 }
@@ -320,7 +330,7 @@ impl Retirer {
         marker.insert("Retired", "000001");
         BatchPlan::atomic([
             Operation::delete(keys(1), IfMatch::ETag(etag.clone())).unwrap(),
-            Operation::upsert_replace(&Entity::new(keys(5), marker)).unwrap(),
+            Operation::upsert_replace(&at(5, marker)).unwrap(),
         ])
         .unwrap()
     }
@@ -328,7 +338,8 @@ impl Retirer {
 
 impl Handler<Retire> for Retirer {
     async fn handle(&self, _job: Retire, steps: &Steps) -> tablekit_core::Result<()> {
-        let Some(current) = steps.get::<Properties>(&self.table, &keys(1)).await? else {
+        let Some(current): Option<Stored<Properties>> = steps.get(&self.table, keys(1)).await?
+        else {
             return Ok(()); // retired by an earlier run
         };
         let plan = self.plan(&current.etag);
@@ -347,11 +358,8 @@ async fn a_repeated_transaction_whose_conditioned_delete_took_effect_re_reads_an
     let tables = archive_tables(&account).await;
     let table = tables.current.clone();
     seed(&table, [1]).await;
-    let stored = table
-        .get::<Properties>(&keys(1))
-        .await
-        .unwrap()
-        .expect("seeded");
+    let rows = table.typed::<Properties>();
+    let stored = rows.get(keys(1)).await.unwrap().expect("seeded");
     let handler = Retirer {
         table: table.clone(),
         overtaken: AtomicBool::new(false),
@@ -369,7 +377,7 @@ async fn a_repeated_transaction_whose_conditioned_delete_took_effect_re_reads_an
     // Through a worker whose first delivery is its last: the job converges on its re-run
     // instead of failing for good.
     seed(&table, [1]).await;
-    let queue = common::job_queue::<Retire>(&account, "retire").await;
+    let queue: JobQueue<Retire> = common::job_queue(&account, "retire").await;
     queue.enqueue(&Retire).await.unwrap();
     let options = WorkerOptions {
         max_dequeue_count: 1,
@@ -382,8 +390,8 @@ async fn a_repeated_transaction_whose_conditioned_delete_took_effect_re_reads_an
         (1, 0, 1),
         "{report:?}"
     );
-    assert!(table.get::<Properties>(&keys(1)).await.unwrap().is_none());
-    assert!(table.get::<Properties>(&keys(5)).await.unwrap().is_some());
+    assert!(rows.get(keys(1)).await.unwrap().is_none());
+    assert!(rows.get(keys(5)).await.unwrap().is_some());
     assert!(queue.peek_poisoned(1).await.unwrap().is_empty());
     common::cleanup(&queue, &tables).await;
 }

@@ -21,7 +21,7 @@ async fn one_job_costs_a_dequeue_its_steps_and_a_delete() {
     let account = common::account();
     let tables = archive_tables(&account).await;
     seed(&tables.current, [223]).await;
-    let queue = job_queue::<ArchiveEmployee>(&account, "archive").await;
+    let queue: JobQueue<ArchiveEmployee> = job_queue(&account, "archive").await;
     let metrics = account.metrics().clone();
     metrics.reset();
     queue.enqueue(&ArchiveEmployee::new(223)).await.unwrap();
@@ -67,7 +67,7 @@ async fn a_batch_is_taken_in_one_dequeue_and_each_message_is_deleted_once() {
     let account = common::account();
     let tables = archive_tables(&account).await;
     seed(&tables.current, 0..20).await;
-    let queue = job_queue::<ArchiveEmployee>(&account, "batch").await;
+    let queue: JobQueue<ArchiveEmployee> = job_queue(&account, "batch").await;
     for id in 0..20 {
         queue.enqueue(&ArchiveEmployee::new(id)).await.unwrap();
     }
@@ -133,7 +133,7 @@ impl Handler<Probe> for Concurrent {
 #[tokio::test]
 async fn runs_exactly_n_handlers_at_once() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "concurrency").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "concurrency").await;
     for i in 0..12 {
         queue.enqueue(&Probe(i)).await.unwrap();
     }
@@ -159,7 +159,7 @@ async fn runs_exactly_n_handlers_at_once() {
 #[tokio::test]
 async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "extend").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "extend").await;
     queue.enqueue(&Probe(1)).await.unwrap();
     // Extensions every second keep a 2 s timeout from ever lapsing, with a second of slack
     // for a slow request on a busy machine.
@@ -171,8 +171,8 @@ async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
     let metrics = account.metrics().clone();
     metrics.reset();
     // A second worker, on its own account, polls the queue the whole time the handler runs.
-    let rival_queue =
-        JobQueue::<Probe>::new(common::account().queue(queue.queue().name()).unwrap());
+    let rival_queue: JobQueue<Probe> =
+        JobQueue::new(common::account().queue(queue.queue().name()).unwrap());
     let rival_options = WorkerOptions {
         poll_interval: Duration::from_millis(50),
         idle_backoff_max: Duration::from_millis(100),
@@ -264,7 +264,7 @@ fn bad() -> Error {
 #[tokio::test]
 async fn transient_failures_rerun_the_handler_within_one_dequeue() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "rerun").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "rerun").await;
     queue.enqueue(&Probe(1)).await.unwrap();
     let worker = Worker::new(queue.clone(), Flaky::new(2, busy), quick_options());
     let report = worker.drain().await.unwrap();
@@ -287,7 +287,7 @@ async fn transient_failures_rerun_the_handler_within_one_dequeue() {
 #[tokio::test]
 async fn a_permanent_failure_waits_for_the_next_delivery_or_the_failure_backoff() {
     let account = common::account();
-    let queue = job_queue::<Probe>(&account, "backoff").await;
+    let queue: JobQueue<Probe> = job_queue(&account, "backoff").await;
     queue.enqueue(&Probe(1)).await.unwrap();
     let options = WorkerOptions {
         visibility_timeout: Duration::from_secs(60),
@@ -326,7 +326,7 @@ async fn a_permanent_failure_waits_for_the_next_delivery_or_the_failure_backoff(
 #[tokio::test]
 async fn invalid_options_are_refused_before_any_request() {
     let account = common::account();
-    let queue = JobQueue::<Probe>::new(account.queue("never-created").unwrap());
+    let queue: JobQueue<Probe> = JobQueue::new(account.queue("never-created").unwrap());
     account.metrics().reset();
     for options in [
         WorkerOptions {

@@ -7,7 +7,7 @@ use std::future::Future;
 use tablekit_azure::{Blob, Container, PutBlob, Table};
 use tablekit_core::batch::BatchPlan;
 use tablekit_core::edm::Properties;
-use tablekit_core::{ETag, Entity, Error, Keys, Result, Stored};
+use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 use tablekit_eventual::Steps;
 
 /// Idempotent or conditional operations, one request each.
@@ -151,7 +151,7 @@ impl Effects for Steps {
         entity: &Entity<Properties>,
         etag: &ETag,
     ) -> Result<ETag> {
-        Steps::replace_if_match(self, table, entity, etag).await
+        Steps::replace(self, table, entity, IfMatch::ETag(etag.clone())).await
     }
 
     async fn submit(&self, table: &Table, plan: &BatchPlan) -> Result<()> {

@@ -125,6 +125,32 @@ impl LargeEntitiesBuilder {
 impl LargeEntities {
     /// A builder for a store of `table`'s entities with payloads in `container` (which must
     /// exist; create it with [`Container::create_if_not_exists`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit::TableEntity;
+    /// use tablekit_azure::Account;
+    /// use tablekit_large::{Large, LargeEntities};
+    ///
+    /// /// An employee's photo: these properties in the entity, the image in a blob.
+    /// #[derive(TableEntity)]
+    /// #[table(partition_key = "{department}", row_key = "{id:06}")]
+    /// struct Photo {
+    ///     department: String,
+    ///     id: u32,
+    ///     caption: String,
+    /// }
+    ///
+    /// # async fn run(jpeg: Vec<u8>) -> tablekit_core::Result<()> {
+    /// let account = Account::emulator();
+    /// let photos = LargeEntities::builder(account.table("Photos")?, account.container("photos")?)
+    ///     .with_property("Image") // ImageBlob, ImageLength, ImageSha256
+    ///     .build()?;
+    /// let photo = Photo { department: "Sales".into(), id: 223, caption: "Jun".into() };
+    /// photos.put(&photo, jpeg).await?; // 3 requests: read, upload, insert
+    /// let read: Option<Large<Photo>> = photos.get(&photo).await?; // 2 requests: entity, blob
+    /// # let _ = read; Ok(()) }
+    /// ```
     pub fn builder(table: Table, container: Container) -> LargeEntitiesBuilder {
         LargeEntitiesBuilder {
             table,

@@ -5,7 +5,7 @@ use std::fmt;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::{Error, Keys, Result, Stored, Target};
+use tablekit_core::{Error, IntoKeys, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use crate::reference::{BlobRef, Payload};
@@ -45,10 +45,12 @@ impl LargeEntities {
     /// `None` when the entity does not exist.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when the entity has no valid reference, the blob does not match it,
-    /// or the referenced blob is missing (which the write order rules out; only deleting
-    /// blobs by hand causes it); [`Error::Decode`] when the properties do not fit `M`.
-    pub async fn get<M: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<Large<M>>> {
+    /// Invalid keys, before any request. [`Error::Corrupt`] when the entity has no valid
+    /// reference, the blob does not match it, or the referenced blob is missing (which the
+    /// write order rules out; only deleting blobs by hand causes it); [`Error::Decode`] when
+    /// the properties do not fit `M`.
+    pub async fn get<M: DeserializeOwned>(&self, keys: impl IntoKeys) -> Result<Option<Large<M>>> {
+        let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.large.get", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         async {
             let mut missing: Option<String> = None;
@@ -103,8 +105,9 @@ impl LargeEntities {
     /// As [`LargeEntities::get`], without the blob checks.
     pub async fn get_entity<M: DeserializeOwned>(
         &self,
-        keys: &Keys,
+        keys: impl IntoKeys,
     ) -> Result<Option<(Stored<M>, Option<BlobRef>)>> {
+        let keys = &keys.into_keys()?;
         Ok(self.read_entity::<M>(keys).await?.map(|(stored, payload)| {
             let reference = match payload {
                 Payload::Blob(r) => Some(r),

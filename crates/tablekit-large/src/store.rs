@@ -9,7 +9,9 @@ use serde::Serialize;
 use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, to_properties};
-use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, NameKind, Result};
+use tablekit_core::{
+    AsEntity, ETag, Entity, Error, ErrorKind, IfMatch, IntoKeys, Keys, NameKind, Result, Target,
+};
 use tracing::Instrument as _;
 
 use crate::reference::{BlobRef, Names, PK_METADATA, Payload, RK_METADATA, encode_key};
@@ -19,7 +21,9 @@ const MAX_STALLS: usize = 3;
 
 /// Entities with a payload beyond the entity limits (a photo, a document, a serialized value
 /// of several MiB): the payload is a blob under a name used once, and the entity holds the
-/// reference — blob name, length and SHA-256 — next to its ordinary properties `M`.
+/// reference — blob name, length and SHA-256 — next to its ordinary properties: a
+/// `#[derive(TableEntity)]` value (its keys computed from its fields) or any serde value
+/// with explicit keys ([`Entity`]).
 ///
 /// **Write order** (never a reference to a missing blob): read the entity's ETag → upload
 /// the payload under a new name → write the entity conditionally on that ETag (insert when
@@ -38,7 +42,8 @@ const MAX_STALLS: usize = 3;
 /// | [`LargeEntities::get`] | 2 (entity, blob); 1 for an inline payload |
 /// | [`LargeEntities::get_entity`] | 1 |
 /// | [`LargeEntities::merge`] | 1 |
-/// | [`LargeEntities::delete`] | 3 (read, conditional delete, blob delete) |
+/// | [`LargeEntities::delete`] | 3 (read, conditional delete, blob delete); `NotFound` after 1 when absent |
+/// | [`LargeEntities::delete_if_exists`] | 3 (read, conditional delete, blob delete); 1 when absent |
 /// | [`LargeEntities::sweep`] | 1 per 5,000 blobs + 1 per entity with a blob past the grace period + 1 per orphan |
 #[derive(Clone)]
 pub struct LargeEntities {
@@ -115,7 +120,7 @@ impl LargeEntities {
     }
 
     /// The entity's properties with `payload` in place, checked against every entity limit.
-    fn entity<M: Serialize>(
+    fn entity<M: Serialize + ?Sized>(
         &self,
         keys: &Keys,
         value: &M,
@@ -139,7 +144,7 @@ impl LargeEntities {
     }
 
     /// A new blob name and the entity that would reference it; nothing is sent.
-    fn prepare<M: Serialize>(
+    fn prepare<M: Serialize + ?Sized>(
         &self,
         keys: &Keys,
         value: &M,
@@ -181,8 +186,8 @@ impl LargeEntities {
         }
     }
 
-    /// Writes the entity with `value` and `payload`, replacing whatever is stored (last
-    /// writer wins): read the entity's ETag and current reference → upload the payload under
+    /// Writes `entity` (its keys and ordinary properties) with `payload`, replacing whatever
+    /// is stored (last writer wins): read the entity's ETag and current reference → upload the payload under
     /// a new name → write the entity conditionally on that ETag (insert when absent) → delete
     /// the blob it referenced before.
     ///
@@ -208,19 +213,20 @@ impl LargeEntities {
     /// removed ("What does not hold" in the crate documentation).
     ///
     /// # Errors
-    /// Before any request: encoding errors of `value`, a property name the reference uses,
-    /// and entity limits with the reference included. Then transport and service errors of
+    /// Before any request: the entity's key errors, encoding errors of its value, a property
+    /// name the reference uses, and entity limits with the reference included. Then transport and service errors of
     /// any step; a failed write leaves the old value (and possibly an unreferenced blob for
     /// the sweeper). [`Error::PreconditionFailed`] when conflicts outlast the account's
     /// conflict-retry limit; [`Error::Transport`] when the upload outlasts the commit deadline
     /// 3 times in a row. A failure to delete the *old* blob is not an error: see
     /// [`LargeWritten::orphaned`].
-    pub async fn put<M: Serialize>(
+    pub async fn put(
         &self,
-        keys: &Keys,
-        value: &M,
+        entity: &impl AsEntity,
         payload: impl Into<Bytes>,
     ) -> Result<LargeWritten> {
+        let keys = &entity.entity_keys()?;
+        let value = entity.entity_value();
         let data: Bytes = payload.into();
         // Validates everything before the first request; each attempt makes its own name.
         self.prepare(keys, value, &data)?;
@@ -314,7 +320,7 @@ impl LargeEntities {
     /// that stamp, then covers the deadline and the write that follows. When the deadline
     /// has passed by the time the write could start (a slow upload, a stalled process), the
     /// blob is deleted and a new one uploaded, [`MAX_STALLS`] times at most.
-    async fn stage<M: Serialize>(
+    async fn stage<M: Serialize + ?Sized>(
         &self,
         keys: &Keys,
         value: &M,
@@ -351,12 +357,13 @@ impl LargeEntities {
     /// # Errors
     /// As [`LargeEntities::put`]; [`Error::AlreadyExists`] if the entity exists (the uploaded
     /// blob is deleted again: 1 more request).
-    pub async fn insert<M: Serialize>(
+    pub async fn insert(
         &self,
-        keys: &Keys,
-        value: &M,
+        entity: &impl AsEntity,
         payload: impl Into<Bytes>,
     ) -> Result<LargeWritten> {
+        let keys = &entity.entity_keys()?;
+        let value = entity.entity_value();
         let data: Bytes = payload.into();
         // Validates everything before the first request.
         self.prepare(keys, value, &data)?;
@@ -384,21 +391,89 @@ impl LargeEntities {
         .await
     }
 
-    /// Deletes the entity, then its blob. Returns whether the entity existed.
+    /// Deletes the entity if it matches `if_match`, then its blob.
+    ///
+    /// With [`IfMatch::Any`], the entity is deleted whatever it holds: read, delete
+    /// conditional on the read ETag, and on a conflict (a write between the read and the
+    /// delete) read and delete again — last writer wins with concurrent
+    /// [`LargeEntities::put`]s, which deletes their value and blob too. With an ETag (from a
+    /// read, [`Stored::if_match`](tablekit_core::Stored::if_match)), only that version is
+    /// deleted: a read that finds another version fails without a delete.
     ///
     /// **Requests: 3** (read, delete conditional on the read ETag, blob delete); 2 for an
-    /// inline payload; 1 when absent; +2 per conflict (a write between the read and the
-    /// delete: read again, delete again). **Consistency:** last writer wins with concurrent
-    /// [`LargeEntities::put`]s: a delete that meets a newer write starts again from the read
-    /// and deletes that value and its blob. The entity goes first, so no reader ever follows
-    /// a reference to a deleted blob; if the blob delete fails, the sweeper deletes it.
+    /// inline payload; 1 when absent or, with an ETag, changed; with [`IfMatch::Any`] +2 per
+    /// conflict (read again, delete again). **Consistency:** the entity goes first, so no
+    /// reader ever follows a reference to a deleted blob; if the blob delete fails, the
+    /// sweeper deletes it.
     ///
     /// # Errors
-    /// [`Error::PreconditionFailed`] when concurrent writes outlast the conflict-retry limit;
-    /// transport and service errors of the entity requests.
-    pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+    /// Invalid keys, before any request. [`Error::NotFound`] when the entity (or the table)
+    /// does not exist; [`Error::PreconditionFailed`] when it is not at the ETag given, or when
+    /// concurrent writes outlast the conflict-retry limit; transport and service errors of
+    /// the entity requests.
+    pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
+        let keys = &keys.into_keys()?;
+        let span = tracing::debug_span!("tablekit.large.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let deleted = match if_match {
+            IfMatch::Any => self.delete_loop(keys).instrument(span).await?,
+            IfMatch::ETag(etag) => self.delete_version(keys, &etag).instrument(span).await?,
+        };
+        if deleted {
+            Ok(())
+        } else {
+            Err(Error::NotFound {
+                target: Target::entity(self.table.name(), keys.clone()),
+            })
+        }
+    }
+
+    /// Deletes the entity whatever it holds, then its blob, as [`LargeEntities::delete`]
+    /// with [`IfMatch::Any`]. Returns whether the entity existed.
+    ///
+    /// **Requests: 3** (read, conditional delete, blob delete); 2 for an inline payload; 1
+    /// when absent; +2 per conflict. **Consistency:** as [`LargeEntities::delete`].
+    ///
+    /// # Errors
+    /// As [`LargeEntities::delete`], without the `NotFound` for an absent entity.
+    pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
+        let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.large.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         self.delete_loop(keys).instrument(span).await
+    }
+
+    /// The blob the stored entity references, if any (none for an inline payload or a
+    /// malformed reference, which the sweeper then handles).
+    fn blob_of(&self, keys: &Keys, stored: &tablekit_core::Stored<Properties>) -> Option<String> {
+        let mut props = stored.value.clone();
+        self.names
+            .take(keys, &mut props)
+            .ok()
+            .and_then(|p| blob_name(&p))
+    }
+
+    /// Deletes the version `etag` of the entity and its blob: `false` when absent; a
+    /// precondition failure when the entity is at another version.
+    async fn delete_version(&self, keys: &Keys, etag: &ETag) -> Result<bool> {
+        let Some(stored) = self.table.get::<Properties>(keys).await? else {
+            return Ok(false);
+        };
+        if &stored.etag != etag {
+            return Err(Error::PreconditionFailed {
+                target: Target::entity(self.table.name(), keys.clone()),
+            });
+        }
+        let old = self.blob_of(keys, &stored);
+        match self.table.delete(keys, IfMatch::ETag(etag.clone())).await {
+            Ok(()) => {}
+            // Deleted by someone else since the read: absent, as for a read that found
+            // nothing; the other deleter deletes the blob.
+            Err(Error::NotFound { target }) if target.keys.is_some() => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if let Some(old) = old {
+            self.discard(&old).await;
+        }
+        Ok(true)
     }
 
     async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
@@ -410,12 +485,7 @@ impl LargeEntities {
                 let Some(stored) = self.table.get::<Properties>(keys).await? else {
                     return Ok(None);
                 };
-                let mut props = stored.value.clone();
-                let old = self
-                    .names
-                    .take(keys, &mut props)
-                    .ok()
-                    .and_then(|p| blob_name(&p));
+                let old = self.blob_of(keys, &stored);
                 match self.table.delete(keys, stored.if_match()).await {
                     Ok(()) => Ok(Some(old)),
                     // Deleted by someone else meanwhile: as good as done.
@@ -435,21 +505,17 @@ impl LargeEntities {
         }
     }
 
-    /// Writes only the entity's ordinary properties, keeping its payload reference: a merge
+    /// Writes only `entity`'s ordinary properties, keeping its payload reference: a merge
     /// conditioned on `if_match`.
     ///
     /// **Requests: 1.**
     ///
     /// # Errors
-    /// [`Error::PreconditionFailed`], [`Error::NotFound`]; a property name the reference
-    /// uses is refused before any request.
-    pub async fn merge<M: Serialize>(
-        &self,
-        keys: &Keys,
-        value: &M,
-        if_match: IfMatch,
-    ) -> Result<ETag> {
-        let props = to_properties(value)?;
+    /// [`Error::PreconditionFailed`], [`Error::NotFound`]; the entity's key errors and a
+    /// property name the reference uses are refused before any request.
+    pub async fn merge(&self, entity: &impl AsEntity, if_match: IfMatch) -> Result<ETag> {
+        let keys = entity.entity_keys()?;
+        let props = to_properties(entity.entity_value())?;
         if let Some(name) = self.names.all().into_iter().find(|n| props.contains(n)) {
             return Err(Error::InvalidName {
                 kind: NameKind::Property,
@@ -457,9 +523,7 @@ impl LargeEntities {
                 reason: "reserved for the payload reference of this store".into(),
             });
         }
-        self.table
-            .merge(&Entity::new(keys.clone(), props), if_match)
-            .await
+        self.table.merge(&Entity::new(keys, props), if_match).await
     }
 }
 

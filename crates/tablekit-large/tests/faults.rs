@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::Bytes;
-use tablekit_core::{Keys, Properties};
+use tablekit_core::{Entity, IfMatch, Properties};
 use tablekit_large::{LargeEntities, SweepOptions};
 use tablekit_testkit::{Fault, FaultProxy, Matcher, Occurrences, Rule};
 
@@ -99,6 +99,14 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// The entity of the tests that write one entity.
+const KEYS: (&str, &str) = ("Sales", "000001");
+
+/// An entity at `keys` with no properties besides its payload.
+fn bare(keys: (&str, &str)) -> Entity<Properties> {
+    Entity::try_new(keys.0, keys.1, Properties::new()).unwrap()
+}
+
 fn payload(case: usize, new: bool) -> Bytes {
     let seed = (case * 2 + usize::from(new)) as u8;
     (0..200_000u32)
@@ -107,9 +115,8 @@ fn payload(case: usize, new: bool) -> Bytes {
         .into()
 }
 
-async fn check(store: &LargeEntities, keys: &Keys, expected: &Bytes, step: &str) {
-    let read = store
-        .get::<Properties>(keys)
+async fn check(store: &LargeEntities, keys: (&str, &str), expected: &Bytes, step: &str) {
+    let read = common::read_raw(store, keys)
         .await
         .unwrap_or_else(|e| panic!("{step}: read failed: {e}"))
         .unwrap_or_else(|| panic!("{step}: entity missing"));
@@ -129,12 +136,10 @@ async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
     let store = common::store(&proxied.account, "largefaults").await;
     for (i, case) in cases().into_iter().enumerate() {
         // Each case writes its own entity, starting from a stored value with a blob.
-        let keys = Keys::new("Sales", format!("{i:06}")).unwrap();
+        let rk = format!("{i:06}");
+        let keys = ("Sales", rk.as_str());
         let (old, new) = (payload(i, false), payload(i, true));
-        store
-            .put(&keys, &Properties::new(), old.clone())
-            .await
-            .unwrap();
+        store.put(&bare(keys), old.clone()).await.unwrap();
         let proxy: &FaultProxy = if case.on_blob {
             &proxied.blob
         } else {
@@ -143,7 +148,7 @@ async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
         for rule in case.rules {
             proxy.add_rule(rule);
         }
-        let result = store.put(&keys, &Properties::new(), new.clone()).await;
+        let result = store.put(&bare(keys), new.clone()).await;
         proxy.clear();
         assert_eq!(
             result.is_ok(),
@@ -155,9 +160,9 @@ async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
             Outcome::Old => &old,
             Outcome::New => &new,
         };
-        check(&store, &keys, expected, case.step).await;
+        check(&store, keys, expected, case.step).await;
         // Leave only this case's blob for the next sweep's assertion.
-        store.delete(&keys).await.unwrap();
+        store.delete(keys, IfMatch::Any).await.unwrap();
     }
     common::cleanup(&store).await;
 }
@@ -166,31 +171,22 @@ async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
 async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
     let proxied = common::proxied();
     let store = common::store(&proxied.account, "largecreate").await;
-    let keys = Keys::new("Sales", "000001").unwrap();
     // The insert never arrives: no entity, and the uploaded blob is swept.
     proxied
         .table
         .add_rule(rule("POST", Occurrences::All, Fault::Reset));
-    assert!(
-        store
-            .put(&keys, &Properties::new(), payload(0, true))
-            .await
-            .is_err()
-    );
+    assert!(store.put(&bare(KEYS), payload(0, true)).await.is_err());
     proxied.table.clear();
-    assert!(store.get::<Properties>(&keys).await.unwrap().is_none());
+    assert!(common::read_raw(&store, KEYS).await.unwrap().is_none());
     store.sweep(&SweepOptions::immediate()).await.unwrap();
     assert!(common::blob_names(&store).await.is_empty());
     // The insert is applied but its response lost: the retry's 409 is recognised as ours.
     proxied
         .table
         .add_rule(rule("POST", Occurrences::Nth(1), Fault::DropResponse));
-    store
-        .put(&keys, &Properties::new(), payload(1, true))
-        .await
-        .unwrap();
+    store.put(&bare(KEYS), payload(1, true)).await.unwrap();
     proxied.table.clear();
-    check(&store, &keys, &payload(1, true), "insert response lost").await;
+    check(&store, KEYS, &payload(1, true), "insert response lost").await;
     common::cleanup(&store).await;
 }
 
@@ -206,11 +202,7 @@ async fn a_put_racing_a_delete_ends_with_its_own_value_and_one_blob() {
     )
     .build()
     .unwrap();
-    let keys = Keys::new("Sales", "000001").unwrap();
-    store
-        .put(&keys, &Properties::new(), payload(0, false))
-        .await
-        .unwrap();
+    store.put(&bare(KEYS), payload(0, false)).await.unwrap();
 
     // The put reads the entity, then its upload is held while the delete runs from start to
     // end; the put's write comes after the delete.
@@ -223,17 +215,17 @@ async fn a_put_racing_a_delete_ends_with_its_own_value_and_one_blob() {
     metrics.reset();
     let new = payload(0, true);
     let put = tokio::spawn({
-        let (store, keys, new) = (store.clone(), keys.clone(), new.clone());
-        async move { store.put(&keys, &Properties::new(), new).await }
+        let (store, new) = (store.clone(), new.clone());
+        async move { store.put(&bare(KEYS), new).await }
     });
     while proxied.blob.stats().faults_injected.delay == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let forwarded = proxied.blob.stats().requests_forwarded;
-    assert!(
-        deleter.delete(&keys).await.unwrap(),
-        "the delete found the entity"
-    );
+    deleter
+        .delete(KEYS, IfMatch::Any)
+        .await
+        .expect("the delete found the entity");
     assert_eq!(
         proxied.blob.stats().requests_forwarded,
         forwarded,
@@ -250,10 +242,10 @@ async fn a_put_racing_a_delete_ends_with_its_own_value_and_one_blob() {
         7,
         "read, upload, replace (404), read, delete the unused blob, upload, insert: {spent:?}"
     );
-    check(&store, &keys, &new, "put racing a delete").await;
+    check(&store, KEYS, &new, "put racing a delete").await;
     assert_eq!(
         store
-            .get_entity::<Properties>(&keys)
+            .get_entity::<Properties>(KEYS)
             .await
             .unwrap()
             .unwrap()
@@ -275,11 +267,7 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
     )
     .build()
     .unwrap();
-    let keys = Keys::new("Sales", "000001").unwrap();
-    writer
-        .put(&keys, &Properties::new(), payload(0, false))
-        .await
-        .unwrap();
+    writer.put(&bare(KEYS), payload(0, false)).await.unwrap();
 
     // The delete reads the entity, then its conditional delete is held while a put runs
     // from start to end; the delete's write comes after the put.
@@ -291,26 +279,20 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
     let metrics = proxied.account.metrics().clone();
     metrics.reset();
     let delete = tokio::spawn({
-        let (deleter, keys) = (deleter.clone(), keys.clone());
-        async move { deleter.delete(&keys).await }
+        let deleter = deleter.clone();
+        async move { deleter.delete(KEYS, IfMatch::Any).await }
     });
     while proxied.table.stats().faults_injected.delay == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let forwarded = proxied.table.stats().requests_forwarded;
-    writer
-        .put(&keys, &Properties::new(), payload(0, true))
-        .await
-        .unwrap();
+    writer.put(&bare(KEYS), payload(0, true)).await.unwrap();
     assert_eq!(
         proxied.table.stats().requests_forwarded,
         forwarded,
         "the put finished while the delete was still held"
     );
-    assert!(
-        delete.await.unwrap().unwrap(),
-        "the delete found the entity"
-    );
+    delete.await.unwrap().expect("the delete found the entity");
     proxied.table.clear();
 
     // Last writer wins: the delete, which wrote after the put, is what is stored.
@@ -320,7 +302,7 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
         5,
         "read, delete (412), read, delete, delete the put's blob: {spent:?}"
     );
-    assert!(deleter.get::<Properties>(&keys).await.unwrap().is_none());
+    assert!(common::read_raw(&deleter, KEYS).await.unwrap().is_none());
     assert!(
         common::blob_names(&deleter).await.is_empty(),
         "the put deleted the blob it replaced, the delete the put's"

@@ -5,27 +5,44 @@
 mod common;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use tablekit::TableEntity;
 use tablekit_azure::{PutBlob, RequestKind};
-use tablekit_core::{ErrorKind, IfMatch, Keys};
-use tablekit_large::{LargeEntities, SweepOptions};
+use tablekit_core::{Entity, ErrorKind, IfMatch, IntoKeys, Properties};
+use tablekit_large::{Large, LargeEntities, SweepOptions};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// An employee whose photo is the payload.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
 struct Employee {
+    department: String,
+    id: u32,
     first_name: String,
     last_name: String,
 }
 
 fn jun() -> Employee {
     Employee {
+        department: "Sales".into(),
+        id: 223,
         first_name: "Jun".into(),
         last_name: "Cao".into(),
     }
 }
 
-fn keys() -> Keys {
-    Keys::new("Sales", "000223").unwrap()
+/// Jun's keys.
+const KEYS: (&str, &str) = ("Sales", "000223");
+
+/// The employee at `keys` with the verified photo.
+async fn read_employee(
+    store: &LargeEntities,
+    keys: impl IntoKeys,
+) -> tablekit_core::Result<Option<Large<Employee>>> {
+    store.get(keys).await
+}
+
+/// A property bag at Jun's keys.
+fn bag(properties: Properties) -> Entity<Properties> {
+    Entity::try_new(KEYS.0, KEYS.1, properties).unwrap()
 }
 
 /// `len` bytes that differ with `seed`.
@@ -44,7 +61,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     let five = payload(5 << 20, 1);
 
     metrics.reset();
-    let first = store.put(&keys(), &jun(), five.clone()).await.unwrap();
+    let first = store.put(&jun(), five.clone()).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(spent.requests(), 3, "new entity: read, upload, insert");
     assert_eq!(
@@ -56,7 +73,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     assert!(reference.name.starts_with(store.prefix()));
 
     metrics.reset();
-    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     let spent = metrics.snapshot();
     assert_eq!(spent.requests(), 2, "entity, then blob");
     assert_eq!(
@@ -72,17 +89,13 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     assert_eq!(read.entity.etag, first.etag);
 
     metrics.reset();
-    let (entity, only_ref) = store
-        .get_entity::<Employee>(&keys())
-        .await
-        .unwrap()
-        .unwrap();
+    let (entity, only_ref) = store.get_entity::<Employee>(KEYS).await.unwrap().unwrap();
     assert_eq!(metrics.snapshot().requests(), 1);
     assert_eq!((entity.value, only_ref), (jun(), Some(reference.clone())));
 
     let other = payload(300_000, 2);
     metrics.reset();
-    let second = store.put(&keys(), &jun(), other.clone()).await.unwrap();
+    let second = store.put(&jun(), other.clone()).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(
         spent.requests(),
@@ -109,12 +122,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
         [second.reference.unwrap().name]
     );
     assert_eq!(
-        store
-            .get::<Employee>(&keys())
-            .await
-            .unwrap()
-            .unwrap()
-            .payload,
+        read_employee(&store, KEYS).await.unwrap().unwrap().payload,
         other
     );
 
@@ -124,13 +132,13 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
         last_name: "Cao-Smith".into(),
         ..jun()
     };
-    store.merge(&keys(), &renamed, IfMatch::Any).await.unwrap();
+    store.merge(&renamed, IfMatch::Any).await.unwrap();
     assert_eq!(metrics.snapshot().requests(), 1);
-    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!((read.entity.value, read.payload), (renamed, other));
 
     metrics.reset();
-    assert!(store.delete(&keys()).await.unwrap());
+    store.delete(KEYS, IfMatch::Any).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(
         spent.requests(),
@@ -139,10 +147,60 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     );
     assert_eq!(spent.requests_of(RequestKind::BlobDelete), 1);
     metrics.reset();
-    assert!(!store.delete(&keys()).await.unwrap());
+    assert!(!store.delete_if_exists(KEYS).await.unwrap());
     assert_eq!(metrics.snapshot().requests(), 1);
-    assert!(store.get::<Employee>(&keys()).await.unwrap().is_none());
+    assert!(read_employee(&store, KEYS).await.unwrap().is_none());
     assert!(common::blob_names(&store).await.is_empty());
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn delete_is_not_found_when_missing_and_conditional_on_an_etag() {
+    let account = common::account();
+    let store = common::store(&account, "largedel").await;
+    let metrics = account.metrics().clone();
+
+    metrics.reset();
+    let err = store.delete(KEYS, IfMatch::Any).await.unwrap_err();
+    assert!(
+        matches!(&err, tablekit_core::Error::NotFound { target } if target.keys.is_some()),
+        "the entity is named: {err}"
+    );
+    assert!(!store.delete_if_exists(KEYS).await.unwrap());
+    assert_eq!(metrics.snapshot().requests(), 2, "one read each");
+
+    let first = store.put(&jun(), payload(1_000, 1)).await.unwrap();
+    store.put(&jun(), payload(1_000, 2)).await.unwrap();
+    // The ETag of the first write no longer matches: refused after the read alone.
+    metrics.reset();
+    let err = store
+        .delete(&jun(), IfMatch::ETag(first.etag))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
+    assert_eq!(metrics.snapshot().requests(), 1);
+    assert_eq!(common::blob_names(&store).await.len(), 1, "nothing deleted");
+
+    // The ETag just read deletes the entity and its blob.
+    let (stored, _) = store.get_entity::<Employee>(&jun()).await.unwrap().unwrap();
+    metrics.reset();
+    store.delete(&jun(), stored.if_match()).await.unwrap();
+    assert_eq!(
+        metrics.snapshot().requests(),
+        3,
+        "read, delete, blob delete"
+    );
+    assert!(read_employee(&store, KEYS).await.unwrap().is_none());
+    assert!(common::blob_names(&store).await.is_empty());
+
+    // Keys that are not keys are refused before any request.
+    metrics.reset();
+    let err = store
+        .delete(("Sales", "a#b"), IfMatch::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(metrics.snapshot().requests(), 0);
     common::cleanup(&store).await;
 }
 
@@ -152,17 +210,11 @@ async fn insert_costs_two_requests_and_refuses_an_existing_entity_without_a_leak
     let store = common::store(&account, "largeins").await;
     let metrics = account.metrics().clone();
     metrics.reset();
-    store
-        .insert(&keys(), &jun(), payload(100_000, 3))
-        .await
-        .unwrap();
+    store.insert(&jun(), payload(100_000, 3)).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(spent.requests(), 2, "upload, insert");
     metrics.reset();
-    let err = store
-        .insert(&keys(), &jun(), payload(100_000, 4))
-        .await
-        .unwrap_err();
+    let err = store.insert(&jun(), payload(100_000, 4)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
     assert_eq!(
         metrics.snapshot().requests(),
@@ -171,12 +223,7 @@ async fn insert_costs_two_requests_and_refuses_an_existing_entity_without_a_leak
     );
     assert_eq!(common::blob_names(&store).await.len(), 1);
     assert_eq!(
-        store
-            .get::<Employee>(&keys())
-            .await
-            .unwrap()
-            .unwrap()
-            .payload,
+        read_employee(&store, KEYS).await.unwrap().unwrap().payload,
         payload(100_000, 3)
     );
     common::cleanup(&store).await;
@@ -188,20 +235,20 @@ async fn bad_input_is_refused_before_any_request() {
     let store = common::store(&account, "largebad").await;
     let metrics = account.metrics().clone();
     metrics.reset();
-    let clash = tablekit_core::Properties::new().with("PayloadBlob", "x");
+    let clash = Properties::new().with("PayloadBlob", "x");
     assert_eq!(
         store
-            .put(&keys(), &clash, payload(10, 0))
+            .put(&bag(clash), payload(10, 0))
             .await
             .unwrap_err()
             .kind(),
         ErrorKind::InvalidInput
     );
     // The reference's three properties must fit next to the caller's 252.
-    let full: tablekit_core::Properties = (0..251).map(|i| (format!("P{i}"), 1.into())).collect();
+    let full: Properties = (0..251).map(|i| (format!("P{i}"), 1.into())).collect();
     assert_eq!(
         store
-            .put(&keys(), &full, payload(10, 0))
+            .put(&bag(full), payload(10, 0))
             .await
             .unwrap_err()
             .kind(),
@@ -241,28 +288,25 @@ async fn bad_input_is_refused_before_any_request() {
 async fn a_tampered_or_missing_blob_is_an_error_not_wrong_data() {
     let account = common::account();
     let store = common::store(&account, "largetamper").await;
-    let written = store
-        .put(&keys(), &jun(), payload(50_000, 5))
-        .await
-        .unwrap();
+    let written = store.put(&jun(), payload(50_000, 5)).await.unwrap();
     let name = written.reference.unwrap().name;
     store
         .container()
         .put(&name, payload(50_000, 6), PutBlob::default())
         .await
         .unwrap();
-    let err = store.get::<Employee>(&keys()).await.unwrap_err();
+    let err = read_employee(&store, KEYS).await.unwrap_err();
     assert!(err.to_string().contains("SHA-256"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     store.container().delete_blob(&name, None).await.unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
-    let err = store.get::<Employee>(&keys()).await.unwrap_err();
+    let err = read_employee(&store, KEYS).await.unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(
         matches!(&err, tablekit_core::Error::Corrupt { target, .. }
-            if target.table == store.table().name() && target.keys.as_deref() == Some(&keys())),
+            if target.table == store.table().name() && target.keys.as_deref() == Some(&KEYS.into_keys().unwrap())),
         "{err}"
     );
     assert_eq!(
@@ -283,14 +327,11 @@ async fn small_payloads_can_stay_inline() {
         .build()
         .unwrap();
     let metrics = account.metrics().clone();
-    let big = store
-        .put(&keys(), &jun(), payload(40_000, 7))
-        .await
-        .unwrap();
+    let big = store.put(&jun(), payload(40_000, 7)).await.unwrap();
     assert!(big.reference.is_some());
 
     metrics.reset();
-    let small = store.put(&keys(), &jun(), payload(1_000, 8)).await.unwrap();
+    let small = store.put(&jun(), payload(1_000, 8)).await.unwrap();
     assert_eq!(small.reference, None);
     assert_eq!(
         metrics.snapshot().requests(),
@@ -300,12 +341,13 @@ async fn small_payloads_can_stay_inline() {
     assert!(common::blob_names(&store).await.is_empty());
 
     metrics.reset();
-    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!(metrics.snapshot().requests(), 1, "inline: the entity alone");
     assert_eq!(read.payload, payload(1_000, 8));
     let raw = store
         .table()
-        .get::<tablekit_core::Properties>(&keys())
+        .typed::<Properties>()
+        .get(KEYS)
         .await
         .unwrap()
         .unwrap();
@@ -317,10 +359,7 @@ async fn small_payloads_can_stay_inline() {
 async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     let account = common::account();
     let store = common::store(&account, "largeconc").await;
-    store
-        .put(&keys(), &jun(), payload(20_000, 0))
-        .await
-        .unwrap();
+    store.put(&jun(), payload(20_000, 0)).await.unwrap();
     let writers: Vec<_> = (1..=8u8)
         .map(|seed| {
             let store = store.clone();
@@ -328,7 +367,6 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
                 for round in 0..3u8 {
                     store
                         .put(
-                            &keys(),
                             &jun(),
                             payload(20_000 + usize::from(seed), seed * 10 + round),
                         )
@@ -341,7 +379,7 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     for writer in writers {
         writer.await.unwrap();
     }
-    let read = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
     let reference = read.reference.unwrap();
     assert!(reference.len > 20_000, "one of the writers' payloads");
     assert!(
@@ -355,7 +393,7 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     );
     let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
     assert_eq!((report.referenced, report.deleted.len()), (1, 0));
-    let again = store.get::<Employee>(&keys()).await.unwrap().unwrap();
+    let again = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!(again.reference.unwrap(), reference);
     common::cleanup(&store).await;
 }
@@ -364,20 +402,17 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
 async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() {
     let account = common::account();
     let store = common::store(&account, "largesweep").await;
-    let kept = store.put(&keys(), &jun(), payload(1_000, 1)).await.unwrap();
-    let other = Keys::new("Sales", "000224").unwrap();
-    store.put(&other, &jun(), payload(1_000, 2)).await.unwrap();
+    let kept = store.put(&jun(), payload(1_000, 1)).await.unwrap();
+    let other = Employee { id: 224, ..jun() };
+    store.put(&other, payload(1_000, 2)).await.unwrap();
     // Orphans as a crash would leave them: uploaded for an entity that never referenced them.
-    let metadata = |k: &Keys| {
+    let metadata = |(pk, rk): (&str, &str)| {
         std::collections::BTreeMap::from([
-            ("tablekit_pk".to_owned(), k.pk().to_owned()),
-            ("tablekit_rk".to_owned(), k.rk().to_owned()),
+            ("tablekit_pk".to_owned(), pk.to_owned()),
+            ("tablekit_rk".to_owned(), rk.to_owned()),
         ])
     };
-    for (i, owner) in [keys(), keys(), Keys::new("Sales", "000999").unwrap()]
-        .iter()
-        .enumerate()
-    {
+    for (i, owner) in [KEYS, KEYS, ("Sales", "000999")].into_iter().enumerate() {
         let name = format!("{}orphan{i}", store.prefix());
         let options = PutBlob {
             metadata: metadata(owner),
@@ -433,8 +468,7 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
     assert_eq!(left.len(), 3);
     assert!(left.contains(&kept.reference.unwrap().name) && left.contains(&foreign));
     assert_eq!(
-        store
-            .get::<Employee>(&other)
+        read_employee(&store, &other)
             .await
             .unwrap()
             .unwrap()

@@ -10,9 +10,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tablekit_azure::{RetryPolicy, Settings};
-use tablekit_core::{Keys, Properties};
+use tablekit_core::{Entity, Properties};
 use tablekit_large::{LargeEntities, SweepOptions};
 use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
+
+/// The entity every test writes.
+const KEYS: (&str, &str) = ("Sales", "000223");
+
+/// The entity at [`KEYS`], with no properties besides its payload.
+fn bare() -> Entity<Properties> {
+    Entity::try_new(KEYS.0, KEYS.1, Properties::new()).unwrap()
+}
 
 fn payload(len: usize, seed: u8) -> Bytes {
     (0..len)
@@ -52,9 +60,8 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
             + store.table().account().settings().write_settles_within()
             + Duration::from_secs(1)
     );
-    let keys = Keys::new("Sales", "000223").unwrap();
     let old = store
-        .put(&keys, &Properties::new(), payload(10_000, 1))
+        .put(&bare(), payload(10_000, 1))
         .await
         .unwrap()
         .reference
@@ -96,13 +103,13 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
     };
 
     let new = payload(10_000, 2);
-    let put = store.put(&keys, &Properties::new(), new.clone()).await;
+    let put = store.put(&bare(), new.clone()).await;
     assert!(put.is_err(), "every attempt timed out or broke: {put:?}");
     // Wait for the late attempt to land.
     let mut landed = None;
     for _ in 0..200 {
         let current = store
-            .get_entity::<Properties>(&keys)
+            .get_entity::<Properties>(KEYS)
             .await
             .unwrap()
             .unwrap()
@@ -133,8 +140,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
             "a sweep deleted the blob the late write references: {report:?}"
         );
     }
-    let read = store
-        .get::<Properties>(&keys)
+    let read = common::read_raw(&store, KEYS)
         .await
         .unwrap_or_else(|e| panic!("the entity references a missing blob: {e}"))
         .unwrap();
@@ -146,11 +152,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
 async fn a_grace_under_the_safe_minimum_is_refused_before_any_request() {
     let account = common::account();
     let store = common::store(&account, "largegrace").await;
-    let keys = Keys::new("Sales", "000223").unwrap();
-    store
-        .put(&keys, &Properties::new(), payload(1_000, 1))
-        .await
-        .unwrap();
+    store.put(&bare(), payload(1_000, 1)).await.unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
     // Above the commit deadline (10 minutes) plus a minute: what the old rule allowed.
@@ -207,11 +209,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
         .with_commit_deadline(Duration::from_secs(1))
         .build()
         .unwrap();
-    let keys = Keys::new("Sales", "000223").unwrap();
-    store
-        .put(&keys, &Properties::new(), payload(10_000, 1))
-        .await
-        .unwrap();
+    store.put(&bare(), payload(10_000, 1)).await.unwrap();
     proxied.blob.add_rule(Rule {
         matcher: Matcher::any().with_method("PUT"),
         occurrences: Occurrences::Nth(1),
@@ -220,10 +218,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
     let metrics = proxied.account.metrics().clone();
     metrics.reset();
     let new = payload(10_000, 2);
-    let written = store
-        .put(&keys, &Properties::new(), new.clone())
-        .await
-        .unwrap();
+    let written = store.put(&bare(), new.clone()).await.unwrap();
     proxied.blob.clear();
     let spent = metrics.snapshot();
     assert_eq!(
@@ -244,8 +239,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
         [written.reference.unwrap().name]
     );
     assert_eq!(
-        store
-            .get::<Properties>(&keys)
+        common::read_raw(&store, KEYS)
             .await
             .unwrap()
             .unwrap()

@@ -3,13 +3,15 @@
 pub mod blob;
 mod entry;
 pub mod key;
+mod query;
 pub mod spread;
 mod tail;
 
 pub use blob::{BlobLogReader, BlobLogWriter, FlushPolicy, Flushed, Level, LogRecord};
 pub use entry::{AppendOutcome, AppendReport, Appended, LogEntry};
 pub use key::AppendId;
-pub use spread::SpreadLog;
+pub use query::{LogPage, LogQuery};
+pub use spread::{SpreadLog, SpreadPage, SpreadQuery, SpreadToken};
 pub use tail::LogTail;
 
 #[cfg(test)]

@@ -5,18 +5,16 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use futures::stream::BoxStream;
-use futures::{StreamExt as _, TryStreamExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_azure::{BulkOptions, Query, Table};
+use tablekit_azure::{BulkOptions, Table};
 use tablekit_core::batch::Operation;
-use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, ErrorKind, Keys, PartitionKey, Properties, Result};
 use tracing::Instrument as _;
 
 use crate::entry::{AppendReport, Appended, LogEntry};
-use crate::key::{AppendId, SuffixSource, row_key, truncate_to_tick, window_filter};
+use crate::key::{AppendId, SuffixSource, row_key, truncate_to_tick};
+use crate::query::LogQuery;
 
 /// The log tail pattern (PATTERNS.md §5.7): entries of a partition keyed by inverted ticks
 /// plus a unique suffix, so `$top=n` returns the *n* newest.
@@ -57,6 +55,29 @@ pub(crate) fn partition(partition: &str) -> Result<PartitionKey> {
 
 impl<T> LogTail<T> {
     /// A log tail over `table` (which must exist). No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use serde::{Deserialize, Serialize};
+    /// use tablekit_azure::Account;
+    /// use tablekit_logtail::LogTail;
+    ///
+    /// /// One expense claim: a value without keys of its own — the employee's partition and
+    /// /// the time make the entry's keys.
+    /// #[derive(Serialize, Deserialize)]
+    /// #[serde(rename_all = "PascalCase")]
+    /// struct Expense {
+    ///     amount: f64,
+    ///     description: String,
+    /// }
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// let claims: LogTail<Expense> = LogTail::new(Account::emulator().table("Expenses")?);
+    /// let lunch = Expense { amount: 12.5, description: "lunch".into() };
+    /// claims.append("000223", &lunch).await?; // 1 request
+    /// let newest = claims.latest("000223", 10).await?; // 1 request, newest first
+    /// # let _ = newest; Ok(()) }
+    /// ```
     pub fn new(table: Table) -> Self {
         Self {
             table,
@@ -77,6 +98,11 @@ impl<T> LogTail<T> {
     /// The table.
     pub fn table(&self) -> &Table {
         &self.table
+    }
+
+    /// The page size of reads, when set ([`LogTail::with_page_size`]).
+    pub(crate) fn page_size(&self) -> Option<usize> {
+        self.page_size
     }
 
     /// A new append id, unique to this tail and its clones. No request is sent. Keep it with
@@ -270,7 +296,8 @@ impl<T: Serialize> LogTail<T> {
 }
 
 impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
-    /// The `n` newest entries of `partition`, newest first: one `$top=n` query.
+    /// The `n` newest entries of `partition`, newest first: one `$top=n` query
+    /// ([`LogTail::latest_query`] collected).
     ///
     /// Requests: 1 for `n` ≤ 1,000 (0 for `n` = 0). More only if the service splits the
     /// page: it may return fewer than `$top` entities with a continuation token (after 5 s of
@@ -283,83 +310,68 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
     /// the table does not exist; [`tablekit_core::Error::Decode`] for an entity whose
     /// RowKey is not a log-tail key or whose properties do not fit `T`.
     pub async fn latest(&self, partition: &str, n: usize) -> Result<Vec<LogEntry<T>>> {
-        if n == 0 {
-            self::partition(partition)?;
-            return Ok(Vec::new());
-        }
         let span = tracing::debug_span!("tablekit.logtail.latest", table = %self.table.name(), pk = %partition, n);
-        self.latest_query(partition, n)?
-            .stream()
-            .map(|r| r.and_then(LogEntry::from_stored))
-            .try_collect()
+        self.latest_query(partition, n)
+            .collect()
             .instrument(span)
             .await
     }
 
-    /// The query [`LogTail::latest`] sends, for callers who want pages or a projection.
-    ///
-    /// # Errors
-    /// An invalid partition key.
-    pub fn latest_query(&self, partition: &str, n: usize) -> Result<Query<T>> {
-        self.table
-            .account()
-            .require_sorted_queries("`LogTail::latest`")?;
-        let pk = self::partition(partition)?;
-        Ok(self.table.query::<T>().filter(Filter::partition(pk)).top(n))
+    /// The read [`LogTail::latest`] sends — [`LogTail::entries`] limited to `n`, in pages of
+    /// up to `n` (at most 1,000) — for callers who want pages or a projection. Nothing is
+    /// sent until it is consumed.
+    pub fn latest_query(&self, partition: &str, n: usize) -> LogQuery<T> {
+        self.entries(partition)
+            .top(n)
+            .with_page_size(n.clamp(1, 1_000))
     }
 
     /// The entries of `partition` whose time (at 100 ns resolution) is in `[from, to)`,
-    /// newest first: one RowKey range query.
+    /// newest first: one RowKey range query, read page by page. Nothing is sent until it is
+    /// consumed.
     ///
-    /// Requests: one per page (1,000 entries, or the page size). Memory: one page.
-    /// Consistency: each page is consistent; entries appended meanwhile may or may not
-    /// appear.
+    /// Requests: one per page (1,000 entries, or the page size; none when `from == to`).
+    /// Memory: at most two pages while streaming. Consistency: each page is consistent;
+    /// entries appended meanwhile may or may not appear.
     ///
-    /// # Errors
-    /// As the stream's first item, before any request: an invalid partition key, `from >
-    /// to`, or an instant outside .NET's range. Then as [`LogTail::latest`].
-    pub fn window(
-        &self,
-        partition: &str,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> BoxStream<'static, Result<LogEntry<T>>> {
-        let filter =
-            self::partition(partition).and_then(|pk| window_filter(&pk, from, to).map(|f| (pk, f)));
-        match filter {
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-            Ok(_) if from == to => futures::stream::empty().boxed(),
-            Ok((_, filter)) => self.read(filter),
-        }
+    /// The errors of the read (as the first item of its stream), before any request: an
+    /// invalid partition key, `from > to`, or an instant outside .NET's range. Then as
+    /// [`LogTail::latest`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use chrono::{Duration, Utc};
+    /// use tablekit_core::Properties;
+    /// use tablekit_logtail::LogTail;
+    ///
+    /// # async fn run(tail: LogTail<Properties>) -> tablekit_core::Result<()> {
+    /// let now = Utc::now();
+    /// // The last hour, 100 entries per request, only the `Amount` property.
+    /// let page = tail
+    ///     .window("000223", now - Duration::hours(1), now)
+    ///     .select(["Amount"])
+    ///     .with_page_size(100)
+    ///     .page()
+    ///     .await?;
+    /// // Later, in another process: the rest, from where the page ended.
+    /// if let Some(token) = page.continuation {
+    ///     let rest = tail.window("000223", now - Duration::hours(1), now).resume(token);
+    ///     let _ = rest.collect().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn window(&self, partition: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> LogQuery<T> {
+        LogQuery::window(self.table.clone(), partition, from, to, self.page_size)
     }
 
-    /// Every entry of `partition`, newest first.
+    /// Every entry of `partition`, newest first, read page by page. Nothing is sent until it
+    /// is consumed.
     ///
-    /// Requests: one per page. Memory: one page. Consistency: each page is consistent; the
-    /// whole read is not a snapshot.
+    /// Requests: one per page. Memory: at most two pages while streaming. Consistency: each
+    /// page is consistent; the whole read is not a snapshot.
     ///
-    /// # Errors
-    /// As [`LogTail::window`].
-    pub fn entries(&self, partition: &str) -> BoxStream<'static, Result<LogEntry<T>>> {
-        match self::partition(partition) {
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-            Ok(pk) => self.read(Filter::partition(pk)),
-        }
-    }
-
-    /// A query with this tail's page size.
-    pub(crate) fn query(&self, filter: Filter) -> Query<T> {
-        let query = self.table.query::<T>().filter(filter);
-        match self.page_size {
-            Some(n) => query.with_page_size(n),
-            None => query,
-        }
-    }
-
-    fn read(&self, filter: Filter) -> BoxStream<'static, Result<LogEntry<T>>> {
-        self.query(filter)
-            .stream()
-            .map(|r| r.and_then(LogEntry::from_stored))
-            .boxed()
+    /// The errors of the read: as [`LogTail::window`].
+    pub fn entries(&self, partition: &str) -> LogQuery<T> {
+        LogQuery::all(self.table.clone(), partition, self.page_size)
     }
 }

@@ -6,7 +6,6 @@ mod common;
 use std::collections::HashSet;
 
 use chrono::{DateTime, Duration, Utc};
-use futures::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::RequestKind;
 use tablekit_core::{Entity, ErrorKind, Properties};
@@ -31,7 +30,7 @@ fn claim(n: i64) -> Claim {
 async fn claim_19_latest_10_is_one_request_and_the_10_newest_newest_first() {
     let table = common::table("tail").await;
     let metrics = table.account().metrics().clone();
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let base = common::at("2026-11-22T10:00:00Z");
     // Appended out of time order: the order comes from the keys, not from insertion.
     let order = [
@@ -72,7 +71,7 @@ async fn claim_19_latest_10_is_one_request_and_the_10_newest_newest_first() {
 #[tokio::test]
 async fn a_thousand_appends_from_8_tasks_are_distinct_and_newest_first() {
     let table = common::table("tailconc").await;
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let tasks: Vec<_> = (0..8)
         .map(|task| {
             let tail = tail.clone();
@@ -95,7 +94,7 @@ async fn a_thousand_appends_from_8_tasks_are_distinct_and_newest_first() {
 
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let read: Vec<_> = tail.entries("p").try_collect().await.unwrap();
+    let read: Vec<_> = tail.entries("p").collect().await.unwrap();
     assert_eq!(read.len(), 1_000);
     common::assert_requests(&metrics.snapshot(), None, 1); // one page of 1,000
     let read_keys: HashSet<String> = read.iter().map(|e| e.keys.rk().to_owned()).collect();
@@ -113,7 +112,7 @@ async fn a_thousand_appends_from_8_tasks_are_distinct_and_newest_first() {
 #[tokio::test]
 async fn entries_of_one_tick_never_collide_and_keep_their_time() {
     let table = common::table("tailtick").await;
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let same = common::at("2026-11-22T10:00:00.1234567Z");
     let later = same + Duration::nanoseconds(100);
     let tasks: Vec<_> = (0..8)
@@ -137,7 +136,7 @@ async fn entries_of_one_tick_never_collide_and_keep_their_time() {
     let second = tail.append_at("q", same, &claim(2)).await.unwrap();
     assert!(second.keys.rk() < first.keys.rk());
 
-    let read: Vec<_> = tail.entries("p").try_collect().await.unwrap();
+    let read: Vec<_> = tail.entries("p").collect().await.unwrap();
     assert_eq!(read.len(), 321);
     assert_eq!(read[0].value.amount, -1, "the later tick comes first");
     assert!(read[1..].iter().all(|e| e.time == same));
@@ -179,7 +178,7 @@ async fn keys_written_by_dotnet_are_read_in_order_with_their_times() {
         .unwrap();
         table.insert(&entity).await.unwrap();
     }
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let read = tail.latest("empid", 10).await.unwrap();
     let mut expected = times.to_vec();
     expected.sort_unstable_by(|a, b| b.cmp(a));
@@ -188,9 +187,9 @@ async fn keys_written_by_dotnet_are_read_in_order_with_their_times() {
         assert_eq!(times[entry.value.amount as usize], entry.time);
         assert_eq!(entry.keys.rk(), dotnet_row_key(entry.time));
     }
-    let window: Vec<_> = tail
+    let window = tail
         .window("empid", times[0], common::at("2014-07-31T15:06:00Z"))
-        .try_collect()
+        .collect()
         .await
         .unwrap();
     assert_eq!(
@@ -204,7 +203,7 @@ async fn keys_written_by_dotnet_are_read_in_order_with_their_times() {
 async fn a_window_is_one_range_query_newest_first() {
     let table = common::table("tailwin").await;
     let metrics = table.account().metrics().clone();
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let base = common::at("2026-11-22T10:00:00Z");
     let items: Vec<_> = (0..30)
         .map(|i| (base + Duration::minutes(i), claim(i)))
@@ -216,13 +215,13 @@ async fn a_window_is_one_range_query_newest_first() {
     common::assert_requests(&metrics.snapshot(), None, 1);
 
     metrics.reset();
-    let window: Vec<_> = tail
+    let window = tail
         .window(
             "p",
             base + Duration::minutes(5),
             base + Duration::minutes(12),
         )
-        .try_collect()
+        .collect()
         .await
         .unwrap();
     common::assert_requests(&metrics.snapshot(), None, 1);
@@ -230,17 +229,19 @@ async fn a_window_is_one_range_query_newest_first() {
     assert_eq!(got, (5..12).rev().collect::<Vec<_>>());
 
     metrics.reset();
-    let paged: Vec<_> = tail
+    let paged = tail
         .clone()
         .with_page_size(10)
         .window("p", base, base + Duration::minutes(30))
-        .try_collect()
+        .collect()
         .await
         .unwrap();
     assert_eq!(paged.len(), 30);
     assert!(metrics.snapshot().requests() >= 3);
-    let empty: Vec<_> = tail.window("p", base, base).try_collect().await.unwrap();
+    metrics.reset();
+    let empty = tail.window("p", base, base).collect().await.unwrap();
     assert!(empty.is_empty());
+    common::assert_requests(&metrics.snapshot(), None, 0);
     table.delete_table().await.unwrap();
 }
 
@@ -248,7 +249,7 @@ async fn a_window_is_one_range_query_newest_first() {
 async fn batches_are_split_at_100_per_transaction() {
     let table = common::table("tailbatch").await;
     let metrics = table.account().metrics().clone();
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let now = Utc::now();
     let items: Vec<_> = (0..250).map(|i| (now, claim(i))).collect();
     metrics.reset();
@@ -268,7 +269,7 @@ async fn batches_are_split_at_100_per_transaction() {
 async fn bad_input_is_refused_before_any_request() {
     let table = common::table("tailbad").await;
     let metrics = table.account().metrics().clone();
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     metrics.reset();
     let err = tail.append("a/b", &claim(1)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
@@ -278,14 +279,14 @@ async fn bad_input_is_refused_before_any_request() {
     let now = Utc::now();
     let err = tail
         .window("p", now, now - Duration::seconds(1))
-        .try_collect::<Vec<_>>()
+        .collect()
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(tail.latest("a#b", 10).await.is_err());
     common::assert_requests(&metrics.snapshot(), None, 0);
 
-    let missing = LogTail::<Claim>::new(common::account().table("NoSuchTable0").unwrap());
+    let missing: LogTail<Claim> = LogTail::new(common::account().table("NoSuchTable0").unwrap());
     let err = missing.latest("p", 10).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     // A RowKey that is not a log-tail key is reported, not skipped silently.
@@ -295,5 +296,65 @@ async fn bad_input_is_refused_before_any_request() {
         .unwrap();
     let err = tail.latest("p", 1).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Decode);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_resumed_read_equals_the_unresumed_read_and_select_projects() {
+    let table = common::table("tailresume").await;
+    let metrics = table.account().metrics().clone();
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
+    let base = common::at("2026-11-22T10:00:00Z");
+    let items: Vec<_> = (0..30)
+        .map(|i| (base + Duration::minutes(i), claim(i)))
+        .collect();
+    assert!(tail.append_batch("p", &items).await.unwrap().is_complete());
+    let (from, to) = (base + Duration::minutes(2), base + Duration::minutes(27));
+
+    for read in [tail.entries("p"), tail.window("p", from, to)] {
+        let whole = read.clone().collect().await.unwrap();
+        // One page of 7, its token kept as text, the rest in a new read from the token.
+        metrics.reset();
+        let first = read.clone().with_page_size(7).page().await.unwrap();
+        common::assert_requests(&metrics.snapshot(), None, 1);
+        assert_eq!(first.items.len(), 7);
+        let saved = first.continuation.expect("more entries follow").to_string();
+        metrics.reset();
+        let rest = read
+            .clone()
+            .with_page_size(7)
+            .resume(saved.parse().unwrap())
+            .collect()
+            .await
+            .unwrap();
+        let pages = (whole.len() - 7).div_ceil(7) as u64;
+        common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), pages);
+        let resumed: Vec<_> = first.items.into_iter().chain(rest).collect();
+        assert_eq!(resumed, whole, "the resumed read is the same read");
+    }
+
+    // A projection reads only the properties asked for; keys and times are always there.
+    let raw: LogTail<Properties> = LogTail::new(table.clone());
+    let projected = raw.entries("p").select(["Amount"]).collect().await.unwrap();
+    assert_eq!(projected.len(), 30);
+    for (entry, amount) in projected.iter().zip((0..30).rev()) {
+        assert_eq!(entry.value.get_i64("Amount"), Some(amount));
+        assert!(
+            entry.value.get("Description").is_none(),
+            "{:?}",
+            entry.value
+        );
+        assert_eq!(entry.time, base + Duration::minutes(amount));
+    }
+    // `first` and `top` bound the read.
+    metrics.reset();
+    let newest = tail.entries("p").first().await.unwrap().unwrap();
+    assert_eq!(newest.value, claim(29));
+    let three = tail.entries("p").top(3).collect().await.unwrap();
+    assert_eq!(
+        three.iter().map(|e| e.value.amount).collect::<Vec<_>>(),
+        [29, 28, 27]
+    );
+    common::assert_requests(&metrics.snapshot(), None, 2);
     table.delete_table().await.unwrap();
 }

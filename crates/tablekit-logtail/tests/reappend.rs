@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{RetryPolicy, Settings};
 use tablekit_core::ErrorKind;
@@ -33,7 +32,7 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
     let p = proxied(settings);
     let table = p.account.table(&unique_table_name("reappend")).unwrap();
     table.create().await.unwrap();
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     // 1,000 items of one partition: 10 transactions of 100.
     let now = Utc::now();
     let items: Vec<_> = (0..1_000).map(|seq| (now, Claim { seq })).collect();
@@ -88,7 +87,7 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
         assert_eq!(outcome.id(), id, "re-appended under the same id");
     }
 
-    let entries: Vec<LogEntry<Claim>> = tail.entries("p").try_collect().await.unwrap();
+    let entries: Vec<LogEntry<Claim>> = tail.entries("p").collect().await.unwrap();
     let mut copies: HashMap<i64, usize> = HashMap::new();
     for e in &entries {
         *copies.entry(e.value.seq).or_default() += 1;
@@ -106,14 +105,14 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
 async fn appending_again_with_the_same_id_finds_the_entry() {
     let table = common::table("appendonce").await;
     let metrics = table.account().metrics().clone();
-    let tail = LogTail::<Claim>::new(table.clone());
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
     let (id, now) = (tail.append_id(), Utc::now());
     let first = tail
         .append_with_id("p", &id, now, &Claim { seq: 1 })
         .await
         .unwrap();
     // As after a crash: a new handle, the id and time kept with the item.
-    let restarted = LogTail::<Claim>::new(table.clone());
+    let restarted: LogTail<Claim> = LogTail::new(table.clone());
     let id = AppendId::new(id.to_string()).unwrap();
     metrics.reset();
     let again = restarted
@@ -131,7 +130,7 @@ async fn appending_again_with_the_same_id_finds_the_entry() {
         ErrorKind::AlreadyExists,
         "another item under a used id"
     );
-    let entries: Vec<LogEntry<Claim>> = tail.entries("p").try_collect().await.unwrap();
+    let entries: Vec<LogEntry<Claim>> = tail.entries("p").collect().await.unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].value, Claim { seq: 1 });
     table.delete_table().await.unwrap();

@@ -4,13 +4,14 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
+use std::str::FromStr;
 
 use chrono::Duration;
 use futures::{StreamExt as _, TryStreamExt as _};
 use serde::{Deserialize, Serialize};
 use tablekit_azure::RequestKind;
-use tablekit_core::ErrorKind;
-use tablekit_logtail::{Appended, SpreadLog};
+use tablekit_core::{ErrorKind, Properties};
+use tablekit_logtail::{Appended, SpreadLog, SpreadToken};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -23,7 +24,7 @@ struct Access {
 async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     let table = common::table("spread").await;
     let metrics = table.account().metrics().clone();
-    let log = SpreadLog::<Access>::new(table.clone(), "netlog", 16).unwrap();
+    let log: SpreadLog<Access> = SpreadLog::new(table.clone(), "netlog", 16).unwrap();
     let base = common::at("2026-11-22T10:00:00Z");
     let items: Vec<(String, _, Access)> = (0..10_000)
         .map(|i| {
@@ -77,7 +78,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     // per bucket, no more.
     metrics.reset();
     let paged = log.clone().with_page_size(100);
-    let mut stream = paged.entries();
+    let mut stream = Box::pin(paged.entries().stream());
     let first = stream.next().await.unwrap().unwrap();
     common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 16);
     let mut merged = vec![first];
@@ -117,7 +118,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     // A window across buckets is the same as filtering the merged stream.
     let (from, to) = (base + Duration::seconds(3), base + Duration::seconds(4));
     metrics.reset();
-    let window: Vec<_> = log.window(from, to).try_collect().await.unwrap();
+    let window = log.window(from, to).collect().await.unwrap();
     common::assert_requests(&metrics.snapshot(), None, 16); // one range query per bucket
     let expected: Vec<_> = merged
         .iter()
@@ -136,7 +137,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
 async fn single_appends_go_to_the_bucket_of_their_value() {
     let table = common::table("spreadone").await;
     let metrics = table.account().metrics().clone();
-    let log = SpreadLog::<Access>::new(table.clone(), "netlog", 4).unwrap();
+    let log: SpreadLog<Access> = SpreadLog::new(table.clone(), "netlog", 4).unwrap();
     let access = Access {
         employee: "000123".into(),
         resource: "share-1".into(),
@@ -162,15 +163,132 @@ async fn single_appends_go_to_the_bucket_of_their_value() {
 fn bad_layouts_are_refused() {
     let table = common::account().table("SpreadNoTable").unwrap();
     let kind = |base: &str, buckets: u32| {
-        SpreadLog::<Access>::new(table.clone(), base, buckets)
-            .unwrap_err()
-            .kind()
+        let log: tablekit_core::Result<SpreadLog<Access>> =
+            SpreadLog::new(table.clone(), base, buckets);
+        log.unwrap_err().kind()
     };
     assert_eq!(kind("netlog", 0), ErrorKind::InvalidArgument);
     assert_eq!(kind("netlog", 1_001), ErrorKind::LimitExceeded);
     assert_eq!(kind("net/log", 16), ErrorKind::InvalidInput);
     assert_eq!(kind(&"n".repeat(510), 16), ErrorKind::LimitExceeded);
-    let log = SpreadLog::<Access>::new(table, "netlog", 1_000).unwrap();
+    let log: SpreadLog<Access> = SpreadLog::new(table, "netlog", 1_000).unwrap();
     assert_eq!(log.partition_of_bucket(7), "netlog-007");
     assert_eq!(log.partitions().len(), 1_000);
+}
+
+#[tokio::test]
+async fn a_resumed_spread_read_equals_the_unresumed_read_and_select_projects() {
+    let table = common::table("spreadresume").await;
+    let metrics = table.account().metrics().clone();
+    let log: SpreadLog<Access> = SpreadLog::new(table.clone(), "netlog", 4).unwrap();
+    let base = common::at("2026-11-22T10:00:00Z");
+    let access = |i: i64| Access {
+        employee: format!("{:06}", i % 9),
+        resource: format!("share-{i}"),
+    };
+    let items: Vec<_> = (0..60)
+        .map(|i| {
+            (
+                format!("{:06}", i % 9),
+                base + Duration::seconds(i),
+                access(i),
+            )
+        })
+        .collect();
+    assert!(log.append_batch(&items).await.unwrap().is_complete());
+    // Two entries with the same RowKey in two buckets: the same id and time, two values.
+    let (a, b) = ("000001", "000002");
+    assert_ne!(log.bucket_of(a), log.bucket_of(b));
+    let (id, at) = (log.tail().append_id(), base + Duration::seconds(30));
+    let tied_a = log.append_with_id(a, &id, at, &access(100)).await.unwrap();
+    let tied_b = log.append_with_id(b, &id, at, &access(101)).await.unwrap();
+    assert_eq!(tied_a.keys.rk(), tied_b.keys.rk());
+    // Equal RowKeys come in bucket order: resuming after the first of the two yields the
+    // second next, resuming after the second skips both.
+    let (first, second) = if log.bucket_of(a) < log.bucket_of(b) {
+        ((a, tied_a), (b, tied_b))
+    } else {
+        ((b, tied_b), (a, tied_a))
+    };
+    let after = |spread: &str, appended: &Appended| {
+        SpreadToken::from_str(&format!("{} {}", log.bucket_of(spread), appended.keys.rk())).unwrap()
+    };
+    let next = log
+        .entries()
+        .resume(after(first.0, &first.1))
+        .first()
+        .await
+        .unwrap();
+    assert_eq!(next.unwrap().keys, second.1.keys);
+    let next = log
+        .entries()
+        .resume(after(second.0, &second.1))
+        .first()
+        .await
+        .unwrap();
+    assert!(next.unwrap().keys.rk() > second.1.keys.rk());
+
+    let (from, to) = (base + Duration::seconds(10), base + Duration::seconds(50));
+    for read in [log.entries(), log.window(from, to)] {
+        let whole = read.clone().collect().await.unwrap();
+        // Page after page of 5, each from a new read resumed from the token saved as text.
+        let mut resumed = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut page_read = read.clone().with_page_size(5);
+            if let Some(saved) = token.take() {
+                let token: SpreadToken = saved.parse().unwrap();
+                page_read = page_read.resume(token);
+            }
+            metrics.reset();
+            let page = page_read.page().await.unwrap();
+            assert!(metrics.snapshot().requests() >= 4, "one query per bucket");
+            assert!(page.items.len() <= 5);
+            resumed.extend(page.items);
+            match page.continuation {
+                Some(next) => token = Some(next.to_string()),
+                None => break,
+            }
+        }
+        assert_eq!(resumed.len(), whole.len());
+        assert_eq!(resumed, whole, "the resumed read is the same read");
+    }
+    // The pages of one read carry the same tokens.
+    let pages: Vec<_> = log
+        .entries()
+        .with_page_size(7)
+        .pages()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(pages.iter().map(|p| p.items.len()).sum::<usize>(), 62);
+    assert!(
+        pages[..pages.len() - 1]
+            .iter()
+            .all(|p| p.continuation.is_some())
+    );
+    assert!(pages.last().unwrap().continuation.is_none());
+
+    // A projection reads only the properties asked for.
+    let raw: SpreadLog<Properties> = SpreadLog::new(table.clone(), "netlog", 4).unwrap();
+    let projected = raw.entries().select(["Resource"]).collect().await.unwrap();
+    assert_eq!(projected.len(), 62);
+    assert!(
+        projected
+            .iter()
+            .all(|e| e.value.get_str("Resource").is_some() && e.value.get("Employee").is_none())
+    );
+
+    // A token of a bucket this log does not have is refused before any request.
+    metrics.reset();
+    let err = log
+        .entries()
+        .resume("7 0000".parse().unwrap())
+        .collect()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(SpreadToken::from_str("no-bucket").is_err());
+    common::assert_requests(&metrics.snapshot(), None, 0);
+    table.delete_table().await.unwrap();
 }

@@ -2,10 +2,12 @@
 
 mod period;
 mod purge;
+mod query;
 mod tables;
 
 pub use period::Period;
 pub use purge::{PurgeOptions, PurgeReport, delete_keys, purge_partition, purge_where};
+pub use query::{PeriodPage, PeriodQuery, PeriodToken};
 pub use tables::{DropReport, PeriodTable, PeriodTables};
 
 #[cfg(test)]
@@ -37,6 +39,10 @@ mod send_tests {
         assert_send(&tables.drop_expired(now));
         assert_send(&purge_partition(&table, "p", &options));
         assert_send(&purge_where(&table, Filter::partition("p"), &options));
-        assert_send(&delete_keys(&table, Vec::new(), &options));
+        assert_send(&delete_keys(
+            &table,
+            Vec::<tablekit_core::Keys>::new(),
+            &options,
+        ));
     }
 }

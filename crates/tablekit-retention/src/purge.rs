@@ -12,7 +12,7 @@ use tablekit_azure::{Page, Progress, ProgressCallback, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::MAX_TRANSACTION_OPERATIONS;
-use tablekit_core::{Error, IfMatch, Keys, Properties, Result};
+use tablekit_core::{Error, IfMatch, IntoKeys, Keys, Properties, Result};
 
 /// How many times one chunk is re-sent after entities in it turned out to be gone already.
 const MAX_ROUNDS: usize = 4;
@@ -196,14 +196,22 @@ pub async fn purge_where(
 /// partition between the transaction's smallest and largest RowKey). 0 for no keys.
 /// Consistency: each transaction (up to 100 keys of one partition) is atomic.
 ///
+/// `keys` are anything that names an entity ([`IntoKeys`]): [`Keys`], `(PartitionKey, RowKey)`
+/// pairs of strings, or `TableEntity` values.
+///
 /// # Errors
-/// [`Error::DuplicateInTransaction`] before any request when a key is given twice.
-/// [`Error::NotFound`] if the table does not exist; transport and service errors.
-pub async fn delete_keys(
-    table: &Table,
-    keys: Vec<Keys>,
-    options: &PurgeOptions,
-) -> Result<PurgeReport> {
+/// Before any request: invalid keys, and [`Error::DuplicateInTransaction`] when a key is
+/// given twice. [`Error::NotFound`] if the table does not exist; transport and service
+/// errors.
+pub async fn delete_keys<I>(table: &Table, keys: I, options: &PurgeOptions) -> Result<PurgeReport>
+where
+    I: IntoIterator,
+    I::Item: IntoKeys,
+{
+    let keys = keys
+        .into_iter()
+        .map(IntoKeys::into_keys)
+        .collect::<Result<Vec<Keys>>>()?;
     let mut seen = HashSet::with_capacity(keys.len());
     for (second, k) in keys.iter().enumerate() {
         if !seen.insert(k) {

@@ -4,16 +4,13 @@
 use std::future::Future;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use futures::stream::BoxStream;
 use futures::{StreamExt as _, TryStreamExt as _};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tablekit_azure::{Account, Table};
-use tablekit_core::filter::Filter;
 use tablekit_core::limits::validate_table_name;
-use tablekit_core::{ETag, Entity, Error, NameKind, Result, Stored};
+use tablekit_core::{AsEntity, ETag, Error, NameKind, Result};
 
 use crate::period::Period;
+use crate::query::PeriodQuery;
 
 /// One table of a [`PeriodTables`] set, as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,14 +32,14 @@ pub struct DropReport {
     pub kept: Vec<String>,
 }
 
-/// The high volume delete pattern (PATTERNS.md §5.8): entities that expire together live in
+/// The high volume delete pattern of the design guide: entities that expire together live in
 /// one table per period — `{prefix}{yyyyMMdd}` for days (`Signins20261122`),
 /// `{prefix}{yyyyMMddHH}` for hours, `{prefix}{yyyyMM}` for months — so deleting a period's
 /// data is one delete-table request, however many entities it holds.
 ///
 /// Every name is valid (the prefix is checked) and belongs to one period only, so a name is
 /// never reused for other data. On Azure, re-creating a table soon after deleting it can fail
-/// with 409 `TableBeingDeleted` (PATTERNS.md §9 claim 46): don't write to a period after
+/// with 409 `TableBeingDeleted`: don't write to a period after
 /// dropping it. [`PeriodTables::with_retention`] makes such writes fail before any request.
 ///
 /// New tables are throttled for a while on Azure until the service has learned their load:
@@ -57,6 +54,32 @@ pub struct PeriodTables {
 
 impl PeriodTables {
     /// A set of period tables named `{prefix}{suffix}`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use chrono::{TimeDelta, Utc};
+    /// use tablekit::TableEntity;
+    /// use tablekit_azure::Account;
+    /// use tablekit_retention::{Period, PeriodTables};
+    ///
+    /// /// One sign-in, in the table of its day.
+    /// #[derive(TableEntity)]
+    /// #[table(partition_key = "{user}", row_key = "{id}")]
+    /// struct Signin {
+    ///     user: String,
+    ///     id: String,
+    /// }
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// // Signins20261122, Signins20261123, …: a day's data is dropped with one request.
+    /// let signins = PeriodTables::new(&Account::emulator(), "Signins", Period::Day)?
+    ///     .with_retention(TimeDelta::days(30));
+    /// let now = Utc::now();
+    /// let signin = Signin { user: "user42".into(), id: "s1".into() };
+    /// signins.insert(now, &signin).await?; // 1 request (3 when the day's table is new)
+    /// signins.drop_expired(now).await?; // 1 listing + 1 per expired table
+    /// # Ok(()) }
+    /// ```
     ///
     /// The prefix must start with a letter, hold only ASCII letters and digits, **end with a
     /// letter** (so no other set's names can be read as this set's: after this prefix, another
@@ -189,13 +212,16 @@ impl PeriodTables {
     /// Requests: 1 when the table exists; 3 when it does not (insert, create, insert).
     /// Consistency: strong.
     ///
+    /// `entity` is a `#[derive(TableEntity)]` value or an [`Entity`](tablekit_core::Entity)
+    /// with explicit keys.
+    ///
     /// # Errors
     /// Before any request: a time out of range or past the retention, an invalid entity.
     /// [`Error::AlreadyExists`] when the keys are taken in that table.
-    pub async fn insert<E: Serialize + Sync>(
+    pub async fn insert<E: AsEntity + Sync>(
         &self,
         time: DateTime<Utc>,
-        entity: &Entity<E>,
+        entity: &E,
     ) -> Result<ETag> {
         self.routed(time, |table| async move { table.insert(entity).await })
             .await
@@ -209,10 +235,10 @@ impl PeriodTables {
     ///
     /// # Errors
     /// As [`PeriodTables::insert`], without the conflict.
-    pub async fn upsert_replace<E: Serialize + Sync>(
+    pub async fn upsert_replace<E: AsEntity + Sync>(
         &self,
         time: DateTime<Utc>,
-        entity: &Entity<E>,
+        entity: &E,
     ) -> Result<ETag> {
         self.routed(
             time,
@@ -255,43 +281,47 @@ impl PeriodTables {
         Ok(())
     }
 
-    /// The entities matching `filter` (every entity for `None`) in the tables of the periods
-    /// `[from, to)` touches — and no other table — oldest table first, each table's in key
-    /// order. Missing tables (periods without data, or already dropped) are skipped.
+    /// A read of the entities in the tables of the periods `[from, to)` touches — and no
+    /// other table — oldest table first, each table's in key order. Missing tables (periods
+    /// without data, or already dropped) are skipped. Nothing is sent until a page or the
+    /// stream is asked for; add a filter, a projection, a page size or a resume token to the
+    /// [`PeriodQuery`] it returns.
     ///
     /// The range selects tables, not entities: a table whose period is partly inside the
     /// range is read whole. Put the time in the filter (e.g. a RowKey range) to trim it.
     ///
-    /// Requests: one per page per touched table (at least one per table). Memory: one page.
-    /// Consistency: each page is consistent; tables are read one after the other.
-    /// `None` reads whole tables deliberately, so the scan policy is not applied to it; a
-    /// filter is subject to the account's scan policy.
+    /// Requests: one per page per touched table (at least one per table). Memory: at most
+    /// two pages while streaming. Consistency: each page is consistent; tables are read one
+    /// after the other. Without a filter it reads whole tables deliberately, so the scan
+    /// policy is not applied; a filter is subject to the account's scan policy.
     ///
-    /// # Errors
-    /// As the first item, before any request: `from > to` or a time out of range. Then
+    /// The read's errors, before any request: `from > to` or a time out of range. Then
     /// query errors.
-    pub fn query<T: DeserializeOwned + Send + 'static>(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-        filter: Option<Filter>,
-    ) -> BoxStream<'static, Result<Stored<T>>> {
-        let tables = match self.tables_between(from, to) {
-            Ok(tables) => tables,
-            Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
-        };
-        futures::stream::iter(tables)
-            .map(move |table| {
-                let query = match &filter {
-                    Some(f) => table.query::<T>().filter(f.clone()),
-                    None => table.query::<T>().allow_scan(),
-                };
-                query
-                    .stream()
-                    .filter(|r| futures::future::ready(!is_missing_table(r)))
-            })
-            .flatten()
-            .boxed()
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use chrono::{Duration, Utc};
+    /// use tablekit_core::Properties;
+    /// use tablekit_core::filter::Filter;
+    /// use tablekit_retention::{PeriodQuery, PeriodTables};
+    ///
+    /// # async fn run(signins: PeriodTables) -> tablekit_core::Result<()> {
+    /// let now = Utc::now();
+    /// // The last three days' sign-ins of one user, 100 per request.
+    /// let read: PeriodQuery<Properties> = signins
+    ///     .query(now - Duration::days(3), now)
+    ///     .filter(Filter::partition("user42"))
+    ///     .with_page_size(100);
+    /// let page = read.clone().page().await?;
+    /// // The token names the table the page ended in: keep it as text, resume later.
+    /// if let Some(token) = page.continuation {
+    ///     let rest = read.resume(token.to_string().parse()?).collect().await?;
+    ///     # let _ = rest;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn query<T>(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> PeriodQuery<T> {
+        PeriodQuery::new(self.clone(), from, to)
     }
 
     /// The tables of this set that exist, oldest first.
@@ -363,9 +393,4 @@ impl PeriodTables {
         })?;
         self.drop_older_than(now - keep).await
     }
-}
-
-/// A 404 about the table itself (not an entity): the period has no table.
-fn is_missing_table<T>(result: &Result<T>) -> bool {
-    matches!(result, Err(Error::NotFound { target }) if target.keys.is_none())
 }

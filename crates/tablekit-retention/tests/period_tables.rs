@@ -4,33 +4,28 @@
 mod common;
 
 use chrono::{DateTime, Duration, Utc};
-use futures::TryStreamExt as _;
-use serde::{Deserialize, Serialize};
+use tablekit::TableEntity;
 use tablekit_azure::RequestKind;
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, ErrorKind};
-use tablekit_retention::{Period, PeriodTables};
+use tablekit_core::{ErrorKind, Properties, Stored};
+use tablekit_retention::{Period, PeriodQuery, PeriodTables, PeriodToken};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// One sign-in: per-user partitions, the sign-in time in the RowKey — no insert hot spot
+/// (§5.8).
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{user}", row_key = "{at:ticks}")]
 struct Signin {
     user: String,
     at: DateTime<Utc>,
     succeeded: bool,
 }
 
-fn signin(user: &str, at: DateTime<Utc>) -> Entity<Signin> {
-    // Per-user partitions, the sign-in time in the RowKey: no insert hot spot (§5.8).
-    Entity::try_new(
-        user,
-        at.format("%Y%m%d%H%M%S%f").to_string(),
-        Signin {
-            user: user.into(),
-            at,
-            succeeded: true,
-        },
-    )
-    .unwrap()
+fn signin(user: &str, at: DateTime<Utc>) -> Signin {
+    Signin {
+        user: user.into(),
+        at,
+        succeeded: true,
+    }
 }
 
 #[tokio::test]
@@ -77,9 +72,10 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
 
     // A 3-day query reads exactly the 3 tables it touches.
     metrics.reset();
-    let alice: Vec<_> = days
-        .query::<Signin>(day(3), day(0), Some(Filter::partition("alice")))
-        .try_collect()
+    let alice: Vec<Stored<Signin>> = days
+        .query(day(3), day(0))
+        .filter(Filter::partition("alice"))
+        .collect()
         .await
         .unwrap();
     common::assert_requests(&metrics.snapshot(), Some(RequestKind::Query), 3);
@@ -114,16 +110,17 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
 
     // Claim 45: the dropped table and all its entities are gone; queries on it fail.
     let err = expiring
-        .query::<Signin>()
+        .typed::<Signin>()
+        .query()
         .filter(Filter::partition("carol"))
         .collect()
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     // The fan-out skips periods without a table.
-    let all: Vec<_> = days
-        .query::<Signin>(day(4), today + Duration::days(1), None)
-        .try_collect()
+    let all: Vec<Stored<Signin>> = days
+        .query(day(4), today + Duration::days(1))
+        .collect()
         .await
         .unwrap();
     assert_eq!(all.len(), 4, "alice and bob on the two kept days");
@@ -137,6 +134,98 @@ async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
         .await
         .unwrap();
     assert!(days.list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_resumed_period_query_equals_the_unresumed_read_and_select_projects() {
+    let account = common::account();
+    let metrics = account.metrics().clone();
+    let days = PeriodTables::new(&account, &common::prefix("Resume"), Period::Day).unwrap();
+    let today = common::at("2026-11-22T00:00:00Z");
+    let day = |n: i64| today - Duration::days(n);
+    // Days 4, 3 and 1 have 7 sign-ins each; day 2 has no table.
+    for n in [4, 3, 1] {
+        for i in 0..7 {
+            let at = day(n) + Duration::minutes(i);
+            days.insert(at, &signin(&format!("user{i}"), at))
+                .await
+                .unwrap();
+        }
+    }
+    let read: PeriodQuery<Signin> = days.query(day(4), today);
+    let whole = read.clone().collect().await.unwrap();
+    assert_eq!(whole.len(), 21);
+
+    // Page after page of 3, each from a new read resumed from the token saved as text.
+    let mut resumed = Vec::new();
+    let mut tables = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut page_read = read.clone().with_page_size(3);
+        if let Some(saved) = token.take() {
+            page_read = page_read.resume(saved.parse().unwrap());
+        }
+        let page = page_read.page().await.unwrap();
+        assert!(page.items.len() <= 3);
+        tables.push(page.table.clone());
+        resumed.extend(page.items);
+        match page.continuation {
+            Some(next) => token = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(resumed, whole, "the resumed read is the same read");
+    tables.dedup();
+    assert_eq!(
+        tables,
+        [4, 3, 1].map(|n| days.table_name(day(n)).unwrap()),
+        "tokens name the table they stopped in; the missing day is skipped"
+    );
+
+    // The pages of one read end with a token naming the next table.
+    let pages: Vec<_> = {
+        use futures::TryStreamExt as _;
+        read.clone()
+            .with_page_size(7)
+            .pages()
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    let next_tables: Vec<Option<&str>> = pages
+        .iter()
+        .map(|p| p.continuation.as_ref().map(PeriodToken::table))
+        .collect();
+    let name = |n: i64| days.table_name(day(n)).unwrap();
+    assert!(next_tables.contains(&Some(name(3).as_str())));
+    assert_eq!(next_tables.last(), Some(&None));
+
+    // A projection reads only the properties asked for; keys are always there.
+    let projected: Vec<Stored<Properties>> = days
+        .query(day(4), today)
+        .select(["Succeeded"])
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(projected.len(), 21);
+    for stored in &projected {
+        assert_eq!(
+            stored.value.get("Succeeded").and_then(|v| v.as_bool()),
+            Some(true)
+        );
+        assert!(stored.value.get("User").is_none(), "{:?}", stored.value);
+    }
+
+    // A token of a table outside the range is refused before any request.
+    metrics.reset();
+    let outside: PeriodToken = days.table_name(today).unwrap().parse().unwrap();
+    let err = read.clone().resume(outside).collect().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!("".parse::<PeriodToken>().is_err());
+    common::assert_requests(&metrics.snapshot(), None, 0);
+    days.drop_older_than(today + Duration::days(1))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -8,21 +8,17 @@ use std::sync::{Arc, Mutex};
 use tablekit_azure::{RequestKind, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
+use tablekit_core::{Entity, ErrorKind, IfMatch, Properties};
 use tablekit_retention::{PurgeOptions, PurgeReport, delete_keys, purge_partition, purge_where};
 
-async fn fill(table: &Table, pk: &str, n: usize) -> Vec<Keys> {
-    let keys: Vec<Keys> = (0..n)
-        .map(|i| Keys::new(pk, format!("{i:06}")).unwrap())
-        .collect();
+/// Inserts `n` entities into partition `pk` and returns their `(PartitionKey, RowKey)`s.
+async fn fill(table: &Table, pk: &str, n: usize) -> Vec<(String, String)> {
+    let keys: Vec<(String, String)> = (0..n).map(|i| (pk.to_owned(), format!("{i:06}"))).collect();
     let ops = keys
         .iter()
-        .map(|k| {
-            Operation::insert(&Entity::new(
-                k.clone(),
-                Properties::new().with("Payload", "x".repeat(64)),
-            ))
-            .unwrap()
+        .map(|(pk, rk)| {
+            let payload = Properties::new().with("Payload", "x".repeat(64));
+            Operation::insert(&Entity::try_new(pk, rk, payload).unwrap()).unwrap()
         })
         .collect();
     let report = table.bulk_write(ops, Default::default()).await.unwrap();
@@ -32,7 +28,8 @@ async fn fill(table: &Table, pk: &str, n: usize) -> Vec<Keys> {
 
 async fn count(table: &Table, pk: &str) -> usize {
     table
-        .query::<Properties>()
+        .typed::<Properties>()
+        .query()
         .filter(Filter::partition(pk))
         .collect()
         .await
@@ -102,7 +99,7 @@ async fn entities_already_deleted_do_not_fail_a_purge() {
     let keys = fill(&table, "p", 150).await;
     // Someone else deleted 30 of them (every fifth) before our transactions arrive.
     for k in keys.iter().step_by(5) {
-        table.delete(k, IfMatch::Any).await.unwrap();
+        table.delete(k.clone(), IfMatch::Any).await.unwrap();
     }
     metrics.reset();
     let done = delete_keys(&table, keys.clone(), &PurgeOptions::default())
@@ -179,14 +176,19 @@ async fn bad_input_and_missing_tables_are_reported() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
-    let k = Keys::new("p", "1").unwrap();
-    let err = delete_keys(&table, vec![k.clone(), k], &options)
+    let err = delete_keys(&table, [("p", "1"), ("p", "1")], &options)
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = delete_keys(&table, [("p", "1"), ("p", "a/b")], &options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     common::assert_requests(&metrics.snapshot(), None, 0);
     assert_eq!(
-        delete_keys(&table, Vec::new(), &options).await.unwrap(),
+        delete_keys(&table, Vec::<(&str, &str)>::new(), &options)
+            .await
+            .unwrap(),
         PurgeReport::default()
     );
     common::assert_requests(&metrics.snapshot(), None, 0);

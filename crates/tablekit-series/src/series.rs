@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use tablekit_azure::Table;
 use tablekit_core::edm::Properties;
-use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored, Target};
+use tablekit_core::{ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use crate::layout::{SeriesLayout, SlotValue};
@@ -57,7 +57,11 @@ fn ledger_with(props: Option<&Properties>, id: &str) -> String {
 /// | [`Series::set`], [`Series::set_many`] | 1 | last writer wins per slot |
 /// | [`Series::add`] | 2 (+2 per conflict) | every increment counted once, also under failures |
 /// | [`Series::read`] | 1 | strong: every acknowledged write |
-/// | [`Series::delete`] | 1 | idempotent |
+/// | [`Series::delete`] | 1 | conditional on an [`IfMatch`]; `NotFound` when absent |
+/// | [`Series::delete_if_exists`] | 1 | idempotent |
+///
+/// Every operation that addresses a series takes its keys as [`IntoKeys`]: [`Keys`], a
+/// `(partition_key, row_key)` pair of strings, or a [`tablekit_core::TableEntity`].
 pub struct Series<V: SlotValue = i64> {
     table: Table,
     layout: SeriesLayout,
@@ -139,6 +143,24 @@ impl<V: SlotValue> SeriesValues<V> {
 
 impl<V: SlotValue> Series<V> {
     /// A series handle on `table` with these slots. No request is sent.
+    ///
+    /// `V` is the slots' number type: `i64` unless the handle's type says otherwise
+    /// (`Series<f64>`, `Series<i32>`).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use tablekit_azure::Account;
+    /// use tablekit_series::{Series, SeriesLayout};
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// let table = Account::emulator().table("ImCounts")?;
+    /// // One entity per employee and day, one Int64 property per hour.
+    /// let hourly: Series = Series::new(table, SeriesLayout::hours());
+    /// hourly.add(("000223", "ImPerHour"), "H13", 1).await?; // 2 requests
+    /// let chart = hourly.read(("000223", "ImPerHour")).await?; // 1 request
+    /// assert_eq!(chart.map(|c| c.value.get_or_zero("H13")), Some(1));
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table, layout: SeriesLayout) -> Self {
         Self {
             table,
@@ -164,9 +186,9 @@ impl<V: SlotValue> Series<V> {
     /// writers of other slots never conflict with it. Returns the entity's new ETag.
     ///
     /// # Errors
-    /// Before any request: [`Error::InvalidName`] for a slot not in the layout. Then
-    /// transport and service errors ([`Error::NotFound`] if the table does not exist).
-    pub async fn set(&self, keys: &Keys, slot: &str, value: V) -> Result<ETag> {
+    /// Before any request: invalid keys, [`Error::InvalidName`] for a slot not in the layout.
+    /// Then transport and service errors ([`Error::NotFound`] if the table does not exist).
+    pub async fn set(&self, keys: impl IntoKeys, slot: &str, value: V) -> Result<ETag> {
         self.set_many(keys, [(slot, value)]).await
     }
 
@@ -178,10 +200,11 @@ impl<V: SlotValue> Series<V> {
     /// # Errors
     /// Before any request: [`Error::InvalidName`] for a slot not in the layout,
     /// [`Error::InvalidArgument`] for no slot or a slot given twice. Then as [`Series::set`].
-    pub async fn set_many<'a, I>(&self, keys: &Keys, values: I) -> Result<ETag>
+    pub async fn set_many<'a, I>(&self, keys: impl IntoKeys, values: I) -> Result<ETag>
     where
         I: IntoIterator<Item = (&'a str, V)>,
     {
+        let keys = keys.into_keys()?;
         let mut props = Properties::new();
         for (slot, value) in values {
             self.layout.require(slot)?;
@@ -194,7 +217,7 @@ impl<V: SlotValue> Series<V> {
         }
         let span = tracing::debug_span!("tablekit.series.set", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), slots = props.len());
         self.table
-            .upsert_merge(&Entity::new(keys.clone(), props))
+            .upsert_merge(&Entity::new(keys, props))
             .instrument(span)
             .await
     }
@@ -221,11 +244,12 @@ impl<V: SlotValue> Series<V> {
     /// per series.
     ///
     /// # Errors
-    /// Before any request: [`Error::InvalidName`] for a slot not in the layout. Then
-    /// [`Error::Decode`] when the stored slot is not a number of this type,
+    /// Before any request: invalid keys, [`Error::InvalidName`] for a slot not in the layout.
+    /// Then [`Error::Decode`] when the stored slot is not a number of this type,
     /// [`Error::Encode`] when the sum overflows; [`Error::PreconditionFailed`]/[`Error::AlreadyExists`] when conflicts
     /// outlast the retry limit; transport and service errors.
-    pub async fn add(&self, keys: &Keys, slot: &str, delta: V) -> Result<V> {
+    pub async fn add(&self, keys: impl IntoKeys, slot: &str, delta: V) -> Result<V> {
+        let keys = &keys.into_keys()?;
         self.layout.require(slot)?;
         let span = tracing::debug_span!("tablekit.series.add", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), slot);
         async {
@@ -296,9 +320,10 @@ impl<V: SlotValue> Series<V> {
     /// Returns `None` when the series entity does not exist.
     ///
     /// # Errors
-    /// [`Error::Decode`] naming the slot when a stored slot is not a number of this
-    /// type; [`Error::NotFound`] if the table does not exist.
-    pub async fn read(&self, keys: &Keys) -> Result<Option<Stored<SeriesValues<V>>>> {
+    /// Invalid keys, before any request. [`Error::Decode`] naming the slot when a stored slot
+    /// is not a number of this type; [`Error::NotFound`] if the table does not exist.
+    pub async fn read(&self, keys: impl IntoKeys) -> Result<Option<Stored<SeriesValues<V>>>> {
+        let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.series.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         let Some(stored) = self.table.get::<Properties>(keys).instrument(span).await? else {
             return Ok(None);
@@ -319,24 +344,29 @@ impl<V: SlotValue> Series<V> {
         })))
     }
 
-    /// Deletes the series entity (all slots); absent is fine. Returns whether it existed.
+    /// Deletes the series entity (all slots) if it matches `if_match`: the ETag of a read
+    /// ([`Stored::if_match`]) deletes only the series as read; [`IfMatch::Any`] deletes it
+    /// whatever it holds.
+    ///
+    /// **Requests: 1.** **Consistency:** conditional on `if_match`.
+    ///
+    /// # Errors
+    /// Invalid keys, before any request. [`Error::NotFound`] when the series (or the table)
+    /// does not exist; [`Error::PreconditionFailed`] when it changed since the read.
+    pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
+        self.table.delete(keys, if_match).await
+    }
+
+    /// Deletes the series entity (all slots) whatever it holds; absent is fine. Returns
+    /// whether it existed.
     ///
     /// **Requests: 1.** **Consistency:** unconditional and idempotent.
     ///
     /// # Errors
-    /// Transport and service errors ([`Error::NotFound`] if the table does not exist).
-    pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+    /// Invalid keys, before any request. Transport and service errors ([`Error::NotFound`]
+    /// if the table does not exist).
+    pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
         self.table.delete_if_exists(keys).await
-    }
-
-    /// Deletes the series only if it still has the ETag `if_match` names (e.g. from a read).
-    ///
-    /// **Requests: 1.**
-    ///
-    /// # Errors
-    /// [`Error::PreconditionFailed`] if it changed, [`Error::NotFound`] if it does not exist.
-    pub async fn delete_if(&self, keys: &Keys, if_match: IfMatch) -> Result<()> {
-        self.table.delete(keys, if_match).await
     }
 }
 

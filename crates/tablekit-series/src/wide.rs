@@ -12,7 +12,7 @@ use tablekit_azure::{Table, TransactionOutcome};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties, to_properties_unbounded};
 use tablekit_core::filter::Filter;
-use tablekit_core::{ETag, Error, Keys, Result, Target};
+use tablekit_core::{AsEntity, ETag, Error, IntoKeys, Keys, Result, Target};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
@@ -85,7 +85,13 @@ pub struct WideStored<T> {
 /// | [`WideEntities::replace`] | 1 | fails if anyone wrote since the version |
 /// | [`WideEntities::write`] | 2 (+2 per conflict) | last writer wins, never a mix |
 /// | [`WideEntities::update_with`] | 2 (+2 per conflict) | no update is lost |
-/// | [`WideEntities::delete`] | 2 (1 if absent) | all shards or none |
+/// | [`WideEntities::delete`] | 2 (1 if absent: `NotFound`) | all shards or none |
+/// | [`WideEntities::delete_if_exists`] | 2 (1 if absent) | all shards or none |
+///
+/// Reads and deletes take the logical entity's keys as [`IntoKeys`]; writes take the value
+/// with its keys as [`AsEntity`]: a [`tablekit_core::TableEntity`], or an
+/// [`Entity`](tablekit_core::Entity) pairing keys with a [`Properties`] bag or any serde
+/// value.
 #[derive(Clone)]
 pub struct WideEntities {
     table: Table,
@@ -101,6 +107,26 @@ impl fmt::Debug for WideEntities {
 
 impl WideEntities {
     /// Wide entities in `table`. No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::collections::BTreeMap;
+    ///
+    /// use tablekit_azure::Account;
+    /// use tablekit_core::Entity;
+    /// use tablekit_series::{WideEntities, WideStored};
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// let table = Account::emulator().table("ImCounts")?;
+    /// let wide = WideEntities::new(table);
+    /// // 365 properties: two shards, written in one transaction.
+    /// let days: BTreeMap<String, i64> = (1..=365).map(|d| (format!("D{d:03}"), 0)).collect();
+    /// wide.write(&Entity::try_new("000223", "DailyIm", days)?).await?; // 2 requests
+    /// let year: Option<WideStored<BTreeMap<String, i64>>> =
+    ///     wide.read(("000223", "DailyIm")).await?; // 1 request
+    /// assert_eq!(year.map(|y| y.value.len()), Some(365));
+    /// # Ok(()) }
+    /// ```
     pub fn new(table: Table) -> Self {
         Self { table }
     }
@@ -110,17 +136,22 @@ impl WideEntities {
         &self.table
     }
 
-    /// Splits `value` for the logical entity at `keys` and checks that a write of it fits
-    /// one transaction whatever is stored (up to [`MAX_SHARDS`] shards to delete). Every
-    /// write does this first, so no request is sent for a value that cannot be written.
+    /// Splits `entity` into shards and checks that a write of it fits one transaction
+    /// whatever is stored (up to [`MAX_SHARDS`] shards to delete). Every write does this
+    /// first, so no request is sent for a value that cannot be written.
     ///
     /// **Requests: 0.**
     ///
     /// # Errors
-    /// Encoding errors (property names, types, 64 KiB per property); [`Error::InvalidName`]
-    /// for the bookkeeping property names; [`Error::LimitExceeded`] for more than
-    /// [`MAX_SHARDS`] shards, shard RowKeys over 1 KiB, or a transaction body of 4 MiB or more.
-    pub fn split<T: Serialize + ?Sized>(&self, keys: &Keys, value: &T) -> Result<WideSplit> {
+    /// The entity's key errors; encoding errors (property names, types, 64 KiB per property);
+    /// [`Error::InvalidName`] for the bookkeeping property names; [`Error::LimitExceeded`]
+    /// for more than [`MAX_SHARDS`] shards, shard RowKeys over 1 KiB, or a transaction body
+    /// of 4 MiB or more.
+    pub fn split(&self, entity: &impl AsEntity) -> Result<WideSplit> {
+        self.split_value(&entity.entity_keys()?, entity.entity_value())
+    }
+
+    fn split_value<T: Serialize + ?Sized>(&self, keys: &Keys, value: &T) -> Result<WideSplit> {
         let split = WideSplit::new(keys, to_properties_unbounded(value)?)?;
         // The largest transaction a write of this split can need: every shard replaced with
         // an ETag condition and every other possible shard deleted.
@@ -145,11 +176,15 @@ impl WideEntities {
     /// exists.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] when the shards still do not form one write after repeated reads
-    /// (damaged data) or when a row in the shard range was not written as a shard;
-    /// [`Error::Decode`] when the joined properties do not fit `T`; [`Error::NotFound`] if the table does not
-    /// exist.
-    pub async fn read<T: DeserializeOwned>(&self, keys: &Keys) -> Result<Option<WideStored<T>>> {
+    /// Invalid keys, before any request. [`Error::Corrupt`] when the shards still do not form
+    /// one write after repeated reads (damaged data) or when a row in the shard range was not
+    /// written as a shard; [`Error::Decode`] when the joined properties do not fit `T`;
+    /// [`Error::NotFound`] if the table does not exist.
+    pub async fn read<T: DeserializeOwned>(
+        &self,
+        keys: impl IntoKeys,
+    ) -> Result<Option<WideStored<T>>> {
+        let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.wide.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         let Some((version, properties)) = self.read_rows(keys, false).instrument(span).await?
         else {
@@ -216,31 +251,40 @@ impl WideEntities {
     /// # Errors
     /// Before any request: as [`WideEntities::split`]. [`Error::AlreadyExists`] if the
     /// entity exists (nothing is written).
-    pub async fn insert<T: Serialize + ?Sized>(
-        &self,
-        keys: &Keys,
-        value: &T,
-    ) -> Result<WideVersion> {
-        let split = self.split(keys, value)?;
+    pub async fn insert(&self, entity: &impl AsEntity) -> Result<WideVersion> {
+        let split = self.split(entity)?;
         self.commit(&split, None).await.map_err(unwrap_batch)
     }
 
     /// Rewrites a logical entity only if it is still at `current` (from a read or a write):
     /// one transaction replaces its shards under their ETags, inserts the new ones and
-    /// deletes those no longer needed (3 shards → 1 leaves no stale shard).
+    /// deletes those no longer needed (3 shards → 1 leaves no stale shard). The version is
+    /// the wide entity's condition, as an [`IfMatch`](tablekit_core::IfMatch) is a plain
+    /// entity's.
     ///
     /// **Requests: 1.** **Consistency:** atomic and conditional on every shard.
     ///
     /// # Errors
-    /// Before any request: as [`WideEntities::split`]. [`Error::PreconditionFailed`] naming
-    /// the logical entity when any shard changed, appeared or disappeared since `current`
-    /// (nothing is written).
-    pub async fn replace<T: Serialize + ?Sized>(
+    /// Before any request: as [`WideEntities::split`], and [`Error::InvalidArgument`] when
+    /// `entity`'s keys are not `current`'s. [`Error::PreconditionFailed`] naming the logical
+    /// entity when any shard changed, appeared or disappeared since `current` (nothing is
+    /// written).
+    pub async fn replace(
         &self,
+        entity: &impl AsEntity,
         current: &WideVersion,
-        value: &T,
     ) -> Result<WideVersion> {
-        let split = self.split(&current.keys, value)?;
+        let split = self.split(entity)?;
+        if split.keys() != &current.keys {
+            return Err(Error::invalid_argument(
+                "current",
+                format!(
+                    "the version is of {}, the entity's keys are {}",
+                    current.keys,
+                    split.keys()
+                ),
+            ));
+        }
         self.commit(&split, Some(current))
             .await
             .map_err(|e| self.as_conflict(&current.keys, e))
@@ -256,12 +300,9 @@ impl WideEntities {
     /// # Errors
     /// Before any request: as [`WideEntities::split`]. [`Error::PreconditionFailed`] when
     /// conflicts outlast the account's conflict-retry limit; transport and service errors.
-    pub async fn write<T: Serialize + ?Sized>(
-        &self,
-        keys: &Keys,
-        value: &T,
-    ) -> Result<WideVersion> {
-        let split = self.split(keys, value)?;
+    pub async fn write(&self, entity: &impl AsEntity) -> Result<WideVersion> {
+        let split = self.split(entity)?;
+        let keys = split.keys();
         let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len());
         let split = &split;
         self.table
@@ -285,13 +326,14 @@ impl WideEntities {
     /// **Consistency:** linearizable per logical entity: no update is lost.
     ///
     /// # Errors
-    /// As [`WideEntities::split`] for the new value (not retried), and as
-    /// [`WideEntities::write`].
-    pub async fn update_with<T, F>(&self, keys: &Keys, change: F) -> Result<WideStored<T>>
+    /// Invalid keys, before any request. As [`WideEntities::split`] for the new value (not
+    /// retried), and as [`WideEntities::write`].
+    pub async fn update_with<T, F>(&self, keys: impl IntoKeys, change: F) -> Result<WideStored<T>>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> T,
     {
+        let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.wide.update_with", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         // `change` is called from each attempt in turn; the lock is never held across an
         // await.
@@ -306,7 +348,7 @@ impl WideEntities {
                     None => (None, None),
                 };
                 let value = (*change.lock().unwrap_or_else(PoisonError::into_inner))(old);
-                let split = self.split(keys, &value)?;
+                let split = self.split_value(keys, &value)?;
                 let version = self
                     .commit(&split, version.as_ref())
                     .await
@@ -318,15 +360,35 @@ impl WideEntities {
     }
 
     /// Deletes a logical entity: every shard in one transaction, under the ETags just read.
-    /// Returns whether it existed.
     ///
     /// **Requests: 2** (a projection read, then one transaction; 1 when absent).
-    /// **Consistency:** all shards or none; retried from the read on a conflict.
+    /// **Consistency:** all shards or none; retried from the read on a conflict, so a write
+    /// between the read and the transaction is deleted too (last writer wins).
     ///
     /// # Errors
-    /// [`Error::PreconditionFailed`] when conflicts outlast the retry limit; transport and
-    /// service errors.
-    pub async fn delete(&self, keys: &Keys) -> Result<bool> {
+    /// Invalid keys, before any request. [`Error::NotFound`] naming the logical entity when
+    /// it has no shard; [`Error::PreconditionFailed`] when conflicts outlast the retry limit;
+    /// transport and service errors.
+    pub async fn delete(&self, keys: impl IntoKeys) -> Result<()> {
+        let keys = keys.into_keys()?;
+        if self.delete_if_exists(&keys).await? {
+            Ok(())
+        } else {
+            Err(Error::NotFound {
+                target: Target::entity(self.table.name(), keys),
+            })
+        }
+    }
+
+    /// Deletes a logical entity if it exists, as [`WideEntities::delete`]. Returns whether it
+    /// existed.
+    ///
+    /// **Requests: 2** (1 when absent). **Consistency:** as [`WideEntities::delete`].
+    ///
+    /// # Errors
+    /// As [`WideEntities::delete`], without the `NotFound` for an absent entity.
+    pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
+        let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
         self.delete_loop(keys).instrument(span).await
     }

@@ -7,13 +7,11 @@ mod common;
 use std::time::Duration;
 
 use tablekit_azure::{RetryPolicy, Settings};
-use tablekit_core::Keys;
 use tablekit_series::{Series, SeriesLayout};
 use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
 
-fn keys() -> Keys {
-    Keys::new("000223", "ImPerHour").unwrap()
-}
+/// Employee 000223's hourly series.
+const KEYS: (&str, &str) = ("000223", "ImPerHour");
 
 /// The first MERGE through the proxy gets `fault`.
 fn first_merge(fault: Fault) -> Rule {
@@ -28,13 +26,13 @@ fn first_merge(fault: Fault) -> Rule {
 async fn an_add_whose_merge_response_was_lost_counts_once() {
     let (account, proxy) = common::proxied(common::settings());
     let table = common::reopen(&common::table("seriesdrop").await, &account);
-    let series = Series::<i64>::new(table.clone(), SeriesLayout::hours());
-    series.add(&keys(), "H09", 1).await.unwrap();
+    let series: Series = Series::new(table.clone(), SeriesLayout::hours());
+    series.add(KEYS, "H09", 1).await.unwrap();
     proxy.add_rule(first_merge(Fault::DropResponse));
     // The merge lands, its response is lost, the retry meets 412: the stored value is ours.
-    assert_eq!(series.add(&keys(), "H09", 1).await.unwrap(), 2);
+    assert_eq!(series.add(KEYS, "H09", 1).await.unwrap(), 2);
     assert_eq!(proxy.stats().faults_injected.drop_response, 1);
-    let read = series.read(&keys()).await.unwrap().unwrap().value;
+    let read = series.read(KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.get("H09"), Some(2), "counted once, not twice");
     table.delete_table().await.unwrap();
 }
@@ -50,19 +48,19 @@ async fn an_add_refused_with_503_while_another_writer_added_is_not_lost() {
     let (account, proxy) = common::proxied(slow_retry);
     let direct = common::table("series503").await;
     let table = common::reopen(&direct, &account);
-    let ours = Series::<i64>::new(table.clone(), SeriesLayout::hours());
-    let theirs = Series::<i64>::new(direct.clone(), SeriesLayout::hours());
-    theirs.add(&keys(), "H09", 5).await.unwrap();
+    let ours: Series = Series::new(table.clone(), SeriesLayout::hours());
+    let theirs: Series = Series::new(direct.clone(), SeriesLayout::hours());
+    theirs.add(KEYS, "H09", 5).await.unwrap();
     proxy.add_rule(first_merge(Fault::Status(503)));
-    let adding = tokio::spawn(async move { ours.add(&keys(), "H09", 1).await });
+    let adding = tokio::spawn(async move { ours.add(KEYS, "H09", 1).await });
     // Once our merge (5 → 6) has been refused, the other writer adds too (5 → 6). Our retry
     // then meets 412 on a stored 6 that is not ours, and must add again from the read.
     while proxy.stats().faults_injected.status == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(theirs.add(&keys(), "H09", 1).await.unwrap(), 6);
+    assert_eq!(theirs.add(KEYS, "H09", 1).await.unwrap(), 6);
     assert_eq!(adding.await.unwrap().unwrap(), 7);
-    let read = theirs.read(&keys()).await.unwrap().unwrap().value;
+    let read = theirs.read(KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.get("H09"), Some(7), "both increments counted");
     direct.delete_table().await.unwrap();
 }
@@ -80,7 +78,7 @@ async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
     let (account, proxy) = common::proxied(contended);
     let direct = common::table("seriesmany").await;
     let table = common::reopen(&direct, &account);
-    let series = Series::<i64>::new(table.clone(), SeriesLayout::hours());
+    let series: Series = Series::new(table.clone(), SeriesLayout::hours());
     let (writers, adds) = (4i64, 50i64);
     // Lost responses are the ambiguous case; resets and 503s mix refusals in.
     proxy.set_random(
@@ -93,7 +91,7 @@ async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
             let series = series.clone();
             tokio::spawn(async move {
                 for _ in 0..adds {
-                    series.add(&keys(), "H13", 1).await.unwrap();
+                    series.add(KEYS, "H13", 1).await.unwrap();
                 }
             })
         })
@@ -104,12 +102,8 @@ async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
     proxy.clear();
     let faults = proxy.stats().faults_injected;
     assert!(faults.drop_response > 0, "{faults:?}");
-    let read = Series::<i64>::new(direct.clone(), SeriesLayout::hours())
-        .read(&keys())
-        .await
-        .unwrap()
-        .unwrap()
-        .value;
+    let reader: Series = Series::new(direct.clone(), SeriesLayout::hours());
+    let read = reader.read(KEYS).await.unwrap().unwrap().value;
     assert_eq!(
         read.get("H13"),
         Some(writers * adds),

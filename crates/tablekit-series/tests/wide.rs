@@ -7,25 +7,47 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use serde::{Deserialize, Serialize};
+use tablekit::TableEntity;
 use tablekit_azure::{RequestKind, Table};
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, Error, ErrorKind, Keys, Limit};
-use tablekit_series::WideEntities;
+use tablekit_core::{Entity, Error, ErrorKind, IfMatch, IntoKeys, Limit, Result};
 use tablekit_series::split::{SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY};
+use tablekit_series::{WideEntities, WideStored};
 
-/// A year of daily message counts, as a serde type: one property per day.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A year of daily message counts of one employee: one property per day, under the
+/// employee's PartitionKey and the series' name as RowKey.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{employee_id}", row_key = "{series}")]
 struct Year {
-    #[serde(rename = "Employee")]
+    employee_id: String,
+    series: String,
     employee: String,
     #[serde(flatten)]
     days: BTreeMap<String, i64>,
 }
 
-fn year(seed: i64) -> Year {
+/// Employee 000223's daily counts.
+const KEYS: (&str, &str) = ("000223", "DailyIm");
+
+/// The year at `keys`, joined from its shards.
+async fn read_year(wide: &WideEntities, keys: impl IntoKeys) -> Result<Option<WideStored<Year>>> {
+    wide.read(keys).await
+}
+
+/// The properties at `keys`, joined from its shards.
+async fn read_raw(
+    wide: &WideEntities,
+    keys: impl IntoKeys,
+) -> Result<Option<WideStored<Properties>>> {
+    wide.read(keys).await
+}
+
+/// The year at `keys` whose day `d` holds `seed × 1000 + d`.
+fn year_at(keys: (&str, &str), seed: i64) -> Year {
     Year {
+        employee_id: keys.0.into(),
+        series: keys.1.into(),
         employee: "Jun Cao".into(),
         days: (1..=365)
             .map(|d| (format!("D{d:03}"), seed * 1000 + d))
@@ -33,10 +55,20 @@ fn year(seed: i64) -> Year {
     }
 }
 
+fn year(seed: i64) -> Year {
+    year_at(KEYS, seed)
+}
+
+/// A property bag at `keys`.
+fn bag(keys: (&str, &str), properties: Properties) -> Entity<Properties> {
+    Entity::try_new(keys.0, keys.1, properties).unwrap()
+}
+
 /// Every RowKey stored in the partition, to prove what the shards are.
 async fn row_keys(table: &Table, pk: &str) -> Vec<String> {
     table
-        .query::<Properties>()
+        .typed::<Properties>()
+        .query()
         .filter(Filter::partition(pk))
         .collect()
         .await
@@ -63,10 +95,8 @@ async fn a_365_property_serde_value_round_trips_in_two_shards() {
     let table = common::table("wide365").await;
     let wide = WideEntities::new(table.clone());
     let metrics = table.account().metrics().clone();
-    let keys = Keys::new("000223", "DailyIm").unwrap();
-
     metrics.reset();
-    let version = wide.insert(&keys, &year(1)).await.unwrap();
+    let version = wide.insert(&year(1)).await.unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
@@ -81,7 +111,7 @@ async fn a_365_property_serde_value_round_trips_in_two_shards() {
     );
 
     metrics.reset();
-    let read = wide.read::<Year>(&keys).await.unwrap().unwrap();
+    let read = read_year(&wide, KEYS).await.unwrap().unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
@@ -91,10 +121,10 @@ async fn a_365_property_serde_value_round_trips_in_two_shards() {
     assert_eq!(read.value, year(1));
     assert_eq!(read.version, version, "the read sees exactly the write");
 
-    let err = wide.insert(&keys, &year(2)).await.unwrap_err();
+    let err = wide.insert(&year(2)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
     assert_eq!(
-        wide.read::<Year>(&keys).await.unwrap().unwrap().value,
+        read_year(&wide, KEYS).await.unwrap().unwrap().value,
         year(1)
     );
     table.delete_table().await.unwrap();
@@ -105,14 +135,14 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     let table = common::table("wide3mib").await;
     let wide = WideEntities::new(table.clone());
     let metrics = table.account().metrics().clone();
-    let keys = Keys::new("reports", "2026").unwrap();
+    let keys = ("reports", "2026");
     // 96 × 32 Ki characters: 3 MiB of text (6 MiB as the service counts UTF-16).
     let big = strings(96, 32 * 1024);
     let text: usize = big.iter().map(|(_, v)| v.as_str().unwrap().len()).sum();
     assert_eq!(text, 3 << 20);
 
     metrics.reset();
-    let version = wide.write(&keys, &big).await.unwrap();
+    let version = wide.write(&bag(keys, big.clone())).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(
         spent.requests(),
@@ -123,13 +153,13 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     assert_eq!(version.shards.len(), 7);
 
     metrics.reset();
-    let read = wide.read::<Properties>(&keys).await.unwrap().unwrap();
+    let read = read_raw(&wide, keys).await.unwrap().unwrap();
     assert_eq!(metrics.snapshot().requests(), 1);
     assert_eq!(read.value, big, "exact round trip");
 
     // 3 shards → 1: one transaction replaces shard 01 and deletes the other two.
     let three = strings(40, 30_000);
-    let version = wide.write(&keys, &three).await.unwrap();
+    let version = wide.write(&bag(keys, three)).await.unwrap();
     assert_eq!(version.shards.len(), 3);
     assert_eq!(
         row_keys(&table, "reports").await,
@@ -137,7 +167,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     );
     let small = Properties::new().with("Summary", "quiet year");
     metrics.reset();
-    let version = wide.write(&keys, &small).await.unwrap();
+    let version = wide.write(&bag(keys, small.clone())).await.unwrap();
     assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
     assert_eq!(version.shards.len(), 1);
     assert_eq!(
@@ -145,27 +175,24 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
         ["2026_01"],
         "no stale shard"
     );
-    assert_eq!(
-        wide.read::<Properties>(&keys).await.unwrap().unwrap().value,
-        small
-    );
+    assert_eq!(read_raw(&wide, keys).await.unwrap().unwrap().value, small);
 
     metrics.reset();
-    assert!(wide.delete(&keys).await.unwrap());
+    wide.delete(keys).await.unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         2,
         "delete: a projection read, then one transaction"
     );
     metrics.reset();
-    assert!(!wide.delete(&keys).await.unwrap());
+    assert!(!wide.delete_if_exists(keys).await.unwrap());
     assert_eq!(
         metrics.snapshot().requests(),
         1,
         "deleting an absent entity only reads"
     );
     assert!(row_keys(&table, "reports").await.is_empty());
-    assert!(wide.read::<Properties>(&keys).await.unwrap().is_none());
+    assert!(read_raw(&wide, keys).await.unwrap().is_none());
     table.delete_table().await.unwrap();
 }
 
@@ -175,12 +202,12 @@ async fn claim_44_shards_01_and_02_change_together_and_read_in_one_request() {
     let wide = WideEntities::new(table.clone());
     let metrics = table.account().metrics().clone();
     // The guide's layout: RowKeys `01` and `02` under the employee's PartitionKey.
-    let keys = Keys::new("000223", "").unwrap();
-    let first = wide.insert(&keys, &year(1)).await.unwrap();
+    let keys = ("000223", "");
+    let first = wide.insert(&year_at(keys, 1)).await.unwrap();
     assert_eq!(row_keys(&table, "000223").await, ["01", "02"]);
 
     metrics.reset();
-    let second = wide.replace(&first, &year(2)).await.unwrap();
+    let second = wide.replace(&year_at(keys, 2), &first).await.unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
@@ -192,31 +219,37 @@ async fn claim_44_shards_01_and_02_change_together_and_read_in_one_request() {
     }
 
     // A replace from the stale version fails as a whole: neither shard changes.
-    let err = wide.replace(&first, &year(3)).await.unwrap_err();
+    let err = wide.replace(&year_at(keys, 3), &first).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
     metrics.reset();
-    let read = wide.read::<Year>(&keys).await.unwrap().unwrap();
+    let read = read_year(&wide, keys).await.unwrap().unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
         "one range query instead of two point reads"
     );
-    assert_eq!(read.value, year(2));
+    assert_eq!(read.value, year_at(keys, 2));
     assert_eq!(read.version, second);
 
     // The same atomicity when the shard count changes under a stale version.
     let mut damaged = second.clone();
     damaged.shards[1].etag = first.shards[1].etag.clone();
     let err = wide
-        .replace(&damaged, &Properties::new().with("D001", 1))
+        .replace(&bag(keys, Properties::new().with("D001", 1)), &damaged)
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PreconditionFailed);
     assert_eq!(row_keys(&table, "000223").await, ["01", "02"]);
     assert_eq!(
-        wide.read::<Year>(&keys).await.unwrap().unwrap().value,
-        year(2)
+        read_year(&wide, keys).await.unwrap().unwrap().value,
+        year_at(keys, 2)
     );
+
+    // A version is the condition of its own entity only: refused before any request.
+    metrics.reset();
+    let err = wide.replace(&year(4), &second).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert_eq!(metrics.snapshot().requests(), 0);
     table.delete_table().await.unwrap();
 }
 
@@ -225,7 +258,7 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
     let table = common::table("widerefuse").await;
     let wide = WideEntities::new(table.clone());
     let metrics = table.account().metrics().clone();
-    let keys = Keys::new("p", "big").unwrap();
+    let keys = ("p", "big");
     metrics.reset();
     // 64 binary values of 64 KiB: 4 MiB, more than one transaction body holds.
     let binary: Properties = (0..64)
@@ -237,8 +270,8 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
         })
         .collect();
     for err in [
-        wide.write(&keys, &binary).await.unwrap_err(),
-        wide.insert(&keys, &binary).await.unwrap_err(),
+        wide.write(&bag(keys, binary.clone())).await.unwrap_err(),
+        wide.insert(&bag(keys, binary)).await.unwrap_err(),
     ] {
         assert!(
             matches!(
@@ -253,19 +286,19 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
     }
     let reserved = Properties::new().with(SHARD_COUNT_PROPERTY, 3);
     assert_eq!(
-        wide.write(&keys, &reserved).await.unwrap_err().kind(),
+        wide.write(&bag(keys, reserved)).await.unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
     let too_long = Properties::new().with("S", "x".repeat(40_000));
     assert!(matches!(
-        wide.write(&keys, &too_long).await.unwrap_err(),
+        wide.write(&bag(keys, too_long)).await.unwrap_err(),
         Error::LimitExceeded {
             limit: Limit::PropertyBytes { .. },
             ..
         }
     ));
     assert_eq!(metrics.snapshot().requests(), 0);
-    assert!(wide.read::<Properties>(&keys).await.unwrap().is_none());
+    assert!(read_raw(&wide, keys).await.unwrap().is_none());
     table.delete_table().await.unwrap();
 }
 
@@ -273,23 +306,22 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
 async fn shards_of_different_writes_are_never_joined() {
     let table = common::table("widetorn").await;
     let wide = WideEntities::new(table.clone());
-    let keys = Keys::new("000223", "DailyIm").unwrap();
-    wide.insert(&keys, &year(1)).await.unwrap();
+    wide.insert(&year(1)).await.unwrap();
     // Damage the entity behind the toolkit's back: shard 02 from another write.
-    let shard2 = Keys::new("000223", "DailyIm_02").unwrap();
     table
         .merge(
-            &Entity::new(
-                shard2,
+            &bag(
+                ("000223", "DailyIm_02"),
                 Properties::new().with(WRITE_ID_PROPERTY, uuid::Uuid::new_v4()),
             ),
-            tablekit_core::IfMatch::Any,
+            IfMatch::Any,
         )
         .await
         .unwrap();
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let err = wide.read::<Year>(&keys).await.unwrap_err();
+    let err = read_year(&wide, KEYS).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "a torn wide entity: {err}");
     assert!(err.to_string().contains("do not form one write"), "{err}");
     assert_eq!(
         metrics.snapshot().requests(),
@@ -298,25 +330,45 @@ async fn shards_of_different_writes_are_never_joined() {
     );
     // A rewrite repairs it: the projection read refuses too, so delete the rows first.
     for rk in ["DailyIm_01", "DailyIm_02"] {
-        table
-            .delete_if_exists(&Keys::new("000223", rk).unwrap())
-            .await
-            .unwrap();
+        table.delete_if_exists(("000223", rk)).await.unwrap();
     }
-    assert!(wide.read::<Year>(&keys).await.unwrap().is_none());
+    assert!(read_year(&wide, KEYS).await.unwrap().is_none());
     // Rows outside the shard pattern in the range are ignored.
     table
-        .insert(&Entity::new(
-            Keys::new("000223", "DailyIm_05x").unwrap(),
+        .insert(&bag(
+            ("000223", "DailyIm_05x"),
             Properties::new().with("N", 1),
         ))
         .await
         .unwrap();
-    wide.write(&keys, &year(4)).await.unwrap();
+    wide.write(&year(4)).await.unwrap();
     assert_eq!(
-        wide.read::<Year>(&keys).await.unwrap().unwrap().value,
+        read_year(&wide, KEYS).await.unwrap().unwrap().value,
         year(4)
     );
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn deleting_a_missing_wide_entity_is_not_found_and_delete_if_exists_says_false() {
+    let table = common::table("widedel").await;
+    let wide = WideEntities::new(table.clone());
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let err = wide.delete(KEYS).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { target } if target.keys.is_some()),
+        "the logical entity is named: {err}"
+    );
+    assert!(!wide.delete_if_exists(KEYS).await.unwrap());
+    assert_eq!(metrics.snapshot().requests(), 2, "one projection read each");
+
+    wide.insert(&year(1)).await.unwrap();
+    assert!(
+        wide.delete_if_exists(&year(1)).await.unwrap(),
+        "keys of an entity"
+    );
+    assert!(row_keys(&table, "000223").await.is_empty());
     table.delete_table().await.unwrap();
 }
 
@@ -325,14 +377,13 @@ async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
     let table = common::table("wideconc").await;
     let account = common::contended_account();
     let wide = WideEntities::new(common::reopen(&table, &account));
-    let keys = Keys::new("000223", "DailyIm").unwrap();
-    wide.write(&keys, &year(0)).await.unwrap();
+    wide.write(&year(0)).await.unwrap();
     let tasks: Vec<_> = (0..6)
         .map(|t| {
-            let (wide, keys) = (wide.clone(), keys.clone());
+            let wide = wide.clone();
             tokio::spawn(async move {
                 for _ in 0..3 {
-                    wide.update_with::<Year, _>(&keys, |y| {
+                    wide.update_with(KEYS, |y: Option<Year>| {
                         let mut y = y.expect("exists");
                         // Day 1 counts every update; day 365 moves between shards' owners.
                         *y.days.get_mut("D001").unwrap() += 1;
@@ -348,7 +399,7 @@ async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
     for task in tasks {
         task.await.unwrap();
     }
-    let read = wide.read::<Year>(&keys).await.unwrap().unwrap().value;
+    let read = read_year(&wide, KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.days["D001"], 1 + 18);
     assert_eq!(read.days["D365"], 365 + 3 * (0..6).sum::<i64>());
     assert_eq!(read.days["D200"], 200);
@@ -358,7 +409,7 @@ async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
     metrics.reset();
     let plain = WideEntities::new(table.clone());
     plain
-        .update_with::<Year, _>(&keys, |y| y.unwrap())
+        .update_with(KEYS, |y: Option<Year>| y.unwrap())
         .await
         .unwrap();
     let spent = metrics.snapshot();
@@ -377,7 +428,8 @@ async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
     );
     assert_eq!(
         table
-            .query::<Properties>()
+            .typed::<Properties>()
+            .query()
             .filter(range)
             .collect()
             .await

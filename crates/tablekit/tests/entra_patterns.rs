@@ -91,7 +91,7 @@ impl Handler<Archive> for Archiver {
             .upsert_replace(&self.archive, &Entity::new(keys.clone(), &employee.value))
             .await?;
         steps
-            .delete_if_match(&self.current, &keys, &employee.etag)
+            .delete(&self.current, &keys, employee.if_match())
             .await?;
         Ok(())
     }

@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use tablekit::logtail::{FlushPolicy, Level, LogRecord};
+use tablekit::prelude::*;
 use tablekit_examples::{account, report};
-use tablekit_logtail::{BlobLogReader, BlobLogWriter, FlushPolicy, Level, LogRecord};
 
 fn at(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
@@ -27,6 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let metrics = account.metrics().clone();
     println!("analytics-log-blobs: container {}", container.name());
 
+    let before = metrics.snapshot();
     // ANCHOR: write
     // Flush at 16 KiB (or after a minute): a few large writes instead of one per record.
     let policy = FlushPolicy {
@@ -35,7 +37,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let writer = BlobLogWriter::new(container.clone(), "queue", policy)?;
     let start = at("2014-07-31T14:55:00Z");
-    let before = metrics.snapshot();
     let mut files = Vec::new();
     for i in 0..1_200_i64 {
         let time = start + TimeDelta::seconds(i); // 14:55:00 to 15:14:59
@@ -48,11 +49,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         files.extend(writer.append(&record).await?); // usually only buffers
     }
     files.extend(writer.flush().await?); // write what is left before shutting down
+    // ANCHOR_END: write
     report(
         "1,200 records written as files",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: write
     for f in &files {
         println!(
             "    {} ({} records, {} .. {})",
@@ -74,20 +75,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .any(|f| f.name == "queue/2014/07/31/1500/000001.log")
     );
 
+    let before = metrics.snapshot();
     // ANCHOR: read
     let reader = BlobLogReader::new(container.clone(), "queue")?;
-    let before = metrics.snapshot();
     let serious: Vec<LogRecord> = reader
         .read(at("2014-07-31T15:04:00Z"), at("2014-07-31T15:06:00Z"))
         .await? // one listing (hour 15:00) + one download per overlapping file
         .into_iter()
         .filter(|r| r.level >= Level::Error)
         .collect();
+    // ANCHOR_END: read
     report(
         "errors and criticals between 15:04 and 15:06",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: read
     let expected = (540..660)
         .filter(|i| i % 97 == 0 || (i % 97) % 10 == 0)
         .count();

@@ -15,19 +15,24 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{MetricsSnapshot, RequestKind, Table};
-use tablekit_core::{Entity, Keys, Result};
-use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions, shutdown_signal};
+use tablekit::azure::{MetricsSnapshot, RequestKind};
+use tablekit::eventual::shutdown_signal;
+use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+// ANCHOR: model
+/// An employee as the design guide stores it: PartitionKey = department, RowKey = employee id.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{employee_id}")]
 struct Employee {
+    department: String,
+    employee_id: String,
     first_name: String,
     last_name: String,
     age: i32,
     email: String,
 }
+// ANCHOR_END: model
 
 // ANCHOR: job
 /// "Archive employee N": the message names the employee; the worker reads the data when it
@@ -53,27 +58,28 @@ struct Archiver {
 
 impl Handler<ArchiveEmployee> for Archiver {
     async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> Result<()> {
-        let keys = Keys::new(job.department, job.employee_id)?;
+        let keys = (job.department, job.employee_id);
         // Step 3: read the entity. Absent means an earlier attempt already moved it.
-        let Some(employee) = steps.get::<Employee>(&self.current, &keys).await? else {
+        let Some(employee): Option<Stored<Employee>> = steps.get(&self.current, keys).await? else {
             return Ok(());
         };
         // Step 4: insert-or-replace into Archive (idempotent).
-        let copy = Entity::new(keys.clone(), &employee.value);
-        steps.upsert_replace(&self.archive, &copy).await?;
+        steps.upsert_replace(&self.archive, &employee.value).await?;
         // Step 5: delete from Current, only the version we copied; absent is fine. If someone
         // edited the employee meanwhile, this fails and the worker re-runs the handler, which
         // copies the new version first.
         steps
-            .delete_if_match(&self.current, &keys, &employee.etag)
+            .delete(&self.current, &employee.value, employee.if_match())
             .await?;
         Ok(())
     }
 }
 // ANCHOR_END: handler
 
-fn employee(first: &str, last: &str, age: i32) -> Employee {
+fn employee(department: &str, id: &str, first: &str, last: &str, age: i32) -> Employee {
     Employee {
+        department: department.into(),
+        employee_id: id.into(),
         first_name: first.into(),
         last_name: last.into(),
         age,
@@ -102,11 +108,11 @@ fn breakdown(s: &MetricsSnapshot) {
     println!("    ({})", parts.join(", "));
 }
 
-async fn ids(table: &Table) -> Result<Vec<String>> {
-    let all = table.query::<Employee>().allow_scan().collect().await?;
+async fn ids(table: &TypedTable<Employee>) -> Result<Vec<String>> {
+    let all = table.query().allow_scan().collect().await?;
     Ok(all
         .into_iter()
-        .map(|e| format!("{}/{}", e.keys.pk(), e.keys.rk()))
+        .map(|e| format!("{}/{}", e.value.department, e.value.employee_id))
         .collect())
 }
 
@@ -126,26 +132,30 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         account.name()
     );
     let staff = [
-        ("Sales", "000223", employee("Jun", "Cao", 47)),
-        ("Sales", "000456", employee("Ana", "Jones", 38)),
-        ("Sales", "000789", employee("Lee", "Smith", 29)),
-        ("Marketing", "000101", employee("Kim", "Abe", 51)),
+        employee("Sales", "000223", "Jun", "Cao", 47),
+        employee("Sales", "000456", "Ana", "Jones", 38),
+        employee("Sales", "000789", "Lee", "Smith", 29),
+        employee("Marketing", "000101", "Kim", "Abe", 51),
     ];
-    for (pk, rk, e) in &staff {
-        current
-            .insert(&Entity::new(Keys::new(*pk, *rk)?, e))
-            .await?;
+    for e in &staff {
+        current.insert(e).await?;
     }
+    // Typed views for the checks below; the handler and its steps take the plain handles.
+    let current_rows: TypedTable<Employee> = current.typed();
+    let archive_rows: TypedTable<Employee> = archive.typed();
 
     // ANCHOR: enqueue
-    let queue = JobQueue::<ArchiveEmployee>::new(account.queue(&unique_name("archive-jobs"))?);
+    let queue: JobQueue<ArchiveEmployee> =
+        JobQueue::new(account.queue(&unique_name("archive-jobs"))?);
     queue.create().await?; // the queue and `<name>-poison`
+    // ANCHOR_END: enqueue
     let before = metrics.snapshot();
+    // ANCHOR: enqueue_jobs
     queue.enqueue(&job("Sales", "000456")).await?;
     queue.enqueue(&job("Marketing", "000101")).await?;
     // Delivery is at least once anyway; a duplicate job is harmless.
     queue.enqueue(&job("Sales", "000456")).await?;
-    // ANCHOR_END: enqueue
+    // ANCHOR_END: enqueue_jobs
     report(
         "enqueue 3 archive jobs (one a duplicate)",
         &metrics.snapshot().since(&before),
@@ -172,45 +182,46 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     report(&format!("worker: {} jobs processed", done.processed), &used);
     breakdown(&used);
     assert_eq!((done.processed, done.deleted), (3, 3));
-    assert_eq!(ids(&archive).await?, ["Marketing/000101", "Sales/000456"]);
-    assert_eq!(ids(&current).await?, ["Sales/000223", "Sales/000789"]);
+    assert_eq!(
+        ids(&archive_rows).await?,
+        ["Marketing/000101", "Sales/000456"]
+    );
+    assert_eq!(ids(&current_rows).await?, ["Sales/000223", "Sales/000789"]);
     println!("  Current: Sales/000223, Sales/000789; Archive: Marketing/000101, Sales/000456");
 
     // ANCHOR: crash
     // A worker that crashed between step 4 and step 5: the copy is in Archive, the original
     // still in Current, the message still on the queue (here: enqueued, as a real worker's
     // message would reappear after its visibility timeout).
-    let keys = Keys::new("Sales", "000789")?;
+    let smith = ("Sales", "000789");
     let steps = Steps::detached();
-    let smith = steps
-        .get::<Employee>(&current, &keys)
-        .await?
-        .expect("in Current");
-    steps
-        .upsert_replace(&archive, &Entity::new(keys.clone(), &smith.value))
-        .await?;
+    let copied: Stored<Employee> = steps.get(&current, smith).await?.expect("in Current");
+    steps.upsert_replace(&archive, &copied.value).await?;
     queue.enqueue(&job("Sales", "000789")).await?;
-    let in_both = current.get::<Employee>(&keys).await?.is_some()
-        && archive.get::<Employee>(&keys).await?.is_some();
-    println!("  after a crash between the writes, Sales/000789 is in both tables: {in_both}");
+    let in_both =
+        current_rows.get(smith).await?.is_some() && archive_rows.get(smith).await?.is_some();
     assert!(in_both, "no isolation between steps");
+    // ANCHOR_END: crash
+    println!("  after a crash between the writes, Sales/000789 is in both tables: {in_both}");
     let before = metrics.snapshot();
+    // ANCHOR: converge
     worker.drain().await?; // the message is processed again: the state converges
+    assert!(current_rows.get(smith).await?.is_none());
+    assert_eq!(
+        archive_rows.get(smith).await?.map(|s| s.value),
+        Some(copied.value)
+    );
+    // ANCHOR_END: converge
     let used = metrics.snapshot().since(&before);
     report("redelivery completes the move", &used);
     breakdown(&used);
-    assert!(current.get::<Employee>(&keys).await?.is_none());
-    assert_eq!(
-        archive.get::<Employee>(&keys).await?.map(|s| s.value),
-        Some(smith.value)
-    );
-    // ANCHOR_END: crash
 
+    let before = metrics.snapshot();
     // ANCHOR: poison
     // A job that can never succeed: '/' is not allowed in a key, so every attempt fails.
     queue.enqueue(&job("Sales/East", "000999")).await?;
-    let before = metrics.snapshot();
     let failed = worker.drain().await?;
+    // ANCHOR_END: poison
     let used = metrics.snapshot().since(&before);
     let step = format!(
         "a failing job: {} attempts, then the poison queue",
@@ -218,6 +229,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     );
     report(&step, &used);
     breakdown(&used);
+    // ANCHOR: poison_record
     let poisoned = queue.peek_poisoned(32).await?;
     let record = &poisoned[0];
     println!(
@@ -226,7 +238,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     );
     let original: ArchiveEmployee = record.job()?; // the payload, byte for byte
     assert_eq!(original.department, "Sales/East");
-    // ANCHOR_END: poison
+    // ANCHOR_END: poison_record
     assert_eq!(
         (poisoned.len(), failed.poisoned, failed.failed_attempts),
         (1, 1, 3)
@@ -234,8 +246,8 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 
     if serve {
         // ANCHOR: serve
-        for (pk, rk, _) in &staff[..1] {
-            queue.enqueue(&job(pk, rk)).await?;
+        for e in &staff[..1] {
+            queue.enqueue(&job(&e.department, &e.employee_id)).await?;
         }
         println!("  serving until Ctrl-C or SIGTERM …");
         let served = worker.run_until(shutdown_signal()).await?;

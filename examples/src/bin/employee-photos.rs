@@ -8,18 +8,18 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use tablekit_azure::PutBlob;
-use tablekit_core::Keys;
+use tablekit::large::{Large, PK_METADATA, RK_METADATA, SweepOptions};
+use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
-use tablekit_large::{LargeEntities, PK_METADATA, RK_METADATA, SweepOptions};
 
 // ANCHOR: model
-/// The employee's ordinary properties; the photo's reference (`PhotoBlob`, `PhotoLength`,
-/// `PhotoSha256`) is added next to them by the store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// An employee's ordinary properties, keyed by department and id; the photo's reference
+/// (`PhotoBlob`, `PhotoLength`, `PhotoSha256`) is added next to them by the store.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
 struct Employee {
+    department: String,
+    id: u32,
     first_name: String,
     last_name: String,
     email: String,
@@ -53,91 +53,83 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         account.name()
     );
 
+    let before = metrics.snapshot();
     // ANCHOR: write
-    let keys = Keys::new("Sales", "000223")?;
     let jun = Employee {
+        department: "Sales".into(),
+        id: 223,
         first_name: "Jun".into(),
         last_name: "Cao".into(),
         email: "junc@contoso.com".into(),
     };
     let first = photo(5 << 20, 1);
-    let before = metrics.snapshot();
-    let written = store.put(&keys, &jun, first.clone()).await?;
+    let written = store.put(&jun, first.clone()).await?; // keys ("Sales", "000223") from the fields
+    let reference = written.reference.expect("stored in a blob");
+    println!("  entity references {reference}");
+    // ANCHOR_END: write
     report(
         "put a 5 MiB photo (read, upload, insert)",
         &metrics.snapshot().since(&before),
     );
-    let reference = written.reference.expect("stored in a blob");
-    println!("  entity references {reference}");
-    // ANCHOR_END: write
 
-    // ANCHOR: read
     let before = metrics.snapshot();
-    let read = store.get::<Employee>(&keys).await?.expect("just written");
+    // ANCHOR: read
+    let read: Large<Employee> = store.get(&jun).await?.expect("just written");
+    assert_eq!(read.entity.value, jun);
+    assert_eq!(read.payload.as_ref(), first.as_slice());
+    // ANCHOR_END: read
     report(
         "get employee and photo (entity, blob; hash verified)",
         &metrics.snapshot().since(&before),
     );
-    assert_eq!(read.entity.value, jun);
-    assert_eq!(read.payload.as_ref(), first.as_slice());
 
     let before = metrics.snapshot();
-    let (entity, _) = store.get_entity::<Employee>(&keys).await?.expect("exists");
+    // ANCHOR: read_entity
+    let (entity, _): (Stored<Employee>, _) = store
+        .get_entity(("Sales", "000223"))
+        .await?
+        .expect("exists");
+    assert_eq!(entity.value.email, "junc@contoso.com");
+    // ANCHOR_END: read_entity
     report(
         "get the employee without the photo",
         &metrics.snapshot().since(&before),
     );
-    assert_eq!(entity.value.email, "junc@contoso.com");
-    // ANCHOR_END: read
 
+    let before = metrics.snapshot();
     // ANCHOR: replace
     // A new photo: uploaded under a new name, then the entity is switched to it under its
     // ETag, then the old blob is deleted. Readers see the old photo or the new one.
     let second = photo(2 << 20, 2);
-    let before = metrics.snapshot();
-    let replaced = store.put(&keys, &jun, second.clone()).await?;
+    let replaced = store.put(&jun, second.clone()).await?;
+    assert_ne!(replaced.reference.as_ref(), Some(&reference));
+    // ANCHOR_END: replace
     report(
         "replace the photo (read, upload, replace, delete old blob)",
         &metrics.snapshot().since(&before),
     );
-    assert_ne!(replaced.reference.as_ref(), Some(&reference));
-    assert_eq!(
-        store
-            .get::<Employee>(&keys)
-            .await?
-            .expect("exists")
-            .payload
-            .as_ref(),
-        second.as_slice()
-    );
-    // ANCHOR_END: replace
+    let now: Large<Employee> = store.get(&jun).await?.expect("exists");
+    assert_eq!(now.payload.as_ref(), second.as_slice());
 
-    // ANCHOR: sweep
     // A writer that crashed between its upload and its entity write leaves a blob no entity
-    // references. The sweeper finds it. `immediate()` skips the grace period, which is safe
-    // here only because nothing else writes; a service sweeps with `SweepOptions::default()`,
-    // whose grace outlasts any write still in flight.
+    // references.
     let crashed = format!("{}crashed-upload", store.prefix());
     let owner = BTreeMap::from([
         (PK_METADATA.to_owned(), "Sales".to_owned()),
         (RK_METADATA.to_owned(), "000223".to_owned()),
     ]);
-    photos
-        .put(
-            &crashed,
-            photo(1000, 3),
-            PutBlob {
-                metadata: owner,
-                ..PutBlob::default()
-            },
-        )
-        .await?;
+    let orphan = PutBlob {
+        metadata: owner,
+        ..PutBlob::default()
+    };
+    photos.put(&crashed, photo(1000, 3), orphan).await?;
+
     let before = metrics.snapshot();
+    // ANCHOR: sweep
+    // The sweeper finds the orphan. `immediate()` skips the grace period, which is safe here
+    // only because nothing else writes; a service sweeps with `SweepOptions::default()`,
+    // whose grace outlasts any write still in flight.
     let swept = store.sweep(&SweepOptions::immediate()).await?;
-    report(
-        "sweep (list, read the owner, delete the orphan)",
-        &metrics.snapshot().since(&before),
-    );
     println!(
         "  listed {}, referenced {}, deleted {:?}",
         swept.listed, swept.referenced, swept.deleted
@@ -145,9 +137,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(swept.deleted, [crashed]);
     assert_eq!(swept.referenced, 1);
     // ANCHOR_END: sweep
+    report(
+        "sweep (list, read the owner, delete the orphan)",
+        &metrics.snapshot().since(&before),
+    );
 
     let before = metrics.snapshot();
-    assert!(store.delete(&keys).await?);
+    // ANCHOR: delete
+    // Deletes this version only: a photo replaced since the read would make it fail.
+    store.delete(&jun, now.entity.if_match()).await?;
+    // ANCHOR_END: delete
     report(
         "delete employee and photo (read, delete, delete blob)",
         &metrics.snapshot().since(&before),

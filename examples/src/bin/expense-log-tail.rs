@@ -5,23 +5,27 @@
 //! returns the 10 newest. `cargo xtask demo` runs it against Azurite.
 
 use chrono::{DateTime, Duration, Utc};
-use futures::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
-use tablekit_core::keys::inverted_ticks;
-use tablekit_core::{Entity, Properties};
+use tablekit::logtail::key::{time_of, truncate_to_tick};
+use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
-use tablekit_logtail::LogTail;
-use tablekit_logtail::key::{time_of, truncate_to_tick};
 
 // ANCHOR: model
-/// An expense claim. The employee id is the PartitionKey and the submission time the RowKey,
-/// so the claim itself needs neither.
+/// An expense claim: a value without keys of its own. The employee id is the PartitionKey
+/// and the submission time the RowKey, so the claim itself needs neither.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct ExpenseClaim {
     amount_cents: i64,
     category: String,
     description: String,
+}
+
+/// The one property a report of amounts reads.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Amount {
+    amount_cents: i64,
 }
 // ANCHOR_END: model
 
@@ -34,33 +38,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("expense-log-tail: table {}", table.name());
 
     // ANCHOR: append
-    let claims = LogTail::<ExpenseClaim>::new(table.clone());
+    let claims: LogTail<ExpenseClaim> = LogTail::new(table.clone());
     let employee = "000123";
     let now = Utc::now();
     let submitted = |day: i64| now - Duration::days(30 - day);
+    // ANCHOR_END: append
     let before = metrics.snapshot();
+    // ANCHOR: append_one
     let first = claims.append_at(employee, submitted(0), &claim(0)).await?; // 1 request
+    // ANCHOR_END: append_one
     report("append one claim", &metrics.snapshot().since(&before));
+    let before = metrics.snapshot();
+    // ANCHOR: append_batch
     let history: Vec<(DateTime<Utc>, ExpenseClaim)> =
         (1..30).map(|day| (submitted(day), claim(day))).collect();
-    let before = metrics.snapshot();
     claims
         .append_batch(employee, &history)
         .await?
         .into_result()?; // one transaction of 29
+    // ANCHOR_END: append_batch
     report(
         "append 29 more claims in one transaction",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: append
 
-    // ANCHOR: latest
     let before = metrics.snapshot();
+    // ANCHOR: latest
     let recent = claims.latest(employee, 10).await?; // $top=10: one request, newest first
-    report(
-        "the 10 most recent claims",
-        &metrics.snapshot().since(&before),
-    );
     for claim in &recent[..3] {
         println!(
             "    {}  {:>8}  {}",
@@ -71,6 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // ANCHOR_END: latest
     let spent = metrics.snapshot().since(&before);
+    report("the 10 most recent claims", &spent);
     // Every attempt counts as a request; a transient failure retried would add one.
     assert_eq!(
         spent.requests() - spent.retries,
@@ -84,17 +89,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "the 10 newest, newest first"
     );
 
+    let before = metrics.snapshot();
     // ANCHOR: window
     let (from, to) = (submitted(7), submitted(14));
-    let before = metrics.snapshot();
-    let week: Vec<_> = claims.window(employee, from, to).try_collect().await?; // one range query
+    let week = claims.window(employee, from, to).collect().await?; // one range query
+    // ANCHOR_END: window
     report(
         "claims of one week, newest first",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: window
     assert_eq!(week.len(), 7);
     assert!(week.windows(2).all(|w| w[0].time > w[1].time));
+
+    let before = metrics.snapshot();
+    // ANCHOR: pages
+    // A report page by page: 12 claims per request, only the properties `Amount` reads, and
+    // a token to carry on later — from a web request's "next" link, or another process.
+    let amounts: LogTail<Amount> = LogTail::new(table.clone());
+    let read = amounts.entries(employee).select_fields().with_page_size(12);
+    let page = read.clone().page().await?;
+    let next: String = page.continuation.expect("more claims").to_string();
+    let rest = read.resume(next.parse()?).collect().await?;
+    // ANCHOR_END: pages
+    report(
+        "30 amounts, 12 per page, resumed from a token",
+        &metrics.snapshot().since(&before),
+    );
+    let total: i64 = page
+        .items
+        .iter()
+        .chain(&rest)
+        .map(|a| a.value.amount_cents)
+        .sum();
+    assert_eq!(page.items.len() + rest.len(), 30);
+    assert_eq!(total, (0..30).sum::<i64>() * 100);
 
     // ANCHOR: key
     // The time is in the key: 19 digits the .NET formula gives, then `_` and a unique suffix.

@@ -7,9 +7,21 @@
 
 use std::collections::BTreeMap;
 
-use tablekit_core::Keys;
+use tablekit::prelude::*;
+use tablekit::series::WideStored;
 use tablekit_examples::{account, report, unique_name};
-use tablekit_series::{Series, SeriesLayout, WideEntities};
+
+// ANCHOR: model
+/// A year of one employee's daily message counts, `D001` … `D365`: more properties than one
+/// entity holds, stored as a wide entity.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{employee_id}", row_key = "DailyIm")]
+struct DailyIm {
+    employee_id: String,
+    #[serde(flatten)]
+    days: BTreeMap<String, i64>,
+}
+// ANCHOR_END: model
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,26 +33,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ANCHOR: series
     // One entity per employee, one property per hour: H00 … H23.
-    let hourly = Series::<i64>::new(table.clone(), SeriesLayout::hours());
-    let jun = Keys::new("000223", "ImPerHour")?;
+    let hourly: Series = Series::new(table.clone(), SeriesLayout::hours());
+    let jun = ("000223", "ImPerHour"); // PartitionKey, RowKey
+    // ANCHOR_END: series
 
+    let before = metrics.snapshot();
+    // ANCHOR: series_add
     // Five chat servers report Jun's messages of 13:00 at the same time; every increment is
     // a read and a merge conditioned on the read ETag, retried on conflict.
-    let before = metrics.snapshot();
     let servers: Vec<_> = (0..5)
         .map(|_| {
-            let (hourly, jun) = (hourly.clone(), jun.clone());
+            let hourly = hourly.clone();
             tokio::spawn(async move {
                 for _ in 0..4 {
-                    hourly.add(&jun, "H13", 1).await?;
+                    hourly.add(jun, "H13", 1).await?;
                 }
-                Ok::<_, tablekit_core::Error>(())
+                Ok::<_, tablekit::core::Error>(())
             })
         })
         .collect();
     for server in servers {
         server.await??;
     }
+    // ANCHOR_END: series_add
     let spent = metrics.snapshot().since(&before);
     report(
         &format!(
@@ -50,15 +65,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &spent,
     );
 
-    // A batch job that knows the exact count of an hour sets it: one unconditional merge.
     let before = metrics.snapshot();
-    hourly.set(&jun, "H14", 7).await?;
+    // ANCHOR: series_set
+    // A batch job that knows the exact count of an hour sets it: one unconditional merge.
+    hourly.set(jun, "H14", 7).await?;
+    // ANCHOR_END: series_set
     report("set H14 = 7", &metrics.snapshot().since(&before));
 
-    // The whole chart: one point read.
     let before = metrics.snapshot();
-    let chart = hourly.read(&jun).await?.expect("written above").value;
-    report("read the 24-hour chart", &metrics.snapshot().since(&before));
+    // ANCHOR: series_read
+    // The whole chart: one point read.
+    let chart = hourly.read(jun).await?.expect("written above").value;
     assert_eq!(chart.get("H13"), Some(20), "no increment is lost");
     assert_eq!(chart.get("H14"), Some(7));
     assert_eq!(chart.get_or_zero("H15"), 0);
@@ -71,59 +88,62 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     println!("  messages per hour 00-23: {bars}");
-    // ANCHOR_END: series
+    // ANCHOR_END: series_read
+    report("read the 24-hour chart", &metrics.snapshot().since(&before));
 
+    let before = metrics.snapshot();
     // ANCHOR: wide
     // 365 daily counts are more than the 252 properties of one entity: two shards,
     // DailyIm_01 (D001 … D250) and DailyIm_02 (D251 … D365), in one partition.
     let daily = WideEntities::new(table.clone());
-    let year = Keys::new("000223", "DailyIm")?;
-    let counts: BTreeMap<String, i64> = (1..=365)
-        .map(|day| (format!("D{day:03}"), (day * 37) % 50))
-        .collect();
-
-    let before = metrics.snapshot();
-    let version = daily.insert(&year, &counts).await?;
+    let year = DailyIm {
+        employee_id: "000223".into(),
+        days: (1..=365)
+            .map(|day| (format!("D{day:03}"), (day * 37) % 50))
+            .collect(),
+    };
+    let version = daily.insert(&year).await?; // one transaction
+    let shards: Vec<&str> = version.shards.iter().map(|s| s.keys.rk()).collect();
+    println!("  shards: {shards:?}");
+    assert_eq!(shards, ["DailyIm_01", "DailyIm_02"]);
+    // ANCHOR_END: wide
     report(
         "insert a year of daily counts (one transaction)",
         &metrics.snapshot().since(&before),
     );
-    let shards: Vec<&str> = version.shards.iter().map(|s| s.keys.rk()).collect();
-    println!("  shards: {shards:?}");
-    assert_eq!(shards, ["DailyIm_01", "DailyIm_02"]);
 
     let before = metrics.snapshot();
-    let read = daily
-        .read::<BTreeMap<String, i64>>(&year)
-        .await?
-        .expect("inserted");
+    // ANCHOR: wide_read
+    let read: WideStored<DailyIm> = daily.read(&year).await?.expect("inserted"); // one range query
+    assert_eq!(read.value, year);
+    // ANCHOR_END: wide_read
     report(
         "read the whole year (one range query)",
         &metrics.snapshot().since(&before),
     );
-    assert_eq!(read.value, counts);
 
+    let before = metrics.snapshot();
+    // ANCHOR: wide_update
     // Close the day: today's total from the hourly series goes into day 365. Both shards
     // are rewritten in one transaction, conditional on the ETags just read.
     let total = chart.total().expect("no overflow");
-    let before = metrics.snapshot();
     let updated = daily
-        .update_with::<BTreeMap<String, i64>, _>(&year, |days| {
-            let mut days = days.unwrap_or_default();
-            days.insert("D365".into(), total);
-            days
+        .update_with(&year, |stored: Option<DailyIm>| {
+            let mut stored = stored.unwrap_or_else(|| year.clone());
+            stored.days.insert("D365".into(), total);
+            stored
         })
         .await?;
+    assert_eq!(updated.value.days["D365"], 27);
+    // ANCHOR_END: wide_update
     report(
         "record today's total in D365 (read + transaction)",
         &metrics.snapshot().since(&before),
     );
-    assert_eq!(updated.value["D365"], 27);
-    // ANCHOR_END: wide
 
     let before = metrics.snapshot();
-    assert!(daily.delete(&year).await?);
-    assert!(hourly.delete(&jun).await?);
+    daily.delete(&year).await?;
+    hourly.delete(jun, IfMatch::Any).await?;
     report(
         "delete both (projection read + transaction, 1 delete)",
         &metrics.snapshot().since(&before),

@@ -8,13 +8,14 @@
 use std::collections::BTreeMap;
 
 use chrono::{Duration, Utc};
-use futures::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
+use tablekit::logtail::SpreadToken;
+use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
-use tablekit_logtail::SpreadLog;
 
 // ANCHOR: model
-/// One access to a network resource.
+/// One access to a network resource: a value without keys of its own (the log makes them
+/// from the bucket and the time).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct Access {
@@ -63,21 +64,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ANCHOR: layout
     // PartitionKey = netlog-{bucket}, bucket = stable hash of the employee id into 16;
     // RowKey = inverted ticks + unique suffix, as in the log tail.
-    let log = SpreadLog::<Access>::new(table.clone(), "netlog", 16)?;
+    let log: SpreadLog<Access> = SpreadLog::new(table.clone(), "netlog", 16)?;
     println!(
         "    employee 000042 -> partition {}",
         log.partition_for("000042")
     );
     // ANCHOR_END: layout
 
-    // ANCHOR: append
     let before = metrics.snapshot();
+    // ANCHOR: append
     let appended = log.append_batch(&events).await?.into_result()?; // grouped by bucket, 100 per transaction
+    // ANCHOR_END: append
     report(
         "2,000 accesses spread over 16 partitions",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: append
     let mut per_partition: BTreeMap<&str, usize> = BTreeMap::new();
     for a in &appended {
         *per_partition.entry(a.keys.pk()).or_default() += 1;
@@ -90,24 +91,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(per_partition.len(), 16);
     assert!(busiest <= 250, "no bucket above twice its fair share");
 
-    // ANCHOR: read
     let before = metrics.snapshot();
+    // ANCHOR: read
     let latest = log.latest(20).await?; // $top=20 in each bucket, merged newest first
+    // ANCHOR_END: read
     report(
         "the 20 newest accesses across all buckets",
         &metrics.snapshot().since(&before),
     );
 
     let before = metrics.snapshot();
-    let last_five_minutes: Vec<_> = log
+    // ANCHOR: window
+    let last_five_minutes = log
         .window(now - Duration::minutes(5), now + Duration::seconds(1))
-        .try_collect()
+        .collect()
         .await?; // one range query per bucket, k-way merged, one page per bucket in memory
+    // ANCHOR_END: window
     report(
         "the last 5 minutes, merged newest first",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: read
+
+    let before = metrics.snapshot();
+    // ANCHOR: pages
+    // The merged read page by page: a page's token is the position of its last entry (its
+    // bucket and RowKey), so a later read continues the merge exactly where it stopped.
+    let all = log.entries().with_page_size(500);
+    let first_page = all.page().await?;
+    let token: SpreadToken = first_page
+        .continuation
+        .expect("more entries")
+        .to_string()
+        .parse()?;
+    let rest = all.resume(token).collect().await?;
+    // ANCHOR_END: pages
+    report(
+        "every access: 500, then the rest resumed from a token",
+        &metrics.snapshot().since(&before),
+    );
+    assert_eq!(first_page.items.len() + rest.len(), 2_000);
     let newest: Vec<_> = events
         .iter()
         .rev()

@@ -9,32 +9,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Duration, Utc};
-use futures::TryStreamExt as _;
-use serde::{Deserialize, Serialize};
-use tablekit_core::batch::Operation;
-use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, Keys};
+use tablekit::prelude::*;
+use tablekit::retention::{PeriodPage, PurgeOptions, purge_partition};
 use tablekit_examples::{account, report, unique_name};
-use tablekit_retention::{Period, PeriodTables, PurgeOptions, purge_partition};
 
 // ANCHOR: model
 /// One sign-in attempt. PartitionKey = user id (inserts spread over many partitions),
-/// RowKey = the attempt's time, so a user's sign-ins of a day are one range.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// RowKey = the attempt's time as .NET ticks, so a user's sign-ins of a day are one range.
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{user}", row_key = "{at:ticks}")]
 struct Signin {
+    user: String,
     at: DateTime<Utc>,
     address: String,
     succeeded: bool,
 }
 
-fn signin(user: &str, at: DateTime<Utc>) -> Result<Entity<Signin>, tablekit_core::Error> {
-    let value = Signin {
+fn signin(user: &str, at: DateTime<Utc>) -> Signin {
+    Signin {
+        user: user.into(),
         at,
         address: "203.0.113.7".into(),
         succeeded: at.timestamp() % 5 != 0,
-    };
-    Entity::try_new(user, at.format("%Y%m%dT%H%M%S%.6f").to_string(), value)
+    }
 }
 // ANCHOR_END: model
 
@@ -60,105 +57,118 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in [63, 62, 61] {
         for user in ["alice", "bob"] {
             history
-                .insert(days_ago(n), &signin(user, days_ago(n))?)
+                .insert(days_ago(n), &signin(user, days_ago(n)))
                 .await?;
         }
     }
-    // ANCHOR: write
     let before = metrics.snapshot();
+    // ANCHOR: write
     signins
-        .insert(days_ago(2), &signin("alice", days_ago(2))?)
-        .await?; // no table yet: 3 requests
+        .insert(days_ago(2), &signin("alice", days_ago(2)))
+        .await?; // no table yet: 3 requests (insert, create table, insert)
+    // ANCHOR_END: write
     report(
         "first sign-in of a day (insert, create table, insert)",
         &metrics.snapshot().since(&before),
     );
     let before = metrics.snapshot();
-    signins
-        .insert(
-            days_ago(2) + Duration::hours(1),
-            &signin("bob", days_ago(2) + Duration::hours(1))?,
-        )
-        .await?;
+    // ANCHOR: write_next
+    let later = days_ago(2) + Duration::hours(1);
+    signins.insert(later, &signin("bob", later)).await?; // the table exists: 1 request
+    // ANCHOR_END: write_next
     report(
         "next sign-in of that day",
         &metrics.snapshot().since(&before),
     );
     let before = metrics.snapshot();
+    // ANCHOR: create_ahead
     signins.create_ahead(now).await?; // tomorrow's table, before its traffic arrives
+    // ANCHOR_END: create_ahead
     report(
         "create tomorrow's table ahead of time",
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: write
     for n in [1, 0] {
         for user in ["alice", "bob"] {
             signins
-                .insert(days_ago(n), &signin(user, days_ago(n))?)
+                .insert(days_ago(n), &signin(user, days_ago(n)))
                 .await?;
         }
     }
     let refused = signins
-        .insert(days_ago(70), &signin("carol", days_ago(70))?)
+        .insert(days_ago(70), &signin("carol", days_ago(70)))
         .await;
     assert!(
         refused.is_err(),
         "an expired day's table is never written to again"
     );
 
-    // ANCHOR: query
     let before = metrics.snapshot();
-    let recent: Vec<_> = signins
-        .query::<Signin>(days_ago(2), now, Some(Filter::partition("alice")))
-        .try_collect()
+    // ANCHOR: query
+    let recent: Vec<Stored<Signin>> = signins
+        .query(days_ago(2), now)
+        .filter(Signin::USER.eq("alice"))
+        .collect()
         .await?; // one query per daily table the range touches, and no other table
-    report(
-        "alice's sign-ins over the last 3 days",
-        &metrics.snapshot().since(&before),
-    );
     // ANCHOR_END: query
-    assert_eq!(recent.len(), 3);
     let spent = metrics.snapshot().since(&before);
+    report("alice's sign-ins over the last 3 days", &spent);
+    assert_eq!(recent.len(), 3);
     assert_eq!(
         spent.requests() - spent.retries,
         3,
         "three tables, no other"
     );
 
-    // ANCHOR: drop
     let before = metrics.snapshot();
-    let expired = signins.drop_expired(now).await?; // list + one delete-table per expired day
+    // ANCHOR: query_pages
+    // The same read page by page: each page's token names the table it stopped in, so a
+    // later request — or another process — carries on from there.
+    let everyone = signins.query(days_ago(2), now).with_page_size(2);
+    let first: PeriodPage<Signin> = everyone.clone().page().await?;
+    let token = first.continuation.expect("more pages").to_string();
+    println!("    the next page starts at {token}");
+    let rest = everyone.resume(token.parse()?).collect().await?;
+    // ANCHOR_END: query_pages
     report(
-        &format!("drop {} expired days", expired.dropped.len()),
+        "the last 3 days page by page, resumed from a token",
         &metrics.snapshot().since(&before),
     );
+    assert_eq!(first.items.len() + rest.len(), 6);
+
+    let before = metrics.snapshot();
+    // ANCHOR: drop
+    let expired = signins.drop_expired(now).await?; // list + one delete-table per expired day
     // ANCHOR_END: drop
+    let spent = metrics.snapshot().since(&before);
+    report(
+        &format!("drop {} expired days", expired.dropped.len()),
+        &spent,
+    );
     assert_eq!(
         expired.dropped,
         [63, 62, 61].map(|n| signins.table_name(days_ago(n)).unwrap())
     );
     assert_eq!(expired.kept.len(), 4, "the last three days and tomorrow");
-    let spent = metrics.snapshot().since(&before);
     assert_eq!(
         spent.requests() - spent.retries,
         4,
         "a listing and three deletes"
     );
 
-    // ANCHOR: purge
-    // A closed account: its audit trail shares a table with everyone else's, so it cannot be
-    // dropped as a table. Purge its partition: keys only, 100 deletes per transaction.
     let audit = account.table(&unique_name("SigninAudit"))?;
     audit.create().await?;
-    let trail = (0..2_500).map(|i| {
-        let at = days_ago(1) + Duration::seconds(i);
-        Operation::insert(&signin("dave", at)?)
-    });
+    let trail =
+        (0..2_500).map(|i| Operation::insert(&signin("dave", days_ago(1) + Duration::seconds(i))));
     audit
         .bulk_write(trail.collect::<Result<_, _>>()?, Default::default())
         .await?;
     let pages = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&pages);
+    let before = metrics.snapshot();
+    // ANCHOR: purge
+    // A closed account: its audit trail shares a table with everyone else's, so it cannot be
+    // dropped as a table. Purge its partition: keys only, 100 deletes per transaction.
     let options = PurgeOptions::default().with_progress(move |p| {
         seen.fetch_add(1, Ordering::Relaxed);
         println!(
@@ -166,8 +176,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             p.done, p.requests
         );
     });
-    let before = metrics.snapshot();
     let purged = purge_partition(&audit, "dave", &options).await?;
+    // ANCHOR_END: purge
     report(
         &format!(
             "purge 2,500 audit records ({} transactions)",
@@ -175,18 +185,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         &metrics.snapshot().since(&before),
     );
-    // ANCHOR_END: purge
     assert_eq!(
         (purged.deleted, purged.transactions, purged.pages),
         (2_500, 25, 3)
     );
     assert_eq!(pages.load(Ordering::Relaxed), 3);
-    assert!(
-        audit
-            .get::<Signin>(&Keys::new("dave", signin("dave", days_ago(1))?.keys.rk())?)
-            .await?
-            .is_none()
-    );
+    let audit_rows: TypedTable<Signin> = audit.typed();
+    let gone = audit_rows.get(&signin("dave", days_ago(1))).await?;
+    assert!(gone.is_none());
 
     audit.delete_table().await?;
     history.drop_older_than(now + Duration::days(3)).await?;

@@ -78,8 +78,7 @@ pub(crate) async fn pattern_op(
             let data = patterns::payload(task, slot, version);
             fx.large
                 .put(
-                    &keys,
-                    &Properties::new().with("V", version as i64),
+                    &Entity::new(keys.clone(), Properties::new().with("V", version as i64)),
                     data.clone(),
                 )
                 .await
@@ -107,7 +106,7 @@ pub(crate) async fn pattern_op(
             let keys = Keys::new(partition.as_str(), "Wide").unwrap();
             let v = mine.wide.map_or(0, |v| v + 1);
             fx.wide
-                .write(&keys, &patterns::wide_version(v))
+                .write(&Entity::new(keys.clone(), patterns::wide_version(v)))
                 .await
                 .unwrap();
             mine.wide = Some(v);

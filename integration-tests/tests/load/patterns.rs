@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{Account, Container, Table};
 use tablekit_core::filter::Filter;
@@ -76,9 +75,7 @@ impl Handler<Archive> for Archiver {
         steps
             .upsert_replace(&self.archive, &Entity::new(keys.clone(), &row.value))
             .await?;
-        steps
-            .delete_if_match(&self.current, &keys, &row.etag)
-            .await?;
+        steps.delete(&self.current, &keys, row.if_match()).await?;
         Ok(())
     }
 }
@@ -223,7 +220,7 @@ pub(crate) async fn reconcile(fx: &Fixture, own: &[(u64, Own)], adds: &Adds) -> 
             checked += 1;
         }
         // Log tail: every line once, newest first.
-        let lines: Vec<LogEntry<Line>> = fx.log.entries(&department).try_collect().await.unwrap();
+        let lines: Vec<LogEntry<Line>> = fx.log.entries(&department).collect().await.unwrap();
         let seqs: Vec<i64> = lines.iter().map(|l| l.value.seq).collect();
         assert_eq!(
             seqs,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tablekit_core::filter::Filter;
-use tablekit_core::{Keys, Properties};
+use tablekit_core::{Entity, Keys, Properties};
 use tablekit_large::{LargeEntities, SweepOptions};
 use tablekit_series::{Series, SeriesLayout, WideEntities};
 use tablekit_testkit::unique_container_name;
@@ -134,7 +134,9 @@ async fn wide_entity_reads_see_one_whole_version_and_no_stale_shard_remains() {
         })
     };
     for v in 0..versions {
-        wide.write(&keys, &version(v)).await.unwrap();
+        wide.write(&Entity::new(keys.clone(), version(v)))
+            .await
+            .unwrap();
     }
     for _ in 0..updates {
         wide.update_with::<BTreeMap<String, i64>, _>(&counter, |old| {
@@ -225,7 +227,7 @@ async fn large_entities_never_reference_a_missing_blob_and_a_sweep_leaves_no_orp
                 version: version as i64,
             };
             store
-                .put(&keys(i), &meta, payload(i, version))
+                .put(&Entity::new(keys(i), &meta), payload(i, version))
                 .await
                 .unwrap();
             // Read back at once, under faults: complete, verified, the value just written.

@@ -43,7 +43,7 @@ impl Handler<ArchiveEmployee> for Archiver {
             .upsert_replace(&self.archive, &Entity::new(keys.clone(), &employee.value))
             .await?;
         steps
-            .delete_if_match(&self.current, &keys, &employee.etag)
+            .delete(&self.current, &keys, employee.if_match())
             .await?;
         Ok(())
     }

@@ -1,7 +1,6 @@
 //! Time-ordered data and bulk deletes under faults: the log tail, the spread log, the blob
 //! log and a partition purge.
 
-use futures::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::BulkOptions;
 use tablekit_core::batch::Operation;
@@ -61,7 +60,7 @@ async fn log_tail_holds_every_appended_entry_once_newest_first() {
 
     let (mut lost, mut duplicated) = (0, 0);
     for (k, partition) in partitions.iter().enumerate() {
-        let entries: Vec<LogEntry<Claim>> = claims.entries(partition).try_collect().await.unwrap();
+        let entries: Vec<LogEntry<Claim>> = claims.entries(partition).collect().await.unwrap();
         let found = sequence(&entries);
         // Appended one after another, so newest first is exactly descending.
         let expected: Vec<i64> = (0..n).filter(|s| *s as usize % 2 == k).rev().collect();
@@ -95,7 +94,7 @@ async fn spread_log_holds_every_entry_once_in_its_bucket_newest_first() {
     }
     let faults = disarm(&p);
 
-    let entries: Vec<LogEntry<Claim>> = log.entries().try_collect().await.unwrap();
+    let entries: Vec<LogEntry<Claim>> = log.entries().collect().await.unwrap();
     let times: Vec<_> = entries.iter().map(|e| e.time).collect();
     assert!(
         times.windows(2).all(|w| w[0] >= w[1]),

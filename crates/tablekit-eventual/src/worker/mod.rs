@@ -86,6 +86,45 @@ enum Mode {
 impl<J: Job, H: Handler<J>> Worker<J, H> {
     /// A worker running `handler` on the jobs of `queue`. No request is sent; `options` are
     /// checked when it starts.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use serde::{Deserialize, Serialize};
+    /// use tablekit_azure::Account;
+    /// use tablekit_core::Result;
+    /// use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Reindex {
+    ///     department: String,
+    /// }
+    ///
+    /// impl Job for Reindex {
+    ///     const KIND: &'static str = "reindex";
+    /// }
+    ///
+    /// struct Reindexer;
+    ///
+    /// impl Handler<Reindex> for Reindexer {
+    ///     async fn handle(&self, job: Reindex, _steps: &Steps) -> Result<()> {
+    ///         println!("reindexing {}", job.department); // idempotent steps go here
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # async fn run() -> Result<()> {
+    /// let jobs: JobQueue<Reindex> = JobQueue::new(Account::emulator().queue("reindex-jobs")?);
+    /// let options = WorkerOptions {
+    ///     concurrency: 4,
+    ///     failure_backoff: Some(Duration::from_secs(1)),
+    ///     ..WorkerOptions::default()
+    /// };
+    /// let report = Worker::new(jobs, Reindexer, options).drain().await?;
+    /// println!("{} jobs done", report.processed);
+    /// # Ok(()) }
+    /// ```
     pub fn new(queue: JobQueue<J>, handler: H, options: WorkerOptions) -> Self {
         Self {
             inner: Arc::new(Inner {

@@ -6,18 +6,21 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tablekit::TableEntity;
 use tablekit_azure::{Account, BulkOptions, Table};
 use tablekit_core::batch::Operation;
-use tablekit_core::{Entity, Keys, Result};
+use tablekit_core::{Entity, Result, Stored};
 use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, WorkerOptions};
 use tablekit_testkit::fixtures::table_on;
 pub use tablekit_testkit::fixtures::{Proxied, account, fast_retries};
 use tablekit_testkit::unique_queue_name;
 
-/// An employee as the design guide stores it (PK = department, RK = employee id).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
+/// An employee as the design guide stores it (PK = department, RK = zero-padded employee id).
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
 pub struct Employee {
+    pub department: String,
+    pub id: u32,
     pub first_name: String,
     pub last_name: String,
     pub age: i32,
@@ -26,6 +29,8 @@ pub struct Employee {
 
 pub fn employee(id: u32) -> Employee {
     Employee {
+        department: department(id).to_owned(),
+        id,
         first_name: format!("First{id}"),
         last_name: format!("Last{id}"),
         age: 20 + (id % 40) as i32,
@@ -37,8 +42,16 @@ pub fn department(id: u32) -> &'static str {
     ["Sales", "Marketing", "Finance", "Support"][id as usize % 4]
 }
 
-pub fn keys(id: u32) -> Keys {
-    Keys::new(department(id), format!("{id:06}")).expect("keys")
+/// Employee `id`'s `(PartitionKey, RowKey)`.
+pub fn keys(id: u32) -> (&'static str, String) {
+    (department(id), format!("{id:06}"))
+}
+
+/// `value` at employee `id`'s keys: a value without keys of its own, written next to (or over)
+/// the employee.
+pub fn at<T>(id: u32, value: T) -> Entity<T> {
+    let (pk, rk) = keys(id);
+    Entity::try_new(pk, rk, value).expect("keys")
 }
 
 /// "Archive employee N": the job names the employee, the handler reads the data.
@@ -50,10 +63,10 @@ pub struct ArchiveEmployee {
 
 impl ArchiveEmployee {
     pub fn new(id: u32) -> Self {
-        let k = keys(id);
+        let (department, employee_id) = keys(id);
         Self {
-            department: k.pk().to_owned(),
-            employee_id: k.rk().to_owned(),
+            department: department.to_owned(),
+            employee_id,
         }
     }
 }
@@ -72,15 +85,13 @@ pub struct Archiver {
 
 impl Handler<ArchiveEmployee> for Archiver {
     async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> Result<()> {
-        let keys = Keys::new(job.department, job.employee_id)?;
-        let Some(employee) = steps.get::<Employee>(&self.current, &keys).await? else {
+        let keys = (job.department, job.employee_id);
+        let Some(employee): Option<Stored<Employee>> = steps.get(&self.current, keys).await? else {
             return Ok(());
         };
+        steps.upsert_replace(&self.archive, &employee.value).await?;
         steps
-            .upsert_replace(&self.archive, &Entity::new(keys.clone(), &employee.value))
-            .await?;
-        steps
-            .delete_if_match(&self.current, &keys, &employee.etag)
+            .delete(&self.current, &employee.value, employee.if_match())
             .await?;
         Ok(())
     }
@@ -98,7 +109,7 @@ pub async fn archive_tables(account: &Account) -> Archiver {
 pub async fn seed(current: &Table, ids: impl IntoIterator<Item = u32>) {
     let ops = ids
         .into_iter()
-        .map(|id| Operation::insert(&Entity::new(keys(id), employee(id))).expect("operation"))
+        .map(|id| Operation::insert(&employee(id)).expect("operation"))
         .collect();
     let report = current
         .bulk_write(ops, BulkOptions::default())
@@ -110,7 +121,8 @@ pub async fn seed(current: &Table, ids: impl IntoIterator<Item = u32>) {
 /// The employee ids stored in a table, with their values checked against the fixture.
 pub async fn ids_in(table: &Table) -> BTreeSet<u32> {
     let all = table
-        .query::<Employee>()
+        .typed::<Employee>()
+        .query()
         .allow_scan()
         .collect()
         .await

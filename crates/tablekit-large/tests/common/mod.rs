@@ -3,7 +3,8 @@
 #![allow(dead_code, unused_imports, unreachable_pub)]
 
 use tablekit_azure::{Account, Container, Table};
-use tablekit_large::LargeEntities;
+use tablekit_core::{IntoKeys, Properties, Result};
+use tablekit_large::{Large, LargeEntities};
 pub use tablekit_testkit::fixtures::{Proxied, account, fast_retries};
 use tablekit_testkit::fixtures::{container_on, table_on};
 
@@ -44,4 +45,12 @@ pub async fn blob_names(store: &LargeEntities) -> Vec<String> {
 /// An account whose table, queue and blob traffic passes through fault proxies.
 pub fn proxied() -> Proxied {
     tablekit_testkit::fixtures::proxied(fast_retries())
+}
+
+/// The entity at `keys` with its verified payload, its properties as stored.
+pub async fn read_raw(
+    store: &LargeEntities,
+    keys: impl IntoKeys,
+) -> Result<Option<Large<Properties>>> {
+    store.get(keys).await
 }

@@ -23,6 +23,23 @@ impl BlobLogReader {
     ///
     /// # Errors
     /// As [`super::BlobLogWriter::new`] for a bad prefix.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use chrono::{Duration, Utc};
+    /// use tablekit_azure::Account;
+    /// use tablekit_logtail::BlobLogReader;
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// let logs = Account::emulator().container("analytics-logs")?;
+    /// let reader = BlobLogReader::new(logs, "web-01")?;
+    /// let now = Utc::now();
+    /// // One listing per hour the window touches, one download per file overlapping it.
+    /// for record in reader.read(now - Duration::hours(1), now).await? {
+    ///     println!("{} {}", record.time, record.message);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn new(container: Container, prefix: &str) -> Result<Self> {
         validate_prefix(prefix)?;
         Ok(Self {

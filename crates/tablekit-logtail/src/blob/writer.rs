@@ -114,6 +114,21 @@ impl BlobLogWriter {
     /// [`Error::InvalidArgument`] or [`Error::InvalidName`] for an empty prefix, one starting
     /// or ending with `/`, or one that makes invalid blob names; [`Error::InvalidArgument`]
     /// for a zero `max_bytes`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use chrono::Utc;
+    /// use tablekit_azure::Account;
+    /// use tablekit_logtail::{BlobLogWriter, FlushPolicy, Level, LogRecord};
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// let logs = Account::emulator().container("analytics-logs")?;
+    /// let writer = BlobLogWriter::new(logs, "web-01", FlushPolicy::default())?;
+    /// // Buffered in memory: no request until the policy says a file is due.
+    /// writer.append(&LogRecord::new(Utc::now(), Level::Information, "started")).await?;
+    /// writer.flush().await?; // 1 request: the file with the buffered records
+    /// # Ok(()) }
+    /// ```
     pub fn new(container: Container, prefix: &str, policy: FlushPolicy) -> Result<Self> {
         validate_prefix(prefix)?;
         if policy.max_bytes == 0 {

@@ -50,7 +50,7 @@ struct Merge<T> {
 }
 
 impl<T: Send + 'static> Merge<T> {
-    async fn next(&mut self) -> Option<Result<Stored<T>>> {
+    async fn next(&mut self) -> Option<Result<(u32, Stored<T>)>> {
         if self.failed {
             return None;
         }
@@ -76,16 +76,21 @@ impl<T: Send + 'static> Merge<T> {
             .enumerate()
             .filter_map(|(i, c)| c.buffer.front().map(|s| (s.keys.rk(), i)))
             .min()?;
-        self.cursors[newest].buffer.pop_front().map(Ok)
+        let bucket = u32::try_from(newest).unwrap_or(u32::MAX);
+        self.cursors[newest]
+            .buffer
+            .pop_front()
+            .map(|stored| Ok((bucket, stored)))
     }
 }
 
-/// Merges the queries' results by RowKey, smallest (newest) first. After an error the stream
+/// Merges the queries' results by RowKey, smallest (newest) first, each with the index of
+/// its query (its bucket); equal RowKeys come in bucket order. After an error the stream
 /// ends.
 pub(crate) fn merge_by_row_key<T>(
     queries: Vec<Query<T>>,
     concurrency: usize,
-) -> impl Stream<Item = Result<Stored<T>>> + Send + 'static
+) -> impl Stream<Item = Result<(u32, Stored<T>)>> + Send + 'static
 where
     T: DeserializeOwned + Send + 'static,
 {

@@ -4,23 +4,22 @@
 
 mod hash;
 mod merge;
+mod query;
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use futures::stream::BoxStream;
-use futures::{StreamExt as _, TryStreamExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
-use tablekit_core::filter::Filter;
 use tablekit_core::{Error, Limit, PartitionKey, Result};
 use tracing::Instrument as _;
 
 pub use hash::{bucket_of, stable_hash};
+pub use query::{SpreadPage, SpreadQuery, SpreadToken};
 
 use crate::entry::{AppendReport, Appended, LogEntry};
-use crate::key::{AppendId, window_bounds, window_filter};
+use crate::key::AppendId;
 use crate::tail::LogTail;
 
 /// The most buckets a [`SpreadLog`] may have: every read fans out to all of them.
@@ -65,6 +64,30 @@ impl<T> fmt::Debug for SpreadLog<T> {
 
 impl<T> SpreadLog<T> {
     /// A log over `table` (which must exist) with partitions `{base}-00` … No request is sent.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use serde::{Deserialize, Serialize};
+    /// use tablekit_azure::Account;
+    /// use tablekit_logtail::SpreadLog;
+    ///
+    /// /// One network access: a value without keys of its own.
+    /// #[derive(Serialize, Deserialize)]
+    /// #[serde(rename_all = "PascalCase")]
+    /// struct Access {
+    ///     employee: String,
+    ///     resource: String,
+    /// }
+    ///
+    /// # async fn run() -> tablekit_core::Result<()> {
+    /// // 16 partitions, netlog-00 … netlog-15: inserts spread over all of them.
+    /// let log: SpreadLog<Access> =
+    ///     SpreadLog::new(Account::emulator().table("NetworkLog")?, "netlog", 16)?;
+    /// let access = Access { employee: "000223".into(), resource: "vpn".into() };
+    /// log.append("000223", &access).await?; // 1 request, to the employee's bucket
+    /// let newest = log.latest(50).await?; // 16 requests, merged newest first
+    /// # let _ = newest; Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for 0 buckets, [`Error::LimitExceeded`] above [`MAX_BUCKETS`],
@@ -238,7 +261,7 @@ impl<T: Serialize> SpreadLog<T> {
 
 impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
     /// The `n` newest entries across all buckets, newest first: a `$top=n` query per bucket
-    /// (run concurrently), merged.
+    /// (run concurrently), merged ([`SpreadLog::entries`] limited to `n`, collected).
     ///
     /// Requests: N (one per bucket) for `n` ≤ 1,000; more only if the service splits a
     /// bucket's page (see [`LogTail::latest`]). 0 for `n` = 0. Memory: N × `n` entries.
@@ -252,81 +275,55 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
             .table()
             .account()
             .require_sorted_queries("`SpreadLog::latest`")?;
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let queries = self
-            .partitions()
-            .into_iter()
-            .map(|pk| {
-                self.tail
-                    .table()
-                    .query::<T>()
-                    .filter(Filter::partition(pk))
-                    .top(n)
-            })
-            .collect();
         let span = tracing::debug_span!("tablekit.spread.latest", table = %self.tail.table().name(), base = %self.base, buckets = self.buckets, n);
-        merge::merge_by_row_key(queries, self.concurrency())
-            .take(n)
-            .map(|r| r.and_then(LogEntry::from_stored))
-            .try_collect()
+        self.entries()
+            .top(n)
+            .with_page_size(n.clamp(1, 1_000))
+            .collect()
             .instrument(span)
             .await
     }
 
-    /// Every entry across all buckets as one stream, newest first (a k-way merge).
+    /// Every entry across all buckets, newest first (a k-way merge of one query per
+    /// bucket), read page by page. Nothing is sent until it is consumed.
     ///
     /// Requests: one per page per bucket (at least N). Memory: at most one page per bucket
     /// (N × page size entries; 1,000 per page by default). Consistency: per page and bucket;
     /// entries appended during the read may or may not appear.
     ///
-    /// # Errors
-    /// Service errors as stream items; the stream ends after one.
-    pub fn entries(&self) -> BoxStream<'static, Result<LogEntry<T>>> {
-        self.merged(|pk| Ok(Filter::partition(pk)))
+    /// The errors of the read: service errors as stream items; the stream ends after one.
+    pub fn entries(&self) -> SpreadQuery<T> {
+        SpreadQuery::new(self.clone(), None)
     }
 
     /// The entries across all buckets whose time is in `[from, to)`, newest first: one
-    /// RowKey range query per bucket, merged.
+    /// RowKey range query per bucket, merged. Nothing is sent until it is consumed.
     ///
     /// Requests: one per page per bucket (at least N; none when `from == to`). Memory: at
     /// most one page per bucket. Consistency: per page and bucket.
     ///
-    /// # Errors
-    /// As the first item, before any request: `from > to` or an instant outside .NET's range.
-    pub fn window(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> BoxStream<'static, Result<LogEntry<T>>> {
-        match window_bounds(from, to) {
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-            Ok(_) if from == to => futures::stream::empty().boxed(),
-            Ok(_) => self.merged(|pk| window_filter(pk, from, to)),
-        }
-    }
-
-    fn merged(
-        &self,
-        filter: impl Fn(&str) -> Result<Filter>,
-    ) -> BoxStream<'static, Result<LogEntry<T>>> {
-        let queries: Result<Vec<_>> = self
-            .partitions()
-            .iter()
-            // The merge asks each bucket for its next page only when it needs it, which keeps
-            // memory at one page per bucket; reading ahead in every bucket would double that.
-            .map(|pk| filter(pk).map(|f| self.tail.query(f).with_read_ahead(false)))
-            .collect();
-        match queries {
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-            Ok(queries) => merge::merge_by_row_key(queries, self.concurrency())
-                .map(|r| r.and_then(LogEntry::from_stored))
-                .boxed(),
-        }
-    }
-
-    fn concurrency(&self) -> usize {
-        self.tail.table().account().settings().concurrency
+    /// The errors of the read (as the first item of its stream), before any request: `from >
+    /// to` or an instant outside .NET's range.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use chrono::{Duration, Utc};
+    /// use tablekit_core::Properties;
+    /// use tablekit_logtail::{SpreadLog, SpreadToken};
+    ///
+    /// # async fn run(log: SpreadLog<Properties>) -> tablekit_core::Result<()> {
+    /// let (from, to) = (Utc::now() - Duration::minutes(5), Utc::now());
+    /// let first = log.window(from, to).with_page_size(100).page().await?;
+    /// // The token is the position of the page's last entry: keep it as text, resume later.
+    /// if let Some(token) = first.continuation {
+    ///     let saved = token.to_string();
+    ///     let token: SpreadToken = saved.parse()?;
+    ///     let rest = log.window(from, to).resume(token).collect().await?;
+    ///     # let _ = rest;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn window(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> SpreadQuery<T> {
+        SpreadQuery::new(self.clone(), Some((from, to)))
     }
 }
