@@ -55,7 +55,7 @@ fn invoice() -> Invoice {
 }
 
 #[tokio::test]
-async fn claim_38_a_failing_message_reappears_with_a_higher_count_then_lands_in_poison() {
+async fn a_failing_message_reappears_with_a_higher_count_then_lands_in_poison() {
     let account = common::account();
     let queue: JobQueue<Invoice> = job_queue(&account, "invoices").await;
     queue.enqueue(&invoice()).await.unwrap();

@@ -1,5 +1,5 @@
 //! The idempotent primitives of `Steps` against Azurite: one request each, safe to repeat
-//! (claim 37).
+//!.
 
 mod common;
 
@@ -22,7 +22,7 @@ async fn read(steps: &Steps, table: &Table, id: u32) -> Option<Stored<Employee>>
 }
 
 #[tokio::test]
-async fn claim_37_running_the_archive_steps_twice_leaves_the_entity_in_archive_only() {
+async fn running_the_archive_steps_twice_leaves_the_entity_in_archive_only() {
     let account = common::account();
     let tables = archive_tables(&account).await;
     seed(&tables.current, [456]).await;

@@ -16,7 +16,7 @@ use crate::entry::{AppendReport, Appended, LogEntry};
 use crate::key::{AppendId, SuffixSource, row_key, truncate_to_tick};
 use crate::query::LogQuery;
 
-/// The log tail pattern (PATTERNS.md §5.7): entries of a partition keyed by inverted ticks
+/// The log tail pattern: entries of a partition keyed by inverted ticks
 /// plus a unique suffix, so `$top=n` returns the *n* newest.
 ///
 /// Cheap to clone; clones share the suffix source, so entries appended through any clone

@@ -1,4 +1,4 @@
-//! The blob log writer and reader against Azurite: Storage Analytics naming (claim 49),
+//! The blob log writer and reader against Azurite: Storage Analytics naming,
 //! metadata, flush by size and time, no overwrite after a restart, window reads across files.
 
 mod common;
@@ -21,7 +21,7 @@ fn never() -> FlushPolicy {
 }
 
 #[tokio::test]
-async fn claim_49_an_hour_prefix_lists_its_files_and_no_other_hour() {
+async fn an_hour_prefix_lists_its_files_and_no_other_hour() {
     let container = common::container("queuelogs").await;
     let metrics = container.account().metrics().clone();
     let writer = BlobLogWriter::new(container.clone(), "queue", never()).unwrap();

@@ -27,7 +27,7 @@ fn claim(n: i64) -> Claim {
 }
 
 #[tokio::test]
-async fn claim_19_latest_10_is_one_request_and_the_10_newest_newest_first() {
+async fn latest_10_is_one_request_and_the_10_newest_newest_first() {
     let table = common::table("tail").await;
     let metrics = table.account().metrics().clone();
     let tail: LogTail<Claim> = LogTail::new(table.clone());

@@ -1,5 +1,5 @@
 //! Table-per-period storage against Azurite: routing by time, fan-out over exactly the touched
-//! tables, dropping expired tables one request each (claim 45), tables created ahead.
+//! tables, dropping expired tables one request each, tables created ahead.
 
 mod common;
 
@@ -29,7 +29,7 @@ fn signin(user: &str, at: DateTime<Utc>) -> Signin {
 }
 
 #[tokio::test]
-async fn claim_45_daily_tables_route_fan_out_and_drop_one_request_each() {
+async fn daily_tables_route_fan_out_and_drop_one_request_each() {
     let account = common::account();
     let metrics = account.metrics().clone();
     let prefix = common::prefix("Signins");

@@ -50,7 +50,7 @@ pub fn shard_number(base: &str, row_key: &str) -> Option<usize> {
     suffix.parse().ok().filter(|n| (1..=MAX_SHARDS).contains(n))
 }
 
-/// The size the service counts for one property (PATTERNS.md §1.3), as
+/// The size the service counts for one property, as
 /// [`tablekit_core::edm::write_entity`] counts it.
 fn property_size(name: &str, value: &EdmValue) -> usize {
     let value = match value {

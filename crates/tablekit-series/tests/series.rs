@@ -19,7 +19,7 @@ fn bag(keys: (&str, &str), properties: Properties) -> Entity<Properties> {
 }
 
 #[tokio::test]
-async fn claim_43_merging_one_slot_leaves_the_other_23_unchanged() {
+async fn merging_one_slot_leaves_the_other_23_unchanged() {
     let table = common::table("series43").await;
     let series: Series = Series::new(table.clone(), SeriesLayout::hours());
     let hours: Vec<(String, i64)> = (0..24).map(|h| (format!("H{h:02}"), 100 + h)).collect();
@@ -235,7 +235,7 @@ struct Department {
 }
 
 #[tokio::test]
-async fn claim_48_the_read_etag_detects_a_lost_update_and_the_wildcard_loses_it() {
+async fn the_read_etag_detects_a_lost_update_and_the_wildcard_loses_it() {
     let table = common::table("claim48").await;
     let departments = table.typed::<Department>();
     let sales = ("Sales", "Department");

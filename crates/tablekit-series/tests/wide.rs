@@ -197,7 +197,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
 }
 
 #[tokio::test]
-async fn claim_44_shards_01_and_02_change_together_and_read_in_one_request() {
+async fn shards_01_and_02_change_together_and_read_in_one_request() {
     let table = common::table("claim44").await;
     let wide = WideEntities::new(table.clone());
     let metrics = table.account().metrics().clone();

@@ -1,4 +1,4 @@
-//! Compound keys: escaping round trips, order (claim 21) and prefix ranges (claims 32, 33).
+//! Compound keys: escaping round trips, order and prefix ranges (33).
 
 use proptest::prelude::*;
 use tablekit_core::keys::{CompoundKey, KeyRange, validate_key};

@@ -1,4 +1,4 @@
-//! Filter rendering, escaping, parsing and round trips (claim 60).
+//! Filter rendering, escaping, parsing and round trips.
 
 use std::ops::Bound;
 

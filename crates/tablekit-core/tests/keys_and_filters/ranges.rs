@@ -1,4 +1,4 @@
-//! Zero padding (claim 16) and prefix ranges (claim 20).
+//! Zero padding and prefix ranges.
 
 use proptest::prelude::*;
 use tablekit_core::keys::{KeyRange, pad_number, prefix_range};

@@ -1,4 +1,4 @@
-//! Inverted ticks: claims 17 and 18, .NET compatibility and newest-first order.
+//! Inverted ticks: .NET compatibility and newest-first order.
 
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;

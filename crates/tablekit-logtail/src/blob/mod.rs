@@ -1,4 +1,4 @@
-//! Log data in blobs, the log-data anti-pattern's fix (PATTERNS.md §5.13, checklist item 28):
+//! Log data in blobs, the log-data anti-pattern's fix (checklist item 28):
 //! a buffered writer of Storage Analytics-style files and a time-window reader.
 
 mod line;

@@ -74,7 +74,7 @@ impl Buffer {
     }
 }
 
-/// The log-data anti-pattern's fix (PATTERNS.md §5.13): log records go to blobs named like
+/// The log-data anti-pattern's fix: log records go to blobs named like
 /// Azure Storage Analytics logs, `{prefix}/{yyyy}/{MM}/{dd}/{HHmm}/{seq:06}.log`, buffered in
 /// memory and written a file at a time, with the first and last record times in each file's
 /// metadata so readers can skip files outside a time window.

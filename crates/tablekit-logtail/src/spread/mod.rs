@@ -1,4 +1,4 @@
-//! Partition spreading, the fix for the prepend/append anti-pattern (PATTERNS.md §5.12):
+//! Partition spreading, the fix for the prepend/append anti-pattern:
 //! a log whose entries are spread over N bucket partitions and read back as one
 //! newest-first stream.
 

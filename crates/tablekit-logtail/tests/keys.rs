@@ -22,7 +22,7 @@ fn suffix() -> impl Strategy<Value = Option<String>> {
 
 proptest! {
     #[test]
-    fn claim_17_later_instants_sort_first_with_or_without_suffixes(
+    fn later_instants_sort_first_with_or_without_suffixes(
         a in 0..MAX_TICKS, b in 0..MAX_TICKS, sa in suffix(), sb in suffix()
     ) {
         prop_assume!(a != b);
@@ -35,7 +35,7 @@ proptest! {
     }
 
     #[test]
-    fn claim_18_the_time_comes_back_at_100ns(ticks in 0..=MAX_TICKS, sub in 0u32..100, s in suffix()) {
+    fn the_time_comes_back_at_100ns(ticks in 0..=MAX_TICKS, sub in 0u32..100, s in suffix()) {
         let t = instant(ticks, sub);
         let key = row_key(t, s.as_deref()).unwrap();
         let back = time_of(&key).unwrap();
