@@ -18,9 +18,12 @@ const TOP_HELP: &str = "Examples:
   tablekit copy Orders --dst-connection-string \"$BACKUP_CS\" --create --verify
 
 Connection:
-  --connection-string, else $AZURE_STORAGE_CONNECTION_STRING, else UseDevelopmentStorage=true
-  (Azurite on its standard ports). For SAS-only access give --sas TOKEN with --table-endpoint
-  URL, or a SAS URL (https://ACCOUNT.table.core.windows.net/?sv=…&sig=…) as --table-endpoint.
+  --connection-string, else --account NAME (Microsoft Entra ID), else
+  $AZURE_STORAGE_CONNECTION_STRING, else $AZURE_STORAGE_ACCOUNT_NAME (Entra ID), else
+  UseDevelopmentStorage=true (Azurite on its standard ports). For SAS-only access give --sas
+  TOKEN with --table-endpoint URL, or a SAS URL (https://ACCOUNT.table.core.windows.net/?sv=…&sig=…)
+  as --table-endpoint. Entra ID uses the default credential chain (AZURE_CLIENT_ID/
+  AZURE_TENANT_ID/AZURE_CLIENT_SECRET, workload identity, managed identity, `az login`).
   Secrets are never printed, not even with --verbose.
 
 Exit codes: 0 success, 1 failure, 2 invalid input (refused before any request),
@@ -73,10 +76,33 @@ pub(crate) struct Connection {
     /// Shared access signature (query string), with --table-endpoint.
     #[arg(long, global = true, value_name = "TOKEN")]
     pub(crate) sas: Option<String>,
-    /// Table service URL, such as `https://ACCOUNT.table.core.windows.net`, for SAS access; a
-    /// SAS URL carries its token in the query.
+    /// Table service URL, such as `https://ACCOUNT.table.core.windows.net`: for SAS access (a
+    /// SAS URL carries its token in the query), or with --account instead of the derived one.
     #[arg(long, global = true, value_name = "URL", visible_alias = "account-url")]
     pub(crate) table_endpoint: Option<String>,
+    /// Storage account to reach with Microsoft Entra ID (the default credential chain:
+    /// environment, managed identity, Azure CLI) [default: $AZURE_STORAGE_ACCOUNT_NAME when
+    /// no connection string is given].
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(crate) account: Option<String>,
+    /// DNS suffix of the account's endpoints with --account, e.g. `core.chinacloudapi.cn`
+    /// [default: core.windows.net].
+    #[arg(long, global = true, value_name = "SUFFIX")]
+    pub(crate) endpoint_suffix: Option<String>,
+    /// Queue service URL with --account, instead of the derived one.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) queue_endpoint: Option<String>,
+    /// Blob service URL with --account, instead of the derived one.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) blob_endpoint: Option<String>,
+    /// Token audience with --account: storage (any account), account (this account's
+    /// services only), cosmos (Cosmos DB Table API), or a scope URI [default: storage].
+    #[arg(long, global = true, value_name = "SCOPE")]
+    pub(crate) token_scope: Option<String>,
+    /// PEM file of root certificates to trust besides the public ones (an emulator's, a
+    /// private endpoint's) [default: $TABLEKIT_ROOT_CERTIFICATE].
+    #[arg(long, global = true, value_name = "PEM")]
+    pub(crate) root_certificate: Option<PathBuf>,
 }
 
 /// The commands.

@@ -21,6 +21,9 @@ use crate::interrupt::Interrupt;
 pub(crate) struct Ctx {
     /// `--retries`, for the accounts a command connects to itself.
     pub(crate) retries: Option<usize>,
+    /// `--root-certificate` (or `$TABLEKIT_ROOT_CERTIFICATE`), for the accounts a command
+    /// connects to itself.
+    pub(crate) root_certificate: Option<std::path::PathBuf>,
     /// `--quiet`.
     pub(crate) quiet: bool,
     /// `--verbose`.
@@ -63,17 +66,27 @@ impl Ctx {
 
 /// Runs the parsed command line; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> u8 {
-    let ctx = Ctx {
-        retries: cli.global.retries,
-        quiet: cli.global.quiet,
-        verbose: cli.global.verbose,
-        interrupt: Interrupt::install(cli.global.interrupt_after),
-    };
+    let ctx =
+        Ctx {
+            retries: cli.global.retries,
+            root_certificate: cli.global.connection.root_certificate.clone().or_else(|| {
+                std::env::var_os(tablekit::azure::ROOT_CERTIFICATE_ENV).map(Into::into)
+            }),
+            quiet: cli.global.quiet,
+            verbose: cli.global.verbose,
+            interrupt: Interrupt::install(cli.global.interrupt_after),
+        };
     let c = &cli.global.connection;
     let source = ConnectOptions {
         connection_string: c.connection_string.clone(),
         sas: c.sas.clone(),
         table_endpoint: c.table_endpoint.clone(),
+        account: c.account.clone(),
+        endpoint_suffix: c.endpoint_suffix.clone(),
+        queue_endpoint: c.queue_endpoint.clone(),
+        blob_endpoint: c.blob_endpoint.clone(),
+        token_scope: c.token_scope.clone(),
+        root_certificate: c.root_certificate.clone(),
         use_env: true,
         retries: cli.global.retries,
     };
