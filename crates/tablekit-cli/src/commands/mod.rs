@@ -3,7 +3,10 @@
 mod copy;
 mod export;
 mod import;
+mod index;
 mod query;
+mod queue;
+mod retention;
 mod tables;
 mod transfer;
 
@@ -101,6 +104,9 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             Command::Export(args) => export::run(&ctx, &account, args).await,
             Command::Import(args) => import::run(&ctx, &account, args).await,
             Command::Copy(args) => copy::run(&ctx, &account, args).await,
+            Command::Index { command } => index::run(&ctx, &account, command).await,
+            Command::Queue { command } => queue::run(&ctx, &account, command).await,
+            Command::Retention { command } => retention::run(&ctx, &account, command).await,
         };
         ctx.report_requests("source", &account);
         result
@@ -118,6 +124,32 @@ pub(crate) async fn run(cli: Cli) -> u8 {
 /// Whether stdin is a terminal (a person who can answer a question).
 pub(crate) fn interactive() -> bool {
     std::io::stdin().is_terminal()
+}
+
+/// Asks `question` on a terminal unless `yes`; without a terminal, `--yes` is required.
+///
+/// # Errors
+/// A usage error (exit 2, nothing done) when not confirmed; `without_yes` says what the
+/// command would do.
+pub(crate) fn confirm(yes: bool, question: &str, without_yes: &str) -> CliResult<()> {
+    if yes {
+        return Ok(());
+    }
+    if !interactive() {
+        return Err(crate::exit::CliError::usage(format!(
+            "{without_yes}: pass --yes to confirm"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| crate::exit::CliError::failure(e.to_string()))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(crate::exit::CliError::usage("not confirmed; nothing done"))
+    }
 }
 
 /// Ends a command: interrupted if a stop was requested, else `done`.
