@@ -260,7 +260,10 @@ pub(crate) enum QueueCommand {
         #[arg(long)]
         payload: bool,
     },
-    /// The poison queue of a job queue.
+    /// The poison queue of a job queue: list, replay or purge poisoned jobs.
+    #[command(
+        after_help = "Examples:\n  tablekit queue poison list archive-jobs\n  tablekit queue poison replay archive-jobs --all --yes\n  tablekit queue poison purge archive-jobs --older-than 30d --yes"
+    )]
     Poison {
         #[command(subcommand)]
         command: PoisonCommand,
