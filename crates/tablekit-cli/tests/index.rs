@@ -204,12 +204,21 @@ async fn an_interrupted_backfill_resumes_from_its_checkpoint() {
     let refused = tablekit(&backfill).expect(2);
     assert!(refused.stderr.contains("--resume"), "{}", refused.stderr);
 
-    let resumed = tablekit(&[&backfill[..], &["--resume"]].concat()).expect(0);
+    let resumed = tablekit(&[&backfill[..], &["--resume", "--verbose"]].concat()).expect(0);
     assert!(
         resumed.stderr.contains("resuming after 2 page(s)"),
         "{}",
         resumed.stderr
     );
+    // From the checkpoint's continuation: the 3 pages left (a restart reads all 5).
+    let queries: u64 = resumed
+        .stderr
+        .split("entity.query=")
+        .nth(1)
+        .and_then(|rest| rest.split([' ', ']']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", resumed.stderr));
+    assert!((3..=4).contains(&queries), "{queries}: {}", resumed.stderr);
     let saved: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
     assert_eq!(saved["state"]["done"], true, "{saved}");
