@@ -72,7 +72,8 @@ pub(crate) struct Global {
 /// clap, so that its value can never be shown in help or error output.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct Connection {
-    /// Storage connection string [default: $AZURE_STORAGE_CONNECTION_STRING, else
+    /// Storage connection string [default: --account if given, else
+    /// $AZURE_STORAGE_CONNECTION_STRING, else $AZURE_STORAGE_ACCOUNT_NAME (Entra ID), else
     /// UseDevelopmentStorage=true].
     #[arg(long, global = true, value_name = "STRING")]
     pub(crate) connection_string: Option<String>,
