@@ -16,11 +16,17 @@ const TOP_HELP: &str = "Examples:
   tablekit export Orders --out orders.jsonl.zst
   tablekit import OrdersCopy --in orders.jsonl.zst --create
   tablekit copy Orders --dst-connection-string \"$BACKUP_CS\" --create --verify
+  tablekit index verify Employees --spec employees.index.json --partition Sales
+  tablekit queue poison list archive-jobs
+  tablekit retention drop-older-than Signins --period day --cutoff 2026-09-01 --dry-run
 
 Connection:
-  --connection-string, else $AZURE_STORAGE_CONNECTION_STRING, else UseDevelopmentStorage=true
-  (Azurite on its standard ports). For SAS-only access give --sas TOKEN with --table-endpoint
-  URL, or a SAS URL (https://ACCOUNT.table.core.windows.net/?sv=…&sig=…) as --table-endpoint.
+  --connection-string, else --account NAME (Microsoft Entra ID), else
+  $AZURE_STORAGE_CONNECTION_STRING, else $AZURE_STORAGE_ACCOUNT_NAME (Entra ID), else
+  UseDevelopmentStorage=true (Azurite on its standard ports). For SAS-only access give --sas
+  TOKEN with --table-endpoint URL, or a SAS URL (https://ACCOUNT.table.core.windows.net/?sv=…&sig=…)
+  as --table-endpoint. Entra ID uses the default credential chain (AZURE_CLIENT_ID/
+  AZURE_TENANT_ID/AZURE_CLIENT_SECRET, workload identity, managed identity, `az login`).
   Secrets are never printed, not even with --verbose.
 
 Exit codes: 0 success, 1 failure, 2 invalid input (refused before any request),
@@ -66,17 +72,41 @@ pub(crate) struct Global {
 /// clap, so that its value can never be shown in help or error output.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct Connection {
-    /// Storage connection string [default: $AZURE_STORAGE_CONNECTION_STRING, else
+    /// Storage connection string [default: --account if given, else
+    /// $AZURE_STORAGE_CONNECTION_STRING, else $AZURE_STORAGE_ACCOUNT_NAME (Entra ID), else
     /// UseDevelopmentStorage=true].
     #[arg(long, global = true, value_name = "STRING")]
     pub(crate) connection_string: Option<String>,
     /// Shared access signature (query string), with --table-endpoint.
     #[arg(long, global = true, value_name = "TOKEN")]
     pub(crate) sas: Option<String>,
-    /// Table service URL, such as `https://ACCOUNT.table.core.windows.net`, for SAS access; a
-    /// SAS URL carries its token in the query.
+    /// Table service URL, such as `https://ACCOUNT.table.core.windows.net`: for SAS access (a
+    /// SAS URL carries its token in the query), or with --account instead of the derived one.
     #[arg(long, global = true, value_name = "URL", visible_alias = "account-url")]
     pub(crate) table_endpoint: Option<String>,
+    /// Storage account to reach with Microsoft Entra ID (the default credential chain:
+    /// environment, managed identity, Azure CLI) [default: $AZURE_STORAGE_ACCOUNT_NAME when
+    /// no connection string is given].
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(crate) account: Option<String>,
+    /// DNS suffix of the account's endpoints with --account, e.g. `core.chinacloudapi.cn`
+    /// [default: core.windows.net].
+    #[arg(long, global = true, value_name = "SUFFIX")]
+    pub(crate) endpoint_suffix: Option<String>,
+    /// Queue service URL with --account, instead of the derived one.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) queue_endpoint: Option<String>,
+    /// Blob service URL with --account, instead of the derived one.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) blob_endpoint: Option<String>,
+    /// Token audience with --account: storage (any account), account (this account's
+    /// services only), cosmos (Cosmos DB Table API), or a scope URI [default: storage].
+    #[arg(long, global = true, value_name = "SCOPE")]
+    pub(crate) token_scope: Option<String>,
+    /// PEM file of root certificates to trust besides the public ones (an emulator's, a
+    /// private endpoint's) [default: $TABLEKIT_ROOT_CERTIFICATE].
+    #[arg(long, global = true, value_name = "PEM")]
+    pub(crate) root_certificate: Option<PathBuf>,
 }
 
 /// The commands.
@@ -102,6 +132,250 @@ pub(crate) enum Command {
     /// Copy a table, within an account or to another one.
     #[command(after_help = COPY_HELP)]
     Copy(CopyArgs),
+    /// Verify, repair or backfill a secondary index declared in a spec file.
+    #[command(after_help = INDEX_HELP)]
+    Index {
+        #[command(subcommand)]
+        command: IndexCommand,
+    },
+    /// Look at a job queue and its poison queue; replay or purge poisoned jobs.
+    #[command(after_help = QUEUE_HELP)]
+    Queue {
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
+    /// List the tables of a table-per-period set; drop the expired ones.
+    #[command(after_help = RETENTION_HELP)]
+    Retention {
+        #[command(subcommand)]
+        command: RetentionCommand,
+    },
+}
+
+const INDEX_HELP: &str = "Examples:
+  tablekit index verify Employees --spec employees.index.json --partition Sales
+  tablekit index repair Employees --spec employees.index.json --partition Sales --yes
+  tablekit index backfill Employees --spec employees.index.json
+  tablekit index backfill Employees --spec employees.index.json --resume
+
+The spec file (JSON) declares the index as the application does:
+  {\"layout\": \"intra\", \"partition\": \"Department\",
+   \"primary\": {\"name\": \"empid\", \"property\": \"Id\", \"width\": 6},
+   \"secondaries\": [{\"name\": \"email\", \"property\": \"Email\"}]}
+An inter-partition index adds \"queue\" (its job queue) and optionally \"tables\"
+({\"copy name\": \"table\"}). A bad spec is refused before any request (exit 2).";
+
+/// `tablekit index …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum IndexCommand {
+    /// Audit partitions: print every missing, stale, orphaned or contested copy (exit 1 if any).
+    #[command(
+        after_help = "Examples:\n  tablekit index verify Employees --spec employees.index.json --partition Sales --partition HR"
+    )]
+    Verify(IndexArgs),
+    /// Audit partitions and fix what the audit found (contested copies are only reported).
+    #[command(
+        after_help = "Examples:\n  tablekit index repair Employees --spec employees.index.json --partition Sales --yes"
+    )]
+    Repair {
+        #[command(flatten)]
+        index: IndexArgs,
+        /// Repair without asking (required when stdin is not a terminal): orphaned copies
+        /// are deleted.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Write the secondary copies of every entity (an index added later), page by page,
+    /// with a checkpoint after every page.
+    #[command(
+        after_help = "Examples:\n  tablekit index backfill Employees --spec employees.index.json\n  tablekit index backfill Employees --spec employees.index.json --copy email --resume"
+    )]
+    Backfill(BackfillArgs),
+}
+
+/// The table and spec every `index` command takes.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct IndexArgs {
+    /// The table of the primary copies.
+    pub(crate) table: String,
+    /// The index declaration (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) spec: PathBuf,
+    /// A partition to audit (the partition property's value, e.g. Sales); repeat for more.
+    #[arg(long, value_name = "VALUE", required = true)]
+    pub(crate) partition: Vec<String>,
+}
+
+/// `tablekit index backfill`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct BackfillArgs {
+    /// The table of the primary copies.
+    pub(crate) table: String,
+    /// The index declaration (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) spec: PathBuf,
+    /// Only this partition [default: every partition, a table scan].
+    #[arg(long, value_name = "VALUE")]
+    pub(crate) partition: Option<String>,
+    /// Only this secondary copy; repeat for more [default: every secondary copy].
+    #[arg(long = "copy", value_name = "NAME")]
+    pub(crate) copies: Vec<String>,
+    /// Continue from the checkpoint of an earlier run.
+    #[arg(long, conflicts_with = "overwrite")]
+    pub(crate) resume: bool,
+    /// Start over, replacing an existing checkpoint.
+    #[arg(long)]
+    pub(crate) overwrite: bool,
+    /// Checkpoint file [default: TABLE.backfill-checkpoint].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) checkpoint: Option<PathBuf>,
+    /// Entities per page (1–1000): one query and one checkpoint each.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) page_size: usize,
+}
+
+const QUEUE_HELP: &str = "Examples:
+  tablekit queue peek archive-jobs --max 10
+  tablekit queue poison list archive-jobs --payload
+  tablekit queue poison replay archive-jobs --id 3f2a…
+  tablekit queue poison replay archive-jobs --all --yes
+  tablekit queue poison purge archive-jobs --older-than 30d --yes
+
+Jobs of tablekit's eventual transactions live on QUEUE; the ones that failed too often on
+QUEUE-poison, with their kind, dequeue count, reason and time. Replay puts a job back on
+QUEUE (run it again after fixing the cause); purge deletes poison records for good.";
+
+/// `tablekit queue …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum QueueCommand {
+    /// Show the next messages of a job queue without taking them (kind and size; payload
+    /// with --payload).
+    #[command(after_help = "Examples:\n  tablekit queue peek archive-jobs --max 5 --payload")]
+    Peek {
+        /// The job queue.
+        queue: String,
+        /// At most this many (1–32, the service's limit for a peek).
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        max: u8,
+        /// Print each message's payload too.
+        #[arg(long)]
+        payload: bool,
+    },
+    /// The poison queue of a job queue: list, replay or purge poisoned jobs.
+    #[command(
+        after_help = "Examples:\n  tablekit queue poison list archive-jobs\n  tablekit queue poison replay archive-jobs --all --yes\n  tablekit queue poison purge archive-jobs --older-than 30d --yes"
+    )]
+    Poison {
+        #[command(subcommand)]
+        command: PoisonCommand,
+    },
+}
+
+/// `tablekit queue poison …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PoisonCommand {
+    /// List poisoned jobs: id, kind, dequeue count, when and why (payload with --payload).
+    #[command(after_help = "Examples:\n  tablekit queue poison list archive-jobs --payload")]
+    List {
+        /// The job queue (its poison queue is QUEUE-poison).
+        queue: String,
+        /// At most this many (1–32, the service's limit for a peek).
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        max: u8,
+        /// Print each job's payload too.
+        #[arg(long)]
+        payload: bool,
+    },
+    /// Put poisoned jobs back on the job queue, with a fresh dequeue count.
+    #[command(
+        after_help = "Examples:\n  tablekit queue poison replay archive-jobs --id 3f2a…\n  tablekit queue poison replay archive-jobs --all --yes"
+    )]
+    Replay {
+        /// The job queue.
+        queue: String,
+        /// The job with this id (as `poison list` shows it).
+        #[arg(
+            long,
+            value_name = "ID",
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        id: Option<String>,
+        /// Every poisoned job.
+        #[arg(long)]
+        all: bool,
+        /// Replay without asking (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Delete poisoned jobs for good.
+    #[command(
+        after_help = "Examples:\n  tablekit queue poison purge archive-jobs --older-than 30d --yes\n  tablekit queue poison purge archive-jobs --yes"
+    )]
+    Purge {
+        /// The job queue.
+        queue: String,
+        /// Only jobs poisoned longer ago than this: 90s, 45m, 12h, 30d [default: all].
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+        /// Purge without asking (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+const RETENTION_HELP: &str = "Examples:
+  tablekit retention list Signins --period day
+  tablekit retention drop-older-than Signins --period day --cutoff 2026-09-01 --dry-run
+  tablekit retention drop-older-than Signins --period day --cutoff 2026-09-01 --yes
+
+A set is the tables PREFIX + yyyyMMddHH (hour), yyyyMMdd (day) or yyyyMM (month), UTC.
+drop-older-than deletes every table whose whole period ended at or before the cutoff, one
+request each, with every entity in it.";
+
+/// `tablekit retention …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RetentionCommand {
+    /// List the tables of the set, oldest first, with the period each holds.
+    #[command(after_help = "Examples:\n  tablekit retention list Signins --period day")]
+    List {
+        /// The set's table-name prefix (letters and digits, ending with a letter).
+        prefix: String,
+        /// How much time one table holds.
+        #[arg(long, value_enum)]
+        period: PeriodArg,
+    },
+    /// Delete the tables whose whole period ended at or before the cutoff.
+    #[command(
+        after_help = "Examples:\n  tablekit retention drop-older-than Signins --period day --cutoff 2026-09-01 --dry-run\n  tablekit retention drop-older-than Signins --period month --cutoff 2026-01-01T00:00:00Z --yes"
+    )]
+    DropOlderThan {
+        /// The set's table-name prefix.
+        prefix: String,
+        /// How much time one table holds.
+        #[arg(long, value_enum)]
+        period: PeriodArg,
+        /// UTC date (2026-09-01) or RFC 3339 time (2026-09-01T06:00:00Z).
+        #[arg(long, value_name = "DATE")]
+        cutoff: String,
+        /// Only print the tables that would be dropped.
+        #[arg(long)]
+        dry_run: bool,
+        /// Drop without asking (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `--period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PeriodArg {
+    /// One table per hour (PREFIXyyyyMMddHH).
+    Hour,
+    /// One table per day (PREFIXyyyyMMdd).
+    Day,
+    /// One table per month (PREFIXyyyyMM).
+    Month,
 }
 
 /// `tablekit tables …`.

@@ -16,6 +16,19 @@ fn every_command_has_help_with_examples() {
         &["export"],
         &["import"],
         &["copy"],
+        &["index"],
+        &["index", "verify"],
+        &["index", "repair"],
+        &["index", "backfill"],
+        &["queue"],
+        &["queue", "peek"],
+        &["queue", "poison"],
+        &["queue", "poison", "list"],
+        &["queue", "poison", "replay"],
+        &["queue", "poison", "purge"],
+        &["retention"],
+        &["retention", "list"],
+        &["retention", "drop-older-than"],
     ] {
         let args = [command, &["--help"]].concat();
         let run = run_on("UseDevelopmentStorage=true", &args).expect(0);
@@ -30,6 +43,8 @@ fn every_command_has_help_with_examples() {
         "Exit codes",
         "130 interrupted",
         "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "Microsoft Entra ID",
     ] {
         assert!(
             top.stdout.contains(documented),
@@ -69,6 +84,31 @@ fn usage_errors_exit_2_before_connecting() {
         &["export", "Table1", "--out", "x.jsonl", "--page-size", "0"],
         &["import", "Table1", "--in", "/nonexistent/file.jsonl"],
         &["copy", "Table1", "--sas", "sv=1&sig=x"],
+        &["tables", "list", "--account", "contoso"],
+        &["tables", "list", "--token-scope", "account"],
+        &["queue", "peek", "jobs", "--max", "0"],
+        &["queue", "peek", "Bad_Queue"],
+        &["queue", "poison", "replay", "jobs"],
+        &["queue", "poison", "replay", "jobs", "--id", "x", "--all"],
+        &[
+            "queue",
+            "poison",
+            "purge",
+            "jobs",
+            "--older-than",
+            "soon",
+            "--yes",
+        ],
+        &["retention", "list", "Signins", "--period", "week"],
+        &["retention", "list", "Signins1", "--period", "day"],
+        &[
+            "index",
+            "verify",
+            "Table1",
+            "--spec",
+            "/nonexistent/spec.json",
+        ],
+        &["index", "verify", "Table1", "--spec", "x.json"],
     ] {
         let run = run_on(nowhere, args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);

@@ -79,8 +79,11 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
             connection_string: args.dst_connection_string.clone(),
             sas: args.dst_sas.clone(),
             table_endpoint: args.dst_table_endpoint.clone(),
+            // The source's extra roots also serve a destination on the same private network.
+            root_certificate: ctx.root_certificate.clone(),
             use_env: false,
             retries: ctx.retries,
+            ..ConnectOptions::default()
         })?;
         if ctx.verbose {
             eprintln!("destination: {}", connect::describe(&dst));

@@ -3,7 +3,10 @@
 mod copy;
 mod export;
 mod import;
+mod index;
 mod query;
+mod queue;
+mod retention;
 mod tables;
 mod transfer;
 
@@ -21,6 +24,9 @@ use crate::interrupt::Interrupt;
 pub(crate) struct Ctx {
     /// `--retries`, for the accounts a command connects to itself.
     pub(crate) retries: Option<usize>,
+    /// `--root-certificate` (or `$TABLEKIT_ROOT_CERTIFICATE`), for the accounts a command
+    /// connects to itself.
+    pub(crate) root_certificate: Option<std::path::PathBuf>,
     /// `--quiet`.
     pub(crate) quiet: bool,
     /// `--verbose`.
@@ -63,17 +69,27 @@ impl Ctx {
 
 /// Runs the parsed command line; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> u8 {
-    let ctx = Ctx {
-        retries: cli.global.retries,
-        quiet: cli.global.quiet,
-        verbose: cli.global.verbose,
-        interrupt: Interrupt::install(cli.global.interrupt_after),
-    };
+    let ctx =
+        Ctx {
+            retries: cli.global.retries,
+            root_certificate: cli.global.connection.root_certificate.clone().or_else(|| {
+                std::env::var_os(tablekit::azure::ROOT_CERTIFICATE_ENV).map(Into::into)
+            }),
+            quiet: cli.global.quiet,
+            verbose: cli.global.verbose,
+            interrupt: Interrupt::install(cli.global.interrupt_after),
+        };
     let c = &cli.global.connection;
     let source = ConnectOptions {
         connection_string: c.connection_string.clone(),
         sas: c.sas.clone(),
         table_endpoint: c.table_endpoint.clone(),
+        account: c.account.clone(),
+        endpoint_suffix: c.endpoint_suffix.clone(),
+        queue_endpoint: c.queue_endpoint.clone(),
+        blob_endpoint: c.blob_endpoint.clone(),
+        token_scope: c.token_scope.clone(),
+        root_certificate: c.root_certificate.clone(),
         use_env: true,
         retries: cli.global.retries,
     };
@@ -88,6 +104,9 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             Command::Export(args) => export::run(&ctx, &account, args).await,
             Command::Import(args) => import::run(&ctx, &account, args).await,
             Command::Copy(args) => copy::run(&ctx, &account, args).await,
+            Command::Index { command } => index::run(&ctx, &account, command).await,
+            Command::Queue { command } => queue::run(&ctx, &account, command).await,
+            Command::Retention { command } => retention::run(&ctx, &account, command).await,
         };
         ctx.report_requests("source", &account);
         result
@@ -105,6 +124,32 @@ pub(crate) async fn run(cli: Cli) -> u8 {
 /// Whether stdin is a terminal (a person who can answer a question).
 pub(crate) fn interactive() -> bool {
     std::io::stdin().is_terminal()
+}
+
+/// Asks `question` on a terminal unless `yes`; without a terminal, `--yes` is required.
+///
+/// # Errors
+/// A usage error (exit 2, nothing done) when not confirmed; `without_yes` says what the
+/// command would do.
+pub(crate) fn confirm(yes: bool, question: &str, without_yes: &str) -> CliResult<()> {
+    if yes {
+        return Ok(());
+    }
+    if !interactive() {
+        return Err(crate::exit::CliError::usage(format!(
+            "{without_yes}: pass --yes to confirm"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| crate::exit::CliError::failure(e.to_string()))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(crate::exit::CliError::usage("not confirmed; nothing done"))
+    }
 }
 
 /// Ends a command: interrupted if a stop was requested, else `done`.
