@@ -1,7 +1,7 @@
 //! Shared plumbing for the example binaries: where to connect, and how to report what an
 //! example did.
 
-use tablekit_azure::{ACCOUNT_NAME_ENV, Account, CONNECTION_STRING_ENV, MetricsSnapshot};
+use tablekit::azure::{ACCOUNT_NAME_ENV, Account, CONNECTION_STRING_ENV, Metrics, MetricsSnapshot};
 
 /// The connection string given as `--connection-string <cs>` (or `--connection-string=<cs>`).
 fn connection_string_arg() -> Option<String> {
@@ -30,7 +30,7 @@ fn env_set(name: &str) -> bool {
 ///
 /// # Errors
 /// A malformed connection string or environment.
-pub fn account() -> tablekit_azure::core::Result<Account> {
+pub fn account() -> tablekit::Result<Account> {
     if let Some(cs) = connection_string_arg() {
         return Account::from_connection_string(&cs);
     }
@@ -58,7 +58,7 @@ pub fn report(step: &str, requests: &MetricsSnapshot) {
 /// book shows the pattern and the terminal shows what it cost.
 #[derive(Debug)]
 pub struct Meter {
-    metrics: tablekit_azure::Metrics,
+    metrics: Metrics,
     last: MetricsSnapshot,
 }
 

@@ -200,13 +200,12 @@ fn public_api(tool: &Path, krate: &str) -> Result<String, String> {
         &[
             "--manifest-path",
             &manifest,
-            "--toolchain",
-            NIGHTLY,
             "--target-dir",
             target.to_string_lossy().as_ref(),
             "-sss",
         ],
-        &[],
+        // The tool runs `cargo rustdoc` under whichever toolchain rustup selects.
+        &[("RUSTUP_TOOLCHAIN", NIGHTLY)],
     )
 }
 

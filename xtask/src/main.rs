@@ -1,8 +1,9 @@
 //! `cargo xtask` — tablekit's developer commands.
 //!
 //! - `cargo xtask demo` — install and start Azurite, run every example against it, stop it.
-//! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, and the whole test
-//!   suite. `.ci/run` runs exactly this.
+//! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, the book's includes,
+//!   the documentation rules, rustdoc, the whole test suite and the API gates (facade features,
+//!   MSRV, public-API snapshots). `.ci/run` runs exactly this.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
 //! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
 //! - `cargo xtask gates` — the API gates alone: facade features, MSRV, public-API snapshots,
@@ -22,8 +23,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   demo              install and start Azurite, run every example against it, stop it
-  test [--long]     install Azurite, then fmt check, clippy and the whole test suite
-                    (--long runs the load scenario for 60 s instead of 10 s)
+  test [--long]     install Azurite, then fmt check, clippy, docs, the whole test suite
+                    and the API gates (--long runs the load scenario for 60 s instead of 10 s)
   bench [--quick] [--with-python]
                     benchmarks against the raw SDK (and the Python SDK) on an in-memory
                     Azurite; prints a table and writes target/bench/report.json

@@ -27,6 +27,9 @@ fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
     }
 }
 
+/// One named check of `cargo xtask test`.
+type Step<'a> = dyn Fn() -> Result<(), String> + 'a;
+
 pub(crate) fn test(long: bool) -> Result<(), String> {
     let install = install::ensure()?;
     let dir = install.dir().to_string_lossy().into_owned();
@@ -48,14 +51,34 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
         &[],
     )?;
     check_book()?;
+    crate::gates::docs_rules()?;
     cargo(
         &["doc", "--workspace", "--no-deps", "--quiet"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    // Every test binary runs even if one fails, so a run reports all failures at once.
-    cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs)?;
-    eprintln!("xtask: all checks passed");
-    Ok(())
+    // Every test binary runs even if one fails, and the gates run after failed tests, so a
+    // run reports all failures at once.
+    let mut failures = Vec::new();
+    let steps: [(&str, &Step<'_>); 4] = [
+        ("tests", &|| {
+            cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs)
+        }),
+        ("facade features", &crate::gates::features),
+        ("MSRV", &crate::gates::msrv),
+        ("public API", &|| crate::gates::public_api_snapshots(false)),
+    ];
+    for (name, step) in steps {
+        if let Err(message) = step() {
+            eprintln!("xtask: {name} failed: {message}");
+            failures.push(name);
+        }
+    }
+    if failures.is_empty() {
+        eprintln!("xtask: all checks passed");
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failures.join(", ")))
+    }
 }
 
 /// The API gates (see [`crate::gates`]), each reported by name.

@@ -61,9 +61,11 @@ pub mod prelude {
     pub use tablekit_core::keys::{
         CompoundKey, KeyRange, inverted_ticks, pad_number, prefix_range,
     };
+    // `Error` and `Result` stay out: a glob import of `Result` would shadow `std`'s in every
+    // module that uses the prelude. They are at the crate root (`tablekit::Result`).
     pub use tablekit_core::{
-        AsEntity, ETag, EdmValue, Entity, Error, ErrorKind, IfMatch, IntoKeys, Keys, OrUnknown,
-        PartitionKey, Properties, QueryShape, Result, RowKey, Stored, TableEntity,
+        AsEntity, ETag, EdmValue, Entity, ErrorKind, IfMatch, IntoKeys, Keys, OrUnknown,
+        PartitionKey, Properties, QueryShape, RowKey, Stored, TableEntity,
     };
     /// The derive; `TableEntity` names both it and the trait.
     #[cfg(feature = "derive")]

@@ -82,7 +82,7 @@ struct Archiver {
 }
 
 impl Handler<Archive> for Archiver {
-    async fn handle(&self, job: Archive, steps: &Steps) -> Result<()> {
+    async fn handle(&self, job: Archive, steps: &Steps) -> tablekit::Result<()> {
         let keys = Keys::new(job.department, job.id)?;
         let Some(employee) = steps.get::<Employee>(&self.current, &keys).await? else {
             return Ok(());

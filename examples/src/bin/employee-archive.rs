@@ -57,7 +57,7 @@ struct Archiver {
 }
 
 impl Handler<ArchiveEmployee> for Archiver {
-    async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> Result<()> {
+    async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> tablekit::Result<()> {
         let keys = (job.department, job.employee_id);
         // Step 3: read the entity. Absent means an earlier attempt already moved it.
         let Some(employee): Option<Stored<Employee>> = steps.get(&self.current, keys).await? else {
@@ -108,7 +108,7 @@ fn breakdown(s: &MetricsSnapshot) {
     println!("    ({})", parts.join(", "));
 }
 
-async fn ids(table: &TypedTable<Employee>) -> Result<Vec<String>> {
+async fn ids(table: &TypedTable<Employee>) -> tablekit::Result<Vec<String>> {
     let all = table.query().allow_scan().collect().await?;
     Ok(all
         .into_iter()
@@ -117,7 +117,7 @@ async fn ids(table: &TypedTable<Employee>) -> Result<Vec<String>> {
 }
 
 #[tokio::main]
-async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serve = std::env::args().any(|a| a == "--serve");
     let account = account()?;
     let metrics = account.metrics().clone();

@@ -22,15 +22,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use tablekit::azure::{AccountBuilder, PutBlob, PutOptions, TablePermissions, TableSas};
-use tablekit::core::filter::Filter;
-use tablekit::core::{Entity, Keys};
+use tablekit::prelude::*;
 use tablekit::testkit::{Claims, MintingCredential};
 use tablekit_examples::{report, unique_name};
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
+#[derive(Debug, Clone, PartialEq, TableEntity)]
+#[table(partition_key = "{department}", row_key = "{id:06}")]
 struct Employee {
+    department: String,
+    id: u32,
     first_name: String,
     email: String,
 }
@@ -69,14 +69,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let before = metrics.snapshot();
     let table = account.table(&unique_name("EntraEmployees"))?;
     table.create().await?;
-    let keys = Keys::new("Sales", "000223")?;
     let jun = Employee {
+        department: "Sales".into(),
+        id: 223,
         first_name: "Jun".into(),
         email: "junc@contoso.com".into(),
     };
-    table.insert(&Entity::new(keys.clone(), &jun)).await?;
-    let sales = table
-        .query::<Employee>()
+    let employees = table.typed::<Employee>();
+    employees.insert(&jun).await?;
+    let sales = employees
+        .query()
         .filter(Filter::partition("Sales"))
         .collect()
         .await?;

@@ -3,10 +3,7 @@
 
 use std::ops::Bound;
 
-use tablekit_azure::{ScanAction, ScanPolicy, Settings};
-use tablekit_core::filter::Filter;
-use tablekit_core::keys::{CompoundKey, inverted_ticks, pad_number, prefix_range};
-use tablekit_core::{Entity, ErrorKind, Keys, Properties, QueryShape};
+use tablekit::prelude::*;
 use tablekit_examples::{account, report, unique_name};
 
 #[tokio::main]
