@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::install::workspace_root;
 
@@ -44,8 +45,23 @@ const PATTERN_CRATES: &[&str] = &[
     "tablekit-encryption",
 ];
 
+/// Whether the gates' commands run at the lowest CPU priority (`nice -n 19`): set while they
+/// run beside the test suite, so they use only the CPU the tests leave idle.
+static IN_BACKGROUND: AtomicBool = AtomicBool::new(false);
+
+/// Runs the gates' commands at the lowest CPU priority from now on (see [`IN_BACKGROUND`]).
+pub(crate) fn run_in_background() {
+    IN_BACKGROUND.store(true, Ordering::Relaxed);
+}
+
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, String> {
-    let mut cmd = Command::new(program);
+    let mut cmd = if IN_BACKGROUND.load(Ordering::Relaxed) {
+        let mut nice = Command::new("nice");
+        nice.args(["-n", "19", program]);
+        nice
+    } else {
+        Command::new(program)
+    };
     cmd.args(args).current_dir(workspace_root());
     for (k, v) in envs {
         cmd.env(k, v);

@@ -27,9 +27,6 @@ fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
     }
 }
 
-/// One named check of `cargo xtask test`.
-type Step<'a> = dyn Fn() -> Result<(), String> + 'a;
-
 pub(crate) fn test(long: bool) -> Result<(), String> {
     let install = install::ensure()?;
     let dir = install.dir().to_string_lossy().into_owned();
@@ -57,18 +54,31 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     // Every test binary runs even if one fails, and the gates run after failed tests, so a
-    // run reports all failures at once.
+    // run reports all failures at once. The MSRV build and the public-API snapshots build in
+    // target directories of their own, so they run beside the tests at the lowest CPU
+    // priority, using the CPU the tests leave idle while they wait on the emulator; the
+    // facade's feature builds share the test build's directory and run after it.
+    cargo(&["test", "--workspace", "--quiet", "--no-run"], &envs)?;
+    let beside = std::thread::spawn(|| {
+        crate::gates::run_in_background();
+        [
+            ("MSRV", crate::gates::msrv()),
+            ("public API", crate::gates::public_api_snapshots(false)),
+        ]
+    });
+    let mut results = vec![(
+        "tests",
+        cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs),
+    )];
+    results.push(("facade features", crate::gates::features()));
+    results.extend(
+        beside
+            .join()
+            .map_err(|_| "the gates beside the tests panicked".to_owned())?,
+    );
     let mut failures = Vec::new();
-    let steps: [(&str, &Step<'_>); 4] = [
-        ("tests", &|| {
-            cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs)
-        }),
-        ("facade features", &crate::gates::features),
-        ("MSRV", &crate::gates::msrv),
-        ("public API", &|| crate::gates::public_api_snapshots(false)),
-    ];
-    for (name, step) in steps {
-        if let Err(message) = step() {
+    for (name, result) in results {
+        if let Err(message) = result {
             eprintln!("xtask: {name} failed: {message}");
             failures.push(name);
         }
