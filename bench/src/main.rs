@@ -7,6 +7,7 @@
 //! exits non-zero if an acceptance criterion fails.
 
 mod data;
+mod encryption;
 mod measure;
 mod memory;
 mod patterns;
@@ -182,6 +183,8 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     scan_table.delete_table().await.map_err(|e| e.to_string())?;
     step("9. throughput governance against the throttle model");
     let throughput = throughput::throughput(&account, &endpoint, sizes).await?;
+    step("10. client-side encryption");
+    let encryption = encryption::encryption(&account, sizes).await?;
     let mut report = report::Report {
         machine: report::Machine::read(),
         sizes,
@@ -203,6 +206,7 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
         patterns,
         python,
         throughput,
+        encryption,
         checks: Vec::new(),
     };
     report.evaluate();

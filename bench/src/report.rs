@@ -66,13 +66,14 @@ pub(crate) struct Report {
     pub(crate) patterns: Vec<PatternCount>,
     pub(crate) python: Option<Python>,
     pub(crate) throughput: Throughput,
+    pub(crate) encryption: crate::encryption::Encryption,
     pub(crate) checks: Vec<Check>,
 }
 
 /// The median of the ratios of runs made side by side (run i of `a` with run i of `b`): the
 /// emulator's speed drifts during a benchmark, and each pair shares the same moment. Falls
 /// back to the ratio of medians for figures of different lengths (other processes).
-fn ratio(a: &Figure, b: &Figure) -> f64 {
+pub(crate) fn ratio(a: &Figure, b: &Figure) -> f64 {
     if a.runs.len() == b.runs.len() && !a.runs.is_empty() && b.runs.iter().all(|v| *v > 0.0) {
         let pairs: Vec<f64> = a.runs.iter().zip(&b.runs).map(|(x, y)| x / y).collect();
         return Figure::of(pairs, "").median;
@@ -159,6 +160,7 @@ impl Report {
             });
         }
         checks.extend(throughput_checks(&self.throughput));
+        checks.extend(crate::encryption::checks(&self.encryption));
         if let Some(py) = &self.python {
             checks.push(check(
                 "tablekit bulk load ≥ 5× the Python SDK's".into(),
@@ -276,6 +278,7 @@ impl Report {
             ));
         }
         out.push_str(&throughput_section(&self.throughput));
+        out.push_str(&crate::encryption::section(&self.encryption, &self.sizes));
         out.push_str("\n| Acceptance | measured | |\n|---|---|---|\n");
         for c in &self.checks {
             out.push_str(&format!(

@@ -80,7 +80,7 @@ impl Sizes {
     }
 }
 
-async fn fresh_table(account: &Account, prefix: &str) -> Result<Table> {
+pub(crate) async fn fresh_table(account: &Account, prefix: &str) -> Result<Table> {
     let table = account
         .table(&tablekit_testkit::unique_table_name(prefix))
         .map_err(err)?;
