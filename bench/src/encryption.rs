@@ -1,4 +1,4 @@
-//! Workload 10: the bulk load of workload 1 with client-side encryption of three string
+//! Workload 11: the bulk load of workload 1 with client-side encryption of three string
 //! properties (`Name`, `Email`, `Notes`: AES-256-GCM under a fresh content key per entity,
 //! wrapped by a local AES key), against the same load in plain. The two alternate, as in the
 //! other workloads, so drift in the emulator's speed affects both alike.
@@ -100,7 +100,7 @@ pub(crate) fn checks(e: &Encryption) -> Vec<Check> {
 /// The workload's table for the report.
 pub(crate) fn section(e: &Encryption, s: &Sizes) -> String {
     format!(
-        "\n10. Client-side encryption: the bulk load of workload 1 ({} entities / {} partitions) with {} encrypted (AES-256-GCM, a content key per entity wrapped by a local AES key) vs plain.\n\n\
+        "\n11. Client-side encryption: the bulk load of workload 1 ({} entities / {} partitions) with {} encrypted (AES-256-GCM, a content key per entity wrapped by a local AES key) vs plain.\n\n\
          | Figure | encrypted | plain | ratio |\n|---|---|---|---|\n\
          | throughput | {} | {} | {:.2}× |\n\
          | client CPU per entity | {} | {} | {:.2}× |\n",

@@ -1,9 +1,10 @@
 //! `cargo xtask bench`: tablekit against the raw SDK (and optionally the Python SDK), in one
 //! run against one in-memory Azurite, reporting medians, spreads and ratios.
 //!
-//! Usage: `tablekit-bench [--quick] [--with-python] [--throughput-only]` (run through
-//! `cargo xtask bench`, which builds it in release mode and passes the flags on;
-//! `--throughput-only` runs workload 9 alone and prints its table and checks). Writes `target/bench/report.json` and prints a markdown table;
+//! Usage: `tablekit-bench [--quick] [--with-python] [--throughput-only | --tool-only]` (run
+//! through `cargo xtask bench`, which builds it and the `tablekit` tool in release mode and
+//! passes the flags on; `--throughput-only` runs workload 9 alone, `--tool-only` workload
+//! 10, each printing its table and checks). Writes `target/bench/report.json` and prints a markdown table;
 //! exits non-zero if an acceptance criterion fails.
 
 mod data;
@@ -15,6 +16,7 @@ mod python;
 mod raw;
 mod report;
 mod throughput;
+mod tool;
 mod workloads;
 
 use std::path::PathBuf;
@@ -57,6 +59,10 @@ fn main() -> ExitCode {
         };
     }
     let quick = args.iter().any(|a| a == "--quick");
+    if args.iter().any(|a| a == "--tool-only") {
+        let sizes = if quick { Sizes::quick() } else { Sizes::full() };
+        return runtime.block_on(tool_only(sizes));
+    }
     if args.iter().any(|a| a == "--throughput-only") {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
         return runtime.block_on(throughput_only(sizes));
@@ -85,6 +91,52 @@ fn main() -> ExitCode {
             eprintln!("tablekit-bench: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Workload 10 alone (`--tool-only`): its table and checks, no report file.
+async fn tool_only(sizes: Sizes) -> ExitCode {
+    let result = async {
+        let azurite = Azurite::start().map_err(|e| e.to_string())?;
+        let cs = azurite.connection_string();
+        let account = Account::from_connection_string(&cs)
+            .and_then(|a| {
+                a.with_settings(Settings {
+                    throughput: ThroughputPolicy::unlimited(),
+                    ..Settings::default()
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        let scratch = target_dir().join("bench/tool");
+        tool::tool(&account, &cs, None, sizes, &scratch).await
+    }
+    .await;
+    match result {
+        Ok(t) => {
+            println!("{}", report::tool_section(&t));
+            print_checks(&report::tool_checks(&t))
+        }
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints checks as table rows; success when all pass.
+fn print_checks(checks: &[report::Check]) -> ExitCode {
+    for c in checks {
+        println!(
+            "| {} | {} | {} |",
+            c.criterion,
+            c.measured,
+            if c.pass { "pass" } else { "FAIL" }
+        );
+    }
+    if checks.iter().all(|c| c.pass) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -166,6 +218,17 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     if small.entities != sizes.memory_small || large_run.entities != sizes.memory_large {
         return Err("memory runs streamed the wrong number of entities".into());
     }
+    step("10. the tablekit tool: export, copy, export memory");
+    // The memory workload's table serves the large export when it has the size asked for.
+    let reuse = (sizes.memory_large == sizes.tool_memory_large).then_some(&large);
+    let tool = tool::tool(
+        &account,
+        &cs,
+        reuse,
+        sizes,
+        &target_dir().join("bench/tool"),
+    )
+    .await?;
     large.delete_table().await.map_err(|e| e.to_string())?;
     let python = if with_python {
         step("8. Python SDK");
@@ -183,17 +246,23 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     scan_table.delete_table().await.map_err(|e| e.to_string())?;
     step("9. throughput governance against the throttle model");
     let throughput = throughput::throughput(&account, &endpoint, sizes).await?;
-    step("10. client-side encryption");
+    step("11. client-side encryption");
     let encryption = encryption::encryption(&account, sizes).await?;
     let mut report = report::Report {
         machine: report::Machine::read(),
         sizes,
         partition_sizes: format!(
-            "bulk {} × {}; scan 1 × {}; memory {} × 1,000",
+            "bulk {} × {}; scan 1 × {}; memory {} × 1,000; the tool: export 1 × {}, copy {} × {}, \
+             export memory {} and {} × 1,000",
             sizes.bulk_partitions,
             sizes.bulk / sizes.bulk_partitions,
             sizes.scan,
-            sizes.memory_large.div_ceil(1_000)
+            sizes.memory_large.div_ceil(1_000),
+            sizes.tool,
+            sizes.bulk_partitions,
+            sizes.tool / sizes.bulk_partitions,
+            sizes.tool_memory_small.div_ceil(1_000),
+            sizes.tool_memory_large.div_ceil(1_000),
         ),
         bulk,
         scan,
@@ -206,6 +275,7 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
         patterns,
         python,
         throughput,
+        tool,
         encryption,
         checks: Vec::new(),
     };

@@ -44,6 +44,13 @@ pub(crate) struct Sizes {
     /// Seconds of the model's budget each throughput-governance load needs (after its first
     /// burst).
     pub(crate) throughput_seconds: u64,
+    /// Entities the `tablekit` tool exports (one partition) and copies (over
+    /// `bulk_partitions`) per run.
+    pub(crate) tool: usize,
+    /// Entities in the small and the large table `tablekit export` runs over for its peak
+    /// memory (partitions of 1,000).
+    pub(crate) tool_memory_small: usize,
+    pub(crate) tool_memory_large: usize,
 }
 
 impl Sizes {
@@ -61,6 +68,9 @@ impl Sizes {
             memory_large: 200_000,
             concurrency: 8,
             throughput_seconds: 15,
+            tool: 10_000,
+            tool_memory_small: 10_000,
+            tool_memory_large: 200_000,
         }
     }
 
@@ -76,6 +86,9 @@ impl Sizes {
             memory_large: 20_000,
             concurrency: 8,
             throughput_seconds: 4,
+            tool: 10_000,
+            tool_memory_small: 5_000,
+            tool_memory_large: 40_000,
         }
     }
 }
