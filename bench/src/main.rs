@@ -63,6 +63,10 @@ fn main() -> ExitCode {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
         return runtime.block_on(tool_only(sizes));
     }
+    if args.iter().any(|a| a == "--encryption-only") {
+        let sizes = if quick { Sizes::quick() } else { Sizes::full() };
+        return runtime.block_on(encryption_only(sizes));
+    }
     if args.iter().any(|a| a == "--throughput-only") {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
         return runtime.block_on(throughput_only(sizes));
@@ -141,6 +145,42 @@ fn print_checks(checks: &[report::Check]) -> ExitCode {
 }
 
 /// Workload 9 alone (`--throughput-only`): its table and checks, no report file.
+/// Workload 11 alone: the encrypted and the plain bulk load, their table and check.
+async fn encryption_only(sizes: Sizes) -> ExitCode {
+    let result = async {
+        let azurite = Azurite::start().map_err(|e| e.to_string())?;
+        let account = Account::from_connection_string(&azurite.connection_string())
+            .and_then(|a| {
+                a.with_settings(Settings {
+                    throughput: ThroughputPolicy::unlimited(),
+                    ..Settings::default()
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        encryption::encryption(&account, sizes).await
+    }
+    .await;
+    match result {
+        Ok(e) => {
+            println!("{}", encryption::section(&e, &sizes));
+            let checks = encryption::checks(&e);
+            for c in &checks {
+                let verdict = if c.pass { "pass" } else { "FAIL" };
+                println!("| {} | {} | {verdict} |", c.criterion, c.measured);
+            }
+            if checks.iter().all(|c| c.pass) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn throughput_only(sizes: Sizes) -> ExitCode {
     let result = async {
         let azurite = Azurite::start().map_err(|e| e.to_string())?;

@@ -25,7 +25,7 @@ commands:
   demo              install and start Azurite, run every example against it, stop it
   test [--long]     install Azurite, then fmt check, clippy, docs, the whole test suite
                     and the API gates (--long runs the load scenario for 60 s instead of 10 s)
-  bench [--quick] [--with-python] [--throughput-only] [--tool-only]
+  bench [--quick] [--with-python] [--throughput-only] [--tool-only] [--encryption-only]
                     benchmarks against the raw SDK (and the Python SDK) on an in-memory
                     Azurite; prints a table and writes target/bench/report.json
   docs              check the book's includes, build the book (pinned mdBook, installed into

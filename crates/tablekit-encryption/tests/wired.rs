@@ -270,7 +270,8 @@ async fn batches(table: &Table) -> tablekit_core::Result<Vec<Employee>> {
         .map(|id| Operation::insert(&employee("Sales", id)))
         .collect::<tablekit_core::Result<Vec<_>>>()?;
     table.submit(&BatchPlan::atomic(ops)?).await?;
-    let many: Vec<Employee> = (0..250)
+    // Several transactions per partition, in two partitions.
+    let many: Vec<Employee> = (0..700)
         .map(|i| employee(if i < 150 { "Support" } else { "Legal" }, i))
         .collect();
     let report = table
@@ -278,7 +279,7 @@ async fn batches(table: &Table) -> tablekit_core::Result<Vec<Employee>> {
         .bulk_write(WriteMode::Insert, &many, BulkOptions::default())
         .await?;
     assert!(report.is_complete(), "{report:?}");
-    assert_eq!(report.transactions, 3);
+    assert_eq!(report.transactions, 8);
     Ok(table
         .typed::<Employee>()
         .query()
@@ -296,7 +297,7 @@ async fn transactions_and_bulk_writes_store_ciphertext_in_as_many_requests() -> 
     let (expected, plain_cost) = measured(plain.account(), batches(&plain)).await;
     let (read, encrypted_cost) = measured(encrypted.account(), batches(&encrypted)).await;
     let (expected, read) = (expected?, read?);
-    assert_eq!(read.len(), 253);
+    assert_eq!(read.len(), 703);
     assert_eq!(read, expected);
     assert_same_requests(&plain_cost, &encrypted_cost);
     for stored in encrypted
