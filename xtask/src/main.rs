@@ -2,8 +2,7 @@
 //!
 //! - `cargo xtask demo` — install and start Azurite, run every example against it, stop it.
 //! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, the book's includes,
-//!   the documentation rules, rustdoc, the whole test suite and the API gates (facade features,
-//!   MSRV, public-API snapshots). `.ci/run` runs exactly this.
+//!   the documentation rules, rustdoc, the whole test suite and the public-API snapshots.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
 //! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
 //! - `cargo xtask gates` — the API gates alone: facade features, MSRV, public-API snapshots,
