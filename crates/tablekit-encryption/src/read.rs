@@ -4,15 +4,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::{Keys, Result, Target};
 
 use crate::error::{Cause, DecryptionFailure};
 use crate::format::{
-    CONTENT_ALGORITHM, FORMAT_VERSION, METADATA_PROPERTY, Metadata, Sealer, Version, property_ad,
-    seal_ad,
+    METADATA_PROPERTY, Metadata, MetadataError, SEAL_COUNTER, Sealer, property_ad, property_counter,
 };
 use crate::key::{ContentKey, KeyEncryptionKey, UnwrapError, WrappedKey};
 use crate::legacy;
@@ -92,61 +89,43 @@ impl EncryptionPolicy {
         properties: &mut Properties,
     ) -> Result<BTreeSet<String>> {
         let malformed = |why: String| reading.fail(METADATA_PROPERTY, Cause::Malformed(why));
-        let EdmValue::String(json) = metadata else {
+        let EdmValue::String(text) = metadata else {
             return Err(malformed(format!(
                 "a string was expected, not {}",
                 metadata.edm_type()
             )));
         };
-        let version: Version = serde_json::from_str(&json)
-            .map_err(|e| malformed(format!("not JSON with \"v\": {e}")))?;
-        if version.v != FORMAT_VERSION {
-            return Err(reading.fail(
-                METADATA_PROPERTY,
-                Cause::Unsupported(format!("version {}", version.v)),
-            ));
-        }
-        let metadata: Metadata =
-            serde_json::from_str(&json).map_err(|e| malformed(e.to_string()))?;
-        if metadata.alg != CONTENT_ALGORITHM {
-            return Err(reading.fail(
-                METADATA_PROPERTY,
-                Cause::Unsupported(format!("algorithm {:?}", metadata.alg)),
-            ));
-        }
-        let wrapped = BASE64
-            .decode(&metadata.wrapped)
-            .map_err(|e| malformed(format!("wrapped key: {e}")))?;
-        let seal = BASE64
-            .decode(&metadata.seal)
-            .map_err(|e| malformed(format!("seal: {e}")))?;
+        let metadata = Metadata::decode(&text).map_err(|e| match e {
+            MetadataError::Malformed(why) => malformed(why),
+            MetadataError::Unsupported(what) => {
+                reading.fail(METADATA_PROPERTY, Cause::Unsupported(what))
+            }
+        })?;
         let listed: BTreeSet<String> = metadata.props.iter().cloned().collect();
         if listed.len() != metadata.props.len() {
             return Err(malformed("a property is listed twice".into()));
         }
 
-        let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), wrapped);
+        let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
         let content_key = self
             .unwrap_content_key(reading, METADATA_PROPERTY, &metadata.kid, &wrapped)
             .await?;
         let sealer = Sealer::new(&content_key);
         let (pk, rk) = (reading.keys.pk(), reading.keys.rk());
-        let ad = seal_ad(
-            pk,
-            rk,
-            &metadata.kid,
-            &metadata.wrap_alg,
-            wrapped.bytes(),
-            &metadata.props,
-        );
+        let version = metadata.version;
         if sealer
-            .open(&seal, &ad)
+            .open(
+                version,
+                &metadata.seal,
+                SEAL_COUNTER,
+                &metadata.seal_ad(pk, rk),
+            )
             .is_none_or(|empty| !empty.is_empty())
         {
             return Err(reading.fail(METADATA_PROPERTY, Cause::Authentication));
         }
 
-        for name in &listed {
+        for (index, name) in metadata.props.iter().enumerate() {
             let Some(value) = properties.get(name) else {
                 continue;
             };
@@ -160,7 +139,12 @@ impl EncryptionPolicy {
                 ));
             };
             let plaintext = sealer
-                .open(stored, &property_ad(pk, rk, name))
+                .open(
+                    version,
+                    stored,
+                    property_counter(index),
+                    &property_ad(version, pk, rk, name),
+                )
                 .ok_or_else(|| reading.fail(name, Cause::Authentication))?;
             let text =
                 String::from_utf8(plaintext).map_err(|_| reading.fail(name, Cause::NotUtf8))?;

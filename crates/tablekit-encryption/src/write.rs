@@ -1,24 +1,23 @@
 //! Encrypting an entity's properties for a write, in tablekit's format version 1.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use tablekit_core::edm::{EdmValue, Properties, to_entity_json};
 use tablekit_core::limits::{MAX_PROPERTY_BYTES, MAX_USER_PROPERTIES};
 use tablekit_core::{Error, Keys, Limit, Result};
 
 use crate::error::not_a_string;
 use crate::format::{
-    CONTENT_ALGORITHM, FORMAT_VERSION, METADATA_PROPERTY, Metadata, OVERHEAD, Sealer, property_ad,
-    seal_ad,
+    METADATA_PROPERTY, Metadata, OVERHEAD, SEAL_COUNTER, Sealer, Version, property_ad,
+    property_counter,
 };
 use crate::key::ContentKey;
 use crate::policy::{EncryptionPolicy, check_not_reserved};
 
 impl EncryptionPolicy {
     /// Encrypts the properties this policy selects, for an insert or replace of the entity
-    /// with `keys`: each becomes an `Edm.Binary` (nonce ‖ AES-256-GCM ciphertext ‖ tag) under a
-    /// fresh content key, which is wrapped by the policy's key-encryption key and stored with
-    /// the list of encrypted names in the [`METADATA_PROPERTY`]. Other properties are returned
+    /// with `keys`, in format version 2: each becomes an `Edm.Binary` (AES-256-GCM ciphertext ‖
+    /// tag) under a fresh content key, which is wrapped by the policy's key-encryption key and
+    /// stored with the list of encrypted names in the [`METADATA_PROPERTY`]. Other properties
+    /// are returned
     /// unchanged. When no property is selected the bag is returned as it is, without metadata.
     ///
     /// Requests: none to the table service; one `wrap` call of the key-encryption key when a
@@ -31,7 +30,7 @@ impl EncryptionPolicy {
     /// `Edm.String`; [`Error::InvalidName`] when the bag already holds an encryption metadata
     /// property (`_TablekitEncryption`, `_ClientEncryptionMetadata1`/`2`);
     /// [`Error::LimitExceeded`] when an encrypted value exceeds 64 KiB
-    /// ([`Limit::PropertyBytes`]: UTF-8 length + 28 bytes) or the metadata makes more than 252
+    /// ([`Limit::PropertyBytes`]: UTF-8 length + 16 bytes) or the metadata makes more than 252
     /// properties. After it: [`Error::LimitExceeded`] ([`Limit::EntityBytes`]) when the
     /// encrypted entity exceeds 1 MiB, and the key's own errors.
     pub async fn encrypt(&self, keys: &Keys, properties: Properties) -> Result<Properties> {
@@ -72,32 +71,30 @@ impl EncryptionPolicy {
         let mut out = Properties::new();
         for (name, value) in properties {
             let value = match value {
-                EdmValue::String(text) if selected.contains(&name) => {
-                    EdmValue::Binary(sealer.seal(text.into_bytes(), &property_ad(pk, rk, &name)))
-                }
+                EdmValue::String(text) => match selected.iter().position(|s| *s == name) {
+                    Some(index) => EdmValue::Binary(sealer.seal(
+                        text.into_bytes(),
+                        property_counter(index),
+                        &property_ad(Version::V2, pk, rk, &name),
+                    )),
+                    None => EdmValue::String(text),
+                },
                 other => other,
             };
             out.insert(name, value);
         }
 
         let wrapped = self.kek.wrap(&content_key).await?;
-        let (kid, wrap_alg) = (self.kek.id().to_owned(), wrapped.algorithm().to_owned());
-        let seal = sealer.seal(
-            Vec::new(),
-            &seal_ad(pk, rk, &kid, &wrap_alg, wrapped.bytes(), &selected),
-        );
-        let metadata = Metadata {
-            v: FORMAT_VERSION,
-            alg: CONTENT_ALGORITHM.to_owned(),
-            kid,
-            wrap_alg,
-            wrapped: BASE64.encode(wrapped.bytes()),
+        let mut metadata = Metadata {
+            version: Version::V2,
+            kid: self.kek.id().to_owned(),
+            wrap_alg: wrapped.algorithm().to_owned(),
+            wrapped: wrapped.bytes().to_vec(),
             props: selected,
-            seal: BASE64.encode(seal),
+            seal: Vec::new(),
         };
-        let json = serde_json::to_string(&metadata)
-            .map_err(|e| Error::encode(METADATA_PROPERTY, e.to_string()))?;
-        out.insert(METADATA_PROPERTY, json);
+        metadata.seal = sealer.seal(Vec::new(), SEAL_COUNTER, &metadata.seal_ad(pk, rk));
+        out.insert(METADATA_PROPERTY, metadata.encode_v2());
         // The service's rules exactly as tablekit's writer applies them: entity size,
         // property count and sizes, names.
         to_entity_json(keys, &out)?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::{SECRET, TABLE, aes, assert_failure, employee, keys, policy, rsa};
+use common::{SECRET, TABLE, aes, assert_failure, employee, format_v1, keys, policy, rsa};
 use serde_json::Value;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
@@ -34,10 +34,18 @@ fn flip(bytes: &mut [u8], at: usize) {
     bytes[at] ^= 0x01;
 }
 
-fn edit_metadata(stored: &mut Properties, edit: impl FnOnce(&mut Value)) {
-    let mut json: Value = serde_json::from_str(stored.get_str(METADATA_PROPERTY).unwrap()).unwrap();
-    edit(&mut json);
-    stored.insert(METADATA_PROPERTY, json.to_string());
+/// Edits the fields of version 2 metadata (`2;kid;wrap_alg;wrapped;names;seal`).
+fn edit_metadata(stored: &mut Properties, edit: impl FnOnce(&mut Vec<String>)) {
+    let mut fields = common::metadata_fields(stored);
+    edit(&mut fields);
+    stored.insert(METADATA_PROPERTY, fields.join(";"));
+}
+
+/// Flips a bit of the base64 field `index` at byte `at`.
+fn flip_field(fields: &mut [String], index: usize, at: usize) {
+    let mut bytes = BASE64.decode(&fields[index]).unwrap();
+    flip(&mut bytes, at);
+    fields[index] = BASE64.encode(bytes);
 }
 
 fn binary(stored: &Properties, name: &str) -> Vec<u8> {
@@ -56,18 +64,20 @@ async fn a_flipped_byte_anywhere_in_a_ciphertext_fails_authentication() {
         let error = read(stored).await.unwrap_err();
         assert_failure(error, &keys(), "Email", "authentication failed");
     }
-    let mut truncated = original.clone();
-    truncated.insert("Email", vec![0u8; 27]);
-    assert_failure(
-        read(truncated).await.unwrap_err(),
-        &keys(),
-        "Email",
-        "authentication",
-    );
+    for short in [27, 16, 15, 0] {
+        let mut truncated = original.clone();
+        truncated.insert("Email", vec![0u8; short]);
+        assert_failure(
+            read(truncated).await.unwrap_err(),
+            &keys(),
+            "Email",
+            "authentication",
+        );
+    }
 }
 
-/// A change made to the metadata JSON.
-type Edit = dyn Fn(&mut Value);
+/// A change made to the metadata's fields.
+type Edit = dyn Fn(&mut Vec<String>);
 
 #[tokio::test]
 async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
@@ -75,60 +85,67 @@ async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
     let altered: Vec<(&str, Box<Edit>, &str)> = vec![
         (
             "wrapped key",
-            Box::new(|m| {
-                let mut w = BASE64.decode(m["wrapped"].as_str().unwrap()).unwrap();
-                flip(&mut w, 5);
-                m["wrapped"] = BASE64.encode(w).into();
-            }),
+            Box::new(|m| flip_field(m, 3, 5)),
             "does not unwrap",
         ),
         (
             "seal",
-            Box::new(|m| {
-                let mut s = BASE64.decode(m["seal"].as_str().unwrap()).unwrap();
-                flip(&mut s, 20);
-                m["seal"] = BASE64.encode(s).into();
-            }),
+            Box::new(|m| flip_field(m, 5, 10)),
             "authentication failed",
         ),
         (
             "a name taken off the list",
             Box::new(|m| {
-                let props = m["props"].as_array_mut().unwrap();
-                props.retain(|p| p != "Email");
+                m[4] = m[4]
+                    .split(',')
+                    .filter(|n| *n != "Email")
+                    .collect::<Vec<_>>()
+                    .join(",");
             }),
             "authentication failed",
         ),
         (
             "a name added to the list",
-            Box::new(|m| m["props"].as_array_mut().unwrap().push("FirstName".into())),
+            Box::new(|m| m[4].push_str(",FirstName")),
             "authentication failed",
         ),
         (
-            "an unknown field",
-            Box::new(|m| m["extra"] = 1.into()),
+            "two names swapped",
+            Box::new(|m| {
+                let mut names: Vec<&str> = m[4].split(',').collect();
+                names.swap(0, 1);
+                m[4] = names.join(",");
+            }),
+            "authentication failed",
+        ),
+        (
+            "a name listed twice",
+            Box::new(|m| m[4].push_str(",Email")),
+            "listed twice",
+        ),
+        (
+            "an extra field",
+            Box::new(|m| m.push("1".into())),
+            "malformed",
+        ),
+        (
+            "a field missing",
+            Box::new(|m| {
+                m.pop();
+            }),
             "malformed",
         ),
         (
             "a later version",
-            Box::new(|m| m["v"] = 2.into()),
-            "version 2",
-        ),
-        (
-            "another algorithm",
-            Box::new(|m| m["alg"] = "A128GCM".into()),
-            "unsupported",
+            Box::new(|m| m[0] = "3".into()),
+            "version 3",
         ),
         (
             "a wrapping algorithm this key does not do",
-            Box::new(|m| m["wrap_alg"] = "RSA-OAEP".into()),
+            Box::new(|m| m[2] = "RSA-OAEP".into()),
             "does not unwrap",
         ),
-        (
-            "another key id",
-            Box::new(|m| m["kid"] = "k9".into()),
-            "\"k9\"",
-        ),
+        ("another key id", Box::new(|m| m[1] = "k9".into()), "\"k9\""),
     ];
     for (what, edit, cause) in altered {
         let mut stored = original.clone();
@@ -140,11 +157,69 @@ async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
         EdmValue::from("{not json"),
         EdmValue::Int32(1),
         EdmValue::from("{}"),
+        EdmValue::from(""),
+        EdmValue::from("2"),
+        EdmValue::from("v2;k1;A256KW;AAAA;Email;AAAA"),
     ] {
         let mut stored = original.clone();
         stored.insert(METADATA_PROPERTY, junk);
         let error = read(stored).await.unwrap_err();
         assert_failure(error, &keys(), METADATA_PROPERTY, "malformed");
+    }
+}
+
+/// A change made to version 1's JSON metadata.
+type EditV1 = dyn Fn(&mut Value);
+
+#[tokio::test]
+async fn altered_version_1_entities_fail_to_authenticate_or_are_refused() {
+    let (keys, original, policy, _) = format_v1();
+    let mut stored = original.clone();
+    let mut email = binary(&stored, "Email");
+    flip(&mut email, 13);
+    stored.insert("Email", email);
+    let error = policy.decrypt(TABLE, &keys, stored).await.unwrap_err();
+    assert_failure(error, &keys, "Email", "authentication failed");
+
+    let altered: Vec<(&str, Box<EditV1>, &str)> = vec![
+        (
+            "seal",
+            Box::new(|m| {
+                let mut s = BASE64.decode(m["seal"].as_str().unwrap()).unwrap();
+                flip(&mut s, 20);
+                m["seal"] = BASE64.encode(s).into();
+            }),
+            "authentication failed",
+        ),
+        (
+            "a name taken off the list",
+            Box::new(|m| m["props"].as_array_mut().unwrap().retain(|p| p != "Email")),
+            "authentication failed",
+        ),
+        (
+            "an unknown member",
+            Box::new(|m| m["extra"] = 1.into()),
+            "malformed",
+        ),
+        (
+            "another version",
+            Box::new(|m| m["v"] = 7.into()),
+            "version 7",
+        ),
+        (
+            "another algorithm",
+            Box::new(|m| m["alg"] = "A128GCM".into()),
+            "unsupported",
+        ),
+    ];
+    for (what, edit, cause) in altered {
+        let mut stored = original.clone();
+        let mut json: Value =
+            serde_json::from_str(stored.get_str(METADATA_PROPERTY).unwrap()).unwrap();
+        edit(&mut json);
+        stored.insert(METADATA_PROPERTY, json.to_string());
+        let error = policy.decrypt(TABLE, &keys, stored).await.expect_err(what);
+        assert_failure(error, &keys, METADATA_PROPERTY, cause);
     }
 }
 

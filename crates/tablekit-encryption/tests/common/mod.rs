@@ -15,6 +15,39 @@ use tablekit_encryption::{
 
 pub const TABLE: &str = "Employees";
 
+/// The fields of a stored entity's version 2 metadata (`2;kid;wrap_alg;wrapped;names;seal`).
+pub fn metadata_fields(stored: &Properties) -> Vec<String> {
+    stored
+        .get_str(tablekit_encryption::METADATA_PROPERTY)
+        .expect("metadata")
+        .split(';')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An entity written by format version 1 (the first release's writer) with the key
+/// `fixture-kek` (AES key wrap, 32 bytes of 7), as the service stores it; its policy; and what
+/// it decrypts to.
+pub fn format_v1() -> (Keys, Properties, EncryptionPolicy, Properties) {
+    let path = format!(
+        "{}/tests/fixtures/format-v1.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let json = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let stored = tablekit_core::edm::parse_entity::<Properties>(&json, Some("*")).unwrap();
+    let policy = EncryptionPolicy::builder(aes("fixture-kek", 7))
+        .properties(["Email", "Notes", "Empty"])
+        .build()
+        .unwrap();
+    let plain = Properties::new()
+        .with("Age", 47i64)
+        .with("Email", "jun@contoso.example")
+        .with("Empty", "")
+        .with("FirstName", "Jun")
+        .with("Notes", "naïve 東京 «quoted» \"x\"");
+    (stored.keys, stored.value, policy, plain)
+}
+
 /// The properties the sample policy encrypts.
 pub const SECRET: [&str; 5] = ["Email", "HomeAddress", "Notes", "Empty", "Nickname"];
 
