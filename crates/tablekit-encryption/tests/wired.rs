@@ -282,15 +282,32 @@ async fn batches(table: &Table) -> tablekit_core::Result<Vec<Employee>> {
         .await?;
     assert!(report.is_complete(), "{report:?}");
     assert_eq!(report.transactions, 8);
-    Ok(table
+    let stored = table
         .typed::<Employee>()
         .query()
         .allow_scan()
         .collect()
-        .await?
-        .into_iter()
-        .map(|s| s.value)
-        .collect())
+        .await?;
+    // Each outcome is its own operation's (a codec encodes a bulk write in chunks on tasks of
+    // their own): the ETag it reports is the one stored for that entity.
+    let etags: std::collections::BTreeMap<(String, String), String> = stored
+        .iter()
+        .map(|s| {
+            let key = (s.keys.pk().to_owned(), s.keys.rk().to_owned());
+            (key, s.etag.to_string())
+        })
+        .collect();
+    for (employee, outcome) in many.iter().zip(&report.outcomes) {
+        let keys = employee.keys()?;
+        let key = (keys.pk().to_owned(), keys.rk().to_owned());
+        match outcome {
+            tablekit_azure::OperationOutcome::Written(Some(etag)) => {
+                assert_eq!(Some(&etag.to_string()), etags.get(&key), "{keys}");
+            }
+            other => panic!("{keys}: {other:?}"),
+        }
+    }
+    Ok(stored.into_iter().map(|s| s.value).collect())
 }
 
 #[tokio::test]

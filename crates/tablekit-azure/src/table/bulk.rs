@@ -313,8 +313,9 @@ impl Table {
     /// bulk write as a whole is not.
     ///
     /// With a codec ([`Table::with_codec`]), each operation's properties are encoded before
-    /// any transaction is built, and read-backs compare what the caller wrote with the stored
-    /// entities decoded.
+    /// any transaction is built — in chunks of 250 operations on tasks of their own, so that a
+    /// multi-threaded runtime encodes on all its workers — and read-backs compare what the
+    /// caller wrote with the stored entities decoded.
     ///
     /// Scheduling: transactions are queued per partition, in plan order within each. A free
     /// slot goes, round-robin, to the next partition with fewer than

@@ -20,6 +20,22 @@ use super::Table;
 /// in flight.
 const CODEC_CONCURRENCY: usize = 16;
 
+/// Operations encoded per task when a bulk write's operations are encoded: large enough that
+/// a task's overhead is negligible, small enough that both workers of a small machine get
+/// a share of a few thousand operations.
+const ENCODE_CHUNK: usize = 250;
+
+/// Encoding tasks, aborted when dropped (the bulk write was dropped, or one chunk failed).
+struct Tasks(Vec<tokio::task::JoinHandle<Result<Vec<Operation>>>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// A transformation of entity properties on their way to and from the service, installed on a
 /// [`Table`] handle with [`Table::with_codec`]: every write's properties pass through
 /// [`encode`](Self::encode), every entity read through [`decode`](Self::decode), every query
@@ -145,6 +161,10 @@ impl Table {
     }
 
     /// `operations` with their properties encoded, in order (themselves without a codec).
+    ///
+    /// Encoding is CPU work (encryption) done before anything is sent, so operations beyond
+    /// one chunk are encoded in chunks on tasks of their own: a multi-threaded runtime spreads
+    /// them over its workers. Dropping the future stops them.
     pub(crate) async fn encode_operations(
         &self,
         operations: Vec<Operation>,
@@ -152,6 +172,40 @@ impl Table {
         if self.codec.is_none() {
             return Ok(operations);
         }
+        if operations.len() <= ENCODE_CHUNK {
+            return self.encode_chunk(operations).await;
+        }
+        let mut chunks = Vec::with_capacity(operations.len().div_ceil(ENCODE_CHUNK));
+        let mut rest = operations.into_iter();
+        loop {
+            let chunk: Vec<Operation> = rest.by_ref().take(ENCODE_CHUNK).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            chunks.push(chunk);
+        }
+        let mut tasks = Tasks(Vec::with_capacity(chunks.len()));
+        for chunk in chunks {
+            let table = self.clone();
+            tasks
+                .0
+                .push(tokio::spawn(async move { table.encode_chunk(chunk).await }));
+        }
+        let mut encoded = Vec::new();
+        for task in &mut tasks.0 {
+            match task.await {
+                Ok(chunk) => encoded.extend(chunk?),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => return Err(tablekit_core::Error::transport("encoding was cancelled", e)),
+            }
+        }
+        Ok(encoded)
+    }
+
+    /// One chunk of [`Table::encode_operations`], on the calling task: up to
+    /// [`CODEC_CONCURRENCY`] operations at once, so that a codec calling a remote key store
+    /// overlaps its calls.
+    async fn encode_chunk(&self, operations: Vec<Operation>) -> Result<Vec<Operation>> {
         futures::stream::iter(operations)
             .map(|op| async move {
                 Ok(match self.encode_operation(&op).await? {
