@@ -222,6 +222,47 @@ fn operations(items: Vec<Stored<Properties>>) -> (Vec<Operation>, Vec<(String, S
     (ops, refused)
 }
 
+/// Pages of one range written at once. Two keep the destination busy across a page's end:
+/// the next page's transactions start while the last ones of the page before finish, and
+/// the query stream reads the page after them meanwhile.
+const PAGES_IN_FLIGHT: usize = 2;
+
+/// What writing one page gave, for its checkpoint.
+struct PageWritten {
+    settled: transfer::Settled,
+    /// The page's entities the destination could not be sent (invalid), with why.
+    invalid: Vec<(String, String, String)>,
+    /// The keys of the operations sent, in order (what `settled`'s indices refer to).
+    sent: Vec<(String, String)>,
+    continuation: Option<String>,
+}
+
+/// Writes one page of the source to `dst`.
+async fn write_page(
+    dst: &Table,
+    page: tablekit::azure::Page<Properties>,
+    reporter: &Reporter,
+) -> CliResult<PageWritten> {
+    let continuation = page.continuation.as_ref().map(ToString::to_string);
+    let (ops, invalid) = operations(page.items);
+    let sent = ops
+        .iter()
+        .map(|op| (op.keys().pk().to_owned(), op.keys().rk().to_owned()))
+        .collect();
+    let settled = transfer::write_settled(dst, ops, BulkOptions::default(), reporter)
+        .await
+        .map_err(|e| transfer::write_error(dst, &e))?;
+    Ok(PageWritten {
+        settled,
+        invalid,
+        sent,
+        continuation,
+    })
+}
+
+/// Copies one range: its pages are read in order and written [`PAGES_IN_FLIGHT`] at a time;
+/// the checkpoint moves past a page once it and every page before it are written, so a
+/// resumed copy starts after the last page known written.
 #[allow(clippy::too_many_arguments)]
 async fn copy_range(
     ctx: &Ctx,
@@ -246,52 +287,74 @@ async fn copy_range(
     }
     let mut pages = Box::pin(transfer::range_pages(src, &state.range, page_size, start));
     let what = format!("reading {} ({})", src.name(), state.range.describe());
+    let mut writing = futures::stream::FuturesOrdered::new();
+    let mut reading = true;
+    // A failed read stops the reading; the pages read before it are still written and
+    // checkpointed, so that a resumed copy does not repeat them.
+    let mut read_error = None;
     loop {
-        let page = match transfer::next_page(ctx, &mut pages, &what).await? {
-            Next::Page(page) => page,
-            Next::End | Next::Interrupted => return Ok(()),
-        };
-        let keys: Vec<(String, String)> = page
-            .items
-            .iter()
-            .map(|s| (s.keys.pk().to_owned(), s.keys.rk().to_owned()))
-            .collect();
-        let (ops, invalid) = operations(page.items);
-        let settled = transfer::write_settled(dst, ops, BulkOptions::default(), reporter)
-            .await
-            .map_err(|e| transfer::write_error(dst, &e))?;
-        // Operations are in page order with the invalid ones left out.
-        let valid: Vec<&(String, String)> = keys
-            .iter()
-            .filter(|(pk, rk)| !invalid.iter().any(|(p, r, _)| p == pk && r == rk))
-            .collect();
-        for (pk, rk, reason) in &invalid {
-            reporter.note(&format!("refused: ({pk:?}, {rk:?}): {reason}"));
-        }
-        for (i, e) in &settled.failed {
-            let (pk, rk) = valid[*i];
-            reporter.note(&format!("refused: ({pk:?}, {rk:?}): {e}"));
-        }
-        for (i, e) in &settled.unknown {
-            let (pk, rk) = valid[*i];
-            reporter.note(&format!(
-                "unknown: ({pk:?}, {rk:?}): outcome unknown after retries: {e}"
-            ));
-        }
-        let complete = page.continuation.is_none();
-        shared.update(index, |s| {
-            s.copied += settled.written;
-            s.refused += (invalid.len() + settled.failed.len()) as u64;
-            s.unknown += settled.unknown.len() as u64;
-            s.continuation = page.continuation.as_ref().map(ToString::to_string);
-            s.complete = complete;
-        })?;
-        reporter.add(invalid.len() as u64);
-        ctx.interrupt.unit_done();
-        if complete {
-            return Ok(());
+        tokio::select! {
+            next = transfer::next_page(ctx, &mut pages, &what),
+                if reading && writing.len() < PAGES_IN_FLIGHT =>
+            {
+                match next {
+                    Ok(Next::Page(page)) => writing.push_back(write_page(dst, page, reporter)),
+                    Ok(Next::End | Next::Interrupted) => reading = false,
+                    Err(e) => {
+                        reading = false;
+                        read_error = Some(e);
+                    }
+                }
+            }
+            Some(written) = writing.next(), if !writing.is_empty() => {
+                if record_page(ctx, index, written?, shared, reporter)? {
+                    return Ok(());
+                }
+            }
+            else => return read_error.map_or(Ok(()), Err),
         }
     }
+}
+
+/// Reports a written page's refusals and moves the range's checkpoint past it; whether it was
+/// the range's last page.
+fn record_page(
+    ctx: &Ctx,
+    index: usize,
+    page: PageWritten,
+    shared: &Shared,
+    reporter: &Reporter,
+) -> CliResult<bool> {
+    let PageWritten {
+        settled,
+        invalid,
+        sent,
+        continuation,
+    } = page;
+    for (pk, rk, reason) in &invalid {
+        reporter.note(&format!("refused: ({pk:?}, {rk:?}): {reason}"));
+    }
+    for (i, e) in &settled.failed {
+        let (pk, rk) = &sent[*i];
+        reporter.note(&format!("refused: ({pk:?}, {rk:?}): {e}"));
+    }
+    for (i, e) in &settled.unknown {
+        let (pk, rk) = &sent[*i];
+        reporter.note(&format!(
+            "unknown: ({pk:?}, {rk:?}): outcome unknown after retries: {e}"
+        ));
+    }
+    let complete = continuation.is_none();
+    shared.update(index, |s| {
+        s.copied += settled.written;
+        s.refused += (invalid.len() + settled.failed.len()) as u64;
+        s.unknown += settled.unknown.len() as u64;
+        s.continuation = continuation;
+        s.complete = complete;
+    })?;
+    reporter.add(invalid.len() as u64);
+    ctx.interrupt.unit_done();
+    Ok(complete)
 }
 
 /// Reads one side of a range as partition summaries, in PartitionKey order.
