@@ -57,17 +57,14 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
     // run reports all failures at once. The public-API snapshots build in a target directory
     // of their own, so they run beside the tests at the lowest CPU priority, using the CPU
     // the tests leave idle while they wait on the emulator.
-    cargo(&["test", "--workspace", "--quiet", "--no-run"], &envs)?;
+    let jobs = crate::suite::build(&envs)?;
     // The MSRV and facade-feature builds are `cargo xtask gates` only: with them a cold CI
     // run measured over 30 minutes.
     let beside = std::thread::spawn(|| {
         crate::gates::run_in_background();
         [("public API", crate::gates::public_api_snapshots(false))]
     });
-    let mut results = vec![(
-        "tests",
-        cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs),
-    )];
+    let mut results = vec![("tests", crate::suite::run(jobs))];
     results.extend(
         beside
             .join()
@@ -251,7 +248,7 @@ fn without_timestamps(export: &str) -> String {
 }
 
 /// The target directory cargo builds into.
-fn target_dir() -> std::path::PathBuf {
+pub(crate) fn target_dir() -> std::path::PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from) {
         Some(dir) if dir.is_absolute() => dir,
         Some(dir) => workspace_root().join(dir),
