@@ -27,7 +27,6 @@ const LONG_BINARIES: &[&str] = &[
     "tablekit-cli/copy_faults",
     "tablekit-derive/compile_fail",
     "tablekit-integration-tests/load",
-    "tablekit-integration-tests/filter_injection",
 ];
 const LONG_PACKAGES: &[&str] = &["tablekit-integration-tests", "tablekit-cli"];
 
