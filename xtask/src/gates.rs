@@ -3,7 +3,6 @@
 //! published documentation may say.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::install::workspace_root;
@@ -53,11 +52,11 @@ pub(crate) fn run_in_background() {
 
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, String> {
     let mut cmd = if IN_BACKGROUND.load(Ordering::Relaxed) {
-        let mut nice = Command::new("nice");
+        let mut nice = crate::install::command("nice");
         nice.args(["-n", "19", program]);
         nice
     } else {
-        Command::new(program)
+        crate::install::command(program)
     };
     cmd.args(args).current_dir(workspace_root());
     for (k, v) in envs {

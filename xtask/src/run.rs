@@ -11,7 +11,7 @@ use crate::install::{self, workspace_root};
 /// Runs `cargo` with `args` in the workspace root; fails with the command line on error.
 fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = install::command(cargo);
     cmd.args(args).current_dir(workspace_root());
     for (k, v) in envs {
         cmd.env(k, v);
@@ -403,7 +403,7 @@ fn run_entra_example(install: &tablekit_testkit::AzuriteInstall) -> (u64, Result
 /// returning its standard output.
 fn cargo_output(args: &[&str], envs: &[(&str, &str)], removed: &[&str]) -> Result<String, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = install::command(cargo);
     cmd.args(args)
         .current_dir(workspace_root())
         .stdout(Stdio::piped());

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::install::workspace_root;
+use crate::install::{self, workspace_root};
 
 /// How many jobs run at once unless `TABLEKIT_TEST_JOBS` says otherwise.
 const DEFAULT_JOBS: usize = 3;
@@ -116,7 +116,7 @@ pub(crate) fn build(envs: &[(&str, &str)]) -> Result<Vec<Job>, String> {
         };
         jobs.push(Job { name, command });
     }
-    let mut doctests = Command::new(&cargo);
+    let mut doctests = install::command(&cargo);
     doctests
         .args(["test", "--workspace", "--doc", "--quiet"])
         .envs(envs.iter().copied());
@@ -272,7 +272,7 @@ fn counts(output: &str) -> [u64; 3] {
 /// Runs cargo with `args` in the workspace root, its standard error shown, and returns its
 /// standard output.
 fn cargo_stdout(cargo: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, String> {
-    let output = Command::new(cargo)
+    let output = install::command(cargo)
         .args(args)
         .envs(envs.iter().copied())
         .current_dir(workspace_root())
