@@ -3,7 +3,6 @@
 //! published documentation may say.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::install::workspace_root;
@@ -11,12 +10,9 @@ use crate::install::workspace_root;
 /// The minimum supported Rust version (the workspace's `rust-version`).
 pub(crate) const MSRV: &str = "1.85";
 
-/// The nightly toolchain whose rustdoc JSON the public-API tool reads. Pinned: the JSON format
-/// changes between nightlies.
+/// The nightly toolchain whose rustdoc JSON the public-API snapshots are rendered from. Pinned:
+/// the JSON format changes between nightlies, and the `public-api` library reads one format.
 pub(crate) const NIGHTLY: &str = "nightly-2026-05-19";
-
-/// The version of `cargo-public-api` installed into `target/tools`.
-const PUBLIC_API_VERSION: &str = "0.52.0";
 
 /// Crates whose public API is snapshotted in `public-api/<crate>.txt`.
 pub(crate) const PUBLISHED: &[&str] = &[
@@ -56,11 +52,11 @@ pub(crate) fn run_in_background() {
 
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, String> {
     let mut cmd = if IN_BACKGROUND.load(Ordering::Relaxed) {
-        let mut nice = Command::new("nice");
+        let mut nice = crate::install::command("nice");
         nice.args(["-n", "19", program]);
         nice
     } else {
-        Command::new(program)
+        crate::install::command(program)
     };
     cmd.args(args).current_dir(workspace_root());
     for (k, v) in envs {
@@ -171,68 +167,58 @@ pub(crate) fn msrv() -> Result<(), String> {
     Ok(())
 }
 
-/// `target/tools/bin/cargo-public-api`, installed (pinned, `--locked`) when missing.
-fn public_api_tool() -> Result<PathBuf, String> {
-    let root = workspace_root().join("target/tools");
-    let bin = root.join("bin/cargo-public-api");
-    let current = Command::new(&bin)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(PUBLIC_API_VERSION));
-    if !current {
-        eprintln!("xtask: installing cargo-public-api {PUBLIC_API_VERSION} into target/tools");
-        let root = root.to_string_lossy().into_owned();
-        run(
-            &cargo(),
-            &[
-                "install",
-                "cargo-public-api",
-                "--version",
-                PUBLIC_API_VERSION,
-                "--locked",
-                "--root",
-                &root,
-            ],
-            &[],
-        )?;
-    }
-    Ok(bin)
-}
-
 fn snapshot_path(krate: &str) -> PathBuf {
     workspace_root().join(format!("public-api/{krate}.txt"))
 }
 
-/// The current public API of `krate`, one item per line.
-fn public_api(tool: &Path, krate: &str) -> Result<String, String> {
-    let manifest = workspace_root().join(format!("crates/{krate}/Cargo.toml"));
-    let manifest = manifest.to_string_lossy().into_owned();
-    let tool = tool.to_string_lossy().into_owned();
+/// The current public API of `krate`, one item per line, as `cargo public-api -sss` 0.52.0
+/// renders it.
+fn public_api(krate: &str) -> Result<String, String> {
     // The rustdoc JSON of every crate is built with the pinned nightly, in its own target
-    // directory so the stable builds are not invalidated.
+    // directory so the stable builds are not invalidated. The flags are those
+    // `cargo-public-api` 0.52.0 passes (through `rustdoc-json` 0.9), so the snapshots stay the
+    // same: the library target with its default features, lints capped at `warn`.
     let target = workspace_root().join("target/public-api");
     run(
-        &tool,
+        "cargo",
         &[
-            "--manifest-path",
-            &manifest,
+            &format!("+{NIGHTLY}"),
+            "rustdoc",
+            "--quiet",
+            "--package",
+            krate,
+            "--lib",
             "--target-dir",
             target.to_string_lossy().as_ref(),
-            "-sss",
+            "--",
+            "-Z",
+            "unstable-options",
+            "--output-format",
+            "json",
+            "--cap-lints",
+            "warn",
         ],
-        // The tool runs `cargo rustdoc` under whichever toolchain rustup selects.
-        &[("RUSTUP_TOOLCHAIN", NIGHTLY)],
-    )
+        &[],
+    )?;
+    let json = target.join(format!("doc/{}.json", krate.replace('-', "_")));
+    // `-sss`: without blanket, auto-trait and auto-derived impls, which would repeat the same
+    // lines for every type.
+    let api = public_api::Builder::from_rustdoc_json(&json)
+        .omit_blanket_impls(true)
+        .omit_auto_trait_impls(true)
+        .omit_auto_derived_impls(true)
+        .build()
+        .map_err(|e| format!("{}: {e}", json.display()))?;
+    Ok(api.items().map(|item| format!("{item}\n")).collect())
 }
 
 /// Compares each published crate's public API with its committed snapshot (`bless`: rewrites
 /// the snapshots instead), and checks that no pattern crate exposes an SDK type.
 pub(crate) fn public_api_snapshots(bless: bool) -> Result<(), String> {
     ensure_toolchain(NIGHTLY, &["rust-docs-json"]).or_else(|_| ensure_toolchain(NIGHTLY, &[]))?;
-    let tool = public_api_tool()?;
     let mut problems = Vec::new();
     for krate in PUBLISHED {
-        let current = public_api(&tool, krate)?;
+        let current = public_api(krate)?;
         let path = snapshot_path(krate);
         if bless {
             std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))

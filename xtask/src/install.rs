@@ -13,6 +13,21 @@ pub(crate) fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// A command for `program` (cargo, or what runs cargo) without the variables `cargo run` set
+/// for xtask itself. A build script that reads one of them (ring's reads `CARGO_MANIFEST_DIR`
+/// and `CARGO_PKG_*`) would see other values than in a build started from a shell: cargo would
+/// rerun it and rebuild every crate above it, at each `cargo xtask` command and after it.
+pub(crate) fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
 /// Where Azurite is installed: `$TABLEKIT_AZURITE_DIR`, else `<workspace>/target/azurite`.
 pub(crate) fn install_dir() -> PathBuf {
     std::env::var_os("TABLEKIT_AZURITE_DIR")

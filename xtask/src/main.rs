@@ -2,7 +2,8 @@
 //!
 //! - `cargo xtask demo` — install and start Azurite, run every example against it, stop it.
 //! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, the book's includes,
-//!   the documentation rules, rustdoc, the whole test suite and the public-API snapshots.
+//!   the documentation rules, rustdoc, the whole test suite and the public-API snapshots. The
+//!   test binaries run `TABLEKIT_TEST_JOBS` (default 3) at once, the longest first.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
 //! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
 //! - `cargo xtask gates` — the API gates alone: facade features, MSRV, public-API snapshots,
@@ -15,6 +16,7 @@ mod book;
 mod gates;
 mod install;
 mod run;
+mod suite;
 
 use std::process::ExitCode;
 
@@ -23,7 +25,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   demo              install and start Azurite, run every example against it, stop it
   test [--long]     install Azurite, then fmt check, clippy, docs, the whole test suite
-                    and the API gates (--long runs the load scenario for 60 s instead of 10 s)
+                    and the API gates (--long runs the load scenario for 60 s instead of 10 s);
+                    the test binaries run TABLEKIT_TEST_JOBS at once (default 3), the
+                    longest first by the times kept in target/xtask/test-times.json
   bench [--quick] [--with-python] [--throughput-only] [--tool-only] [--encryption-only]
                     benchmarks against the raw SDK (and the Python SDK) on an in-memory
                     Azurite; prints a table and writes target/bench/report.json

@@ -11,7 +11,7 @@ use crate::install::{self, workspace_root};
 /// Runs `cargo` with `args` in the workspace root; fails with the command line on error.
 fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = install::command(cargo);
     cmd.args(args).current_dir(workspace_root());
     for (k, v) in envs {
         cmd.env(k, v);
@@ -57,17 +57,14 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
     // run reports all failures at once. The public-API snapshots build in a target directory
     // of their own, so they run beside the tests at the lowest CPU priority, using the CPU
     // the tests leave idle while they wait on the emulator.
-    cargo(&["test", "--workspace", "--quiet", "--no-run"], &envs)?;
+    let jobs = crate::suite::build(&envs)?;
     // The MSRV and facade-feature builds are `cargo xtask gates` only: with them a cold CI
     // run measured over 30 minutes.
     let beside = std::thread::spawn(|| {
         crate::gates::run_in_background();
         [("public API", crate::gates::public_api_snapshots(false))]
     });
-    let mut results = vec![(
-        "tests",
-        cargo(&["test", "--workspace", "--quiet", "--no-fail-fast"], &envs),
-    )];
+    let mut results = vec![("tests", crate::suite::run(jobs))];
     results.extend(
         beside
             .join()
@@ -251,7 +248,7 @@ fn without_timestamps(export: &str) -> String {
 }
 
 /// The target directory cargo builds into.
-fn target_dir() -> std::path::PathBuf {
+pub(crate) fn target_dir() -> std::path::PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from) {
         Some(dir) if dir.is_absolute() => dir,
         Some(dir) => workspace_root().join(dir),
@@ -406,7 +403,7 @@ fn run_entra_example(install: &tablekit_testkit::AzuriteInstall) -> (u64, Result
 /// returning its standard output.
 fn cargo_output(args: &[&str], envs: &[(&str, &str)], removed: &[&str]) -> Result<String, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    let mut cmd = install::command(cargo);
     cmd.args(args)
         .current_dir(workspace_root())
         .stdout(Stdio::piped());
