@@ -137,8 +137,9 @@ impl AzuriteBuilder {
         self
     }
 
-    /// Starts Azurite and waits until its blob, queue and table ports accept connections
-    /// (at most 30 s).
+    /// Starts Azurite and waits until it reports listening on its blob, queue and table ports
+    /// and they accept connections (at most 30 s). A port another process listens on does not
+    /// count: the emulator cannot bind it, exits, and the start is retried on new ports.
     ///
     /// # Errors
     /// [`AzuriteError`] when Azurite is not installed, Node is missing, or the emulator exits or
@@ -380,6 +381,15 @@ impl Azurite {
         }
     }
 
+    /// `scheme://127.0.0.1`, as the emulator names its endpoints in its output.
+    fn host(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https://127.0.0.1"
+        } else {
+            "http://127.0.0.1"
+        }
+    }
+
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), AzuriteError> {
         let start = Instant::now();
         let mut pending: Vec<u16> = self.ports.to_vec();
@@ -404,7 +414,20 @@ impl Azurite {
                     output,
                 });
             }
+            // A port that accepts connections may be another process's (one that took the
+            // port between our probe and the emulator's bind): with the emulator's output in
+            // a log, a port counts only once the emulator says it listens there itself.
+            let log = self
+                .log_path
+                .as_ref()
+                .map(|path| std::fs::read_to_string(path).unwrap_or_default());
             pending.retain(|&port| {
+                if let Some(log) = &log {
+                    let own = format!("successfully listening at {}:{port}", self.host());
+                    if !log.contains(&own) {
+                        return true;
+                    }
+                }
                 let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
                 TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
             });

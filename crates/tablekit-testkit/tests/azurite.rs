@@ -200,3 +200,26 @@ fn an_oauth_emulator_serves_https_with_an_authority_of_its_own_and_leaves_nothin
     let plain = Azurite::start().unwrap();
     assert!(!plain.uses_oauth() && plain.ca_certificate_pem().is_none());
 }
+
+#[test]
+fn ports_another_process_listens_on_do_not_pass_for_a_ready_emulator() {
+    // Another process holds all three ports and accepts connections on them, as a second
+    // emulator that won the race for a free port does: the emulator started on them cannot
+    // bind, and its start must fail rather than hand out the other process's endpoints.
+    let others: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let ports: Vec<u16> = others
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let err = Azurite::builder()
+        .with_ports(ports[0], ports[1], ports[2])
+        .start()
+        .unwrap_err();
+    let text = one_line(&err);
+    assert!(
+        matches!(err, AzuriteError::Exited { .. }) && text.contains("EADDRINUSE"),
+        "{text}"
+    );
+}
