@@ -44,7 +44,8 @@ impl EncryptionPolicy {
     }
 }
 
-/// Encryption as a codec: `encode` refuses merges, then encrypts; `decode` decrypts;
+/// Encryption as a codec: `encode` refuses merges, then encrypts (the table's writer checks
+/// the encrypted entity's size, as [`EncryptionPolicy::encrypt`] does); `decode` decrypts;
 /// `check_filter` refuses filters on listed encrypted properties; a projection also asks for
 /// the encryption metadata (tablekit's and the legacy format's), without which nothing
 /// could be decrypted.
@@ -58,7 +59,9 @@ impl EntityCodec for EncryptionPolicy {
     ) -> BoxFuture<'a, Result<Properties>> {
         Box::pin(async move {
             self.refuse_merge(kind)?;
-            self.encrypt(keys, properties).await
+            // The table writes what this returns with tablekit's writer, which checks the
+            // encrypted entity's size.
+            self.encrypt_unchecked(keys, properties).await
         })
     }
 

@@ -34,6 +34,20 @@ impl EncryptionPolicy {
     /// properties. After it: [`Error::LimitExceeded`] ([`Limit::EntityBytes`]) when the
     /// encrypted entity exceeds 1 MiB, and the key's own errors.
     pub async fn encrypt(&self, keys: &Keys, properties: Properties) -> Result<Properties> {
+        let out = self.encrypt_unchecked(keys, properties).await?;
+        // The service's rules exactly as tablekit's writer applies them: entity size,
+        // property count and sizes, names.
+        to_entity_json(keys, &out)?;
+        Ok(out)
+    }
+
+    /// [`encrypt`](Self::encrypt) without its last check, the entity's size after encryption:
+    /// for a caller that writes the result with tablekit's writer, which checks it anyway.
+    pub(crate) async fn encrypt_unchecked(
+        &self,
+        keys: &Keys,
+        properties: Properties,
+    ) -> Result<Properties> {
         let (pk, rk) = (keys.pk(), keys.rk());
         let mut selected = Vec::new();
         for (name, value) in properties.iter() {
@@ -95,9 +109,6 @@ impl EncryptionPolicy {
         };
         metadata.seal = sealer.seal(Vec::new(), SEAL_COUNTER, &metadata.seal_ad(pk, rk));
         out.insert(METADATA_PROPERTY, metadata.encode_v2());
-        // The service's rules exactly as tablekit's writer applies them: entity size,
-        // property count and sizes, names.
-        to_entity_json(keys, &out)?;
         Ok(out)
     }
 }
