@@ -218,6 +218,10 @@ pub struct Planned {
 pub struct BatchPlan {
     atomic: bool,
     groups: Vec<(PartitionKey, Vec<Planned>)>,
+    /// Where each caller index is: (group, position in it), so that
+    /// [`operation`](Self::operation) is a lookup rather than a search — a bulk write looks up
+    /// every one of its operations.
+    located: Vec<(usize, usize)>,
 }
 
 impl BatchPlan {
@@ -266,6 +270,7 @@ impl BatchPlan {
         let mut groups: Vec<(PartitionKey, Vec<Planned>)> = Vec::new();
         let mut group_of: HashMap<PartitionKey, usize> = HashMap::new();
         let mut seen: HashMap<Keys, usize> = HashMap::new();
+        let mut located = Vec::new();
         for (index, operation) in operations.into_iter().enumerate() {
             if let Some(&first) = seen.get(&operation.keys) {
                 return Err(Error::DuplicateInTransaction {
@@ -284,6 +289,7 @@ impl BatchPlan {
                     groups.len() - 1
                 }
             };
+            located.push((slot, groups[slot].1.len()));
             groups[slot].1.push(Planned { index, operation });
         }
         if groups.is_empty() {
@@ -292,7 +298,11 @@ impl BatchPlan {
                 "a batch needs at least one operation",
             ));
         }
-        Ok(Self { atomic, groups })
+        Ok(Self {
+            atomic,
+            groups,
+            located,
+        })
     }
 
     /// Whether the plan must be a single transaction.
@@ -322,11 +332,8 @@ impl BatchPlan {
 
     /// The operation with the caller's index `index`.
     pub fn operation(&self, index: usize) -> Option<&Operation> {
-        self.groups
-            .iter()
-            .flat_map(|(_, ops)| ops)
-            .find(|p| p.index == index)
-            .map(|p| &p.operation)
+        let &(group, position) = self.located.get(index)?;
+        Some(&self.groups[group].1[position].operation)
     }
 }
 
@@ -337,6 +344,27 @@ mod tests {
 
     fn entity(v: i64) -> Entity<Properties> {
         Entity::try_new("p", "r", Properties::new().with("V", v).with("W", "w")).unwrap()
+    }
+
+    #[test]
+    fn each_caller_index_finds_its_own_operation_across_partitions() {
+        let ops: Vec<Operation> = (0..30)
+            .map(|i| {
+                let e = Entity::try_new(
+                    format!("p{}", i % 3),
+                    format!("r{i:02}"),
+                    Properties::new().with("V", i64::from(i)),
+                )
+                .unwrap();
+                Operation::insert(&e).unwrap()
+            })
+            .collect();
+        let plan = BatchPlan::best_effort(ops.clone()).unwrap();
+        assert_eq!(plan.groups().count(), 3);
+        for (i, op) in ops.iter().enumerate() {
+            assert_eq!(plan.operation(i), Some(op), "index {i}");
+        }
+        assert_eq!(plan.operation(30), None);
     }
 
     #[test]
