@@ -45,7 +45,10 @@ impl EncryptionPolicy {
 }
 
 /// Encryption as a codec: `encode` refuses merges, then encrypts (the table's writer checks
-/// the encrypted entity's size, as [`EncryptionPolicy::encrypt`] does); `decode` decrypts;
+/// the encrypted entity's size, as [`EncryptionPolicy::encrypt`] does); `check_encode` makes
+/// every check of `encode` that needs no key — so that a bulk write encrypts each transaction
+/// just before sending it — and leaves an entity close to 1 MiB to be encrypted up front;
+/// `decode` decrypts;
 /// `check_filter` refuses filters on listed encrypted properties; a projection also asks for
 /// the encryption metadata (tablekit's and the legacy format's), without which nothing
 /// could be decrypted.
@@ -76,6 +79,17 @@ impl EntityCodec for EncryptionPolicy {
 
     fn check_filter(&self, filter: &Filter) -> Result<()> {
         EncryptionPolicy::check_filter(self, filter)
+    }
+
+    fn check_encode(
+        &self,
+        _table: &str,
+        keys: &Keys,
+        properties: &Properties,
+        kind: OperationKind,
+    ) -> Result<bool> {
+        self.refuse_merge(kind)?;
+        self.check_encrypt(keys, properties)
     }
 
     fn projection(&self, selected: &[String]) -> Result<Vec<String>> {

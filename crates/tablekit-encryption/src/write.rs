@@ -1,7 +1,7 @@
 //! Encrypting an entity's properties for a write, in tablekit's format version 1.
 
 use tablekit_core::edm::{EdmValue, Properties, to_entity_json};
-use tablekit_core::limits::{MAX_PROPERTY_BYTES, MAX_USER_PROPERTIES};
+use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, MAX_USER_PROPERTIES};
 use tablekit_core::{Error, Keys, Limit, Result};
 
 use crate::error::not_a_string;
@@ -10,9 +10,92 @@ use crate::format::{
     property_counter,
 };
 use crate::key::ContentKey;
+
+/// The largest wrapped content key the size bound of [`EncryptionPolicy::check_encrypt`]
+/// allows for: four times what RSA-8192 wraps to.
+const MAX_WRAPPED_KEY: usize = 4096;
 use crate::policy::{EncryptionPolicy, check_not_reserved};
 
 impl EncryptionPolicy {
+    /// The names of the properties of `properties` this policy encrypts, in order, after every
+    /// check [`encrypt`](Self::encrypt) makes before it calls the key: reserved names,
+    /// selected properties that are not strings, the property count and each encrypted
+    /// value's size.
+    fn to_encrypt(&self, keys: &Keys, properties: &Properties) -> Result<Vec<String>> {
+        let (pk, rk) = (keys.pk(), keys.rk());
+        let mut selected = Vec::new();
+        for (name, value) in properties.iter() {
+            check_not_reserved(name)?;
+            if self.selects(pk, rk, name) {
+                match value {
+                    EdmValue::String(_) => selected.push(name.to_owned()),
+                    other => return Err(not_a_string(name, other.edm_type())),
+                }
+            }
+        }
+        if selected.is_empty() {
+            return Ok(selected);
+        }
+        if properties.len() + 1 > MAX_USER_PROPERTIES {
+            return Err(Error::LimitExceeded {
+                limit: Limit::UserProperties,
+                actual: properties.len() + 1,
+            });
+        }
+        for name in &selected {
+            let stored = properties.get_str(name).map_or(0, str::len) + OVERHEAD;
+            if stored > MAX_PROPERTY_BYTES {
+                return Err(Error::LimitExceeded {
+                    limit: Limit::PropertyBytes {
+                        property: name.clone(),
+                    },
+                    actual: stored,
+                });
+            }
+        }
+        Ok(selected)
+    }
+
+    /// Whether [`encrypt`](Self::encrypt) will accept `properties` for the entity `keys`
+    /// without calling the key: `Ok(true)` when every check passes and the encrypted entity is
+    /// certain to fit 1 MiB, `Ok(false)` when only encrypting it can tell (an entity close to
+    /// the limit), the error `encrypt` would return otherwise.
+    ///
+    /// The size is an upper bound of what tablekit's writer counts: 2 bytes per UTF-8 byte of
+    /// keys, names and plain strings (2 per UTF-16 unit, exactly, for ASCII), 16 bytes for a
+    /// number, date, Boolean or Guid, an encrypted value's UTF-8 length + 16, and metadata
+    /// sized for a wrapped key of 4 KiB (RSA-8192 wraps to 1 KiB).
+    pub(crate) fn check_encrypt(&self, keys: &Keys, properties: &Properties) -> Result<bool> {
+        let selected = self.to_encrypt(keys, properties)?;
+        if selected.is_empty() {
+            return Ok(true);
+        }
+        let mut bound = 4 + 2 * (keys.pk().len() + keys.rk().len());
+        for (name, value) in properties.iter() {
+            bound += 8 + 2 * name.len();
+            bound += match value {
+                EdmValue::String(text) if selected.iter().any(|s| s == name) => {
+                    4 + text.len() + OVERHEAD
+                }
+                EdmValue::String(text) => 4 + 2 * text.len(),
+                EdmValue::Binary(bytes) => 4 + bytes.len(),
+                _ => 16,
+            };
+        }
+        let metadata = Metadata {
+            version: Version::V2,
+            kid: self.kek.id().to_owned(),
+            wrap_alg: self.kek.algorithm().to_owned(),
+            wrapped: Vec::new(),
+            props: selected,
+            seal: Vec::new(),
+        };
+        // With the base64 of the largest wrapped key and of the 16-byte seal.
+        let text = metadata.encode_v2().len() + 4 * MAX_WRAPPED_KEY.div_ceil(3) + 24;
+        bound += 8 + 2 * METADATA_PROPERTY.len() + 4 + 2 * text;
+        Ok(bound <= MAX_ENTITY_BYTES)
+    }
+
     /// Encrypts the properties this policy selects, for an insert or replace of the entity
     /// with `keys`, in format version 2: each becomes an `Edm.Binary` (AES-256-GCM ciphertext ‖
     /// tag) under a fresh content key, which is wrapped by the policy's key-encryption key and
@@ -48,38 +131,11 @@ impl EncryptionPolicy {
         keys: &Keys,
         properties: Properties,
     ) -> Result<Properties> {
-        let (pk, rk) = (keys.pk(), keys.rk());
-        let mut selected = Vec::new();
-        for (name, value) in properties.iter() {
-            check_not_reserved(name)?;
-            if self.selects(pk, rk, name) {
-                match value {
-                    EdmValue::String(_) => selected.push(name.to_owned()),
-                    other => return Err(not_a_string(name, other.edm_type())),
-                }
-            }
-        }
+        let selected = self.to_encrypt(keys, &properties)?;
         if selected.is_empty() {
             return Ok(properties);
         }
-        if properties.len() + 1 > MAX_USER_PROPERTIES {
-            return Err(Error::LimitExceeded {
-                limit: Limit::UserProperties,
-                actual: properties.len() + 1,
-            });
-        }
-        for name in &selected {
-            let stored = properties.get_str(name).map_or(0, str::len) + OVERHEAD;
-            if stored > MAX_PROPERTY_BYTES {
-                return Err(Error::LimitExceeded {
-                    limit: Limit::PropertyBytes {
-                        property: name.clone(),
-                    },
-                    actual: stored,
-                });
-            }
-        }
-
+        let (pk, rk) = (keys.pk(), keys.rk());
         let content_key = ContentKey::generate();
         let sealer = Sealer::new(&content_key);
         let mut out = Properties::new();

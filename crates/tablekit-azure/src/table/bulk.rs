@@ -4,17 +4,19 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use tablekit_core::batch::{BatchPlan, Operation, OperationKind};
+use tablekit_core::limits::MAX_TRANSACTION_OPERATIONS;
 use tablekit_core::wire::{EncodedTransaction, encode};
-use tablekit_core::{ETag, Error, ErrorKind, Result, Target};
+use tablekit_core::{ETag, Error, ErrorKind, PartitionKey, Properties, Result, Target};
 
 use super::Table;
 use super::batch::{ReadBack, clone_error};
+use super::codec::{Prepared, Tasks, join, join_all};
 use crate::progress::{Progress, ProgressCallback};
 
 /// What happened to one operation of a [`Table::bulk_write`].
@@ -215,31 +217,79 @@ impl BulkReport {
     }
 }
 
-/// The transactions of a bulk write, queued by partition in plan order, handed out so that
-/// no partition has more than a bound in flight and partitions with budget go first.
+/// One transaction's worth of a bulk write, as queued.
+enum Unit {
+    /// A transaction encoded before the bulk write sent anything.
+    Ready(EncodedTransaction),
+    /// Up to 100 operations of one partition, by caller index, sent through the handle's
+    /// codec: those with properties are encoded just before the unit is sent (the others are
+    /// encoded already, or have nothing to encode). One transaction, or more when they outgrow
+    /// the body limit once encoded.
+    Deferred {
+        partition_key: PartitionKey,
+        operations: Vec<(usize, Option<Properties>)>,
+    },
+}
+
+impl Unit {
+    fn partition_key(&self) -> &PartitionKey {
+        match self {
+            Unit::Ready(tx) => &tx.partition_key,
+            Unit::Deferred { partition_key, .. } => partition_key,
+        }
+    }
+
+    /// Entities the unit writes, which its partition's budget is charged.
+    fn cost(&self) -> usize {
+        match self {
+            Unit::Ready(tx) => tx.indices.len(),
+            Unit::Deferred { operations, .. } => operations.len(),
+        }
+    }
+}
+
+/// What a bulk write sends for each caller index: the caller's operation, or its encoded form
+/// once the handle's codec encoded it.
+struct Sendable<'a> {
+    plan: &'a BatchPlan,
+    /// By caller index; empty without a codec.
+    encoded: Vec<OnceLock<Operation>>,
+}
+
+impl Sendable<'_> {
+    fn operation(&self, index: usize) -> Option<&Operation> {
+        self.encoded
+            .get(index)
+            .and_then(OnceLock::get)
+            .or_else(|| self.plan.operation(index))
+    }
+}
+
+/// The units of a bulk write, queued by partition in plan order, handed out so that no
+/// partition has more than a bound in flight and partitions with budget go first.
 struct PartitionQueues {
-    queues: Vec<(VecDeque<EncodedTransaction>, usize)>,
+    queues: Vec<(VecDeque<Unit>, usize)>,
     /// Where the round-robin search for the next partition starts.
     cursor: usize,
 }
 
 impl PartitionQueues {
-    fn new(transactions: Vec<EncodedTransaction>) -> Self {
-        let mut queues: Vec<(VecDeque<EncodedTransaction>, usize)> = Vec::new();
+    fn new(units: Vec<Unit>) -> Self {
+        let mut queues: Vec<(VecDeque<Unit>, usize)> = Vec::new();
         let mut slot_of = std::collections::HashMap::new();
-        for tx in transactions {
+        for unit in units {
             let slot = *slot_of
-                .entry(tx.partition_key.to_string())
+                .entry(unit.partition_key().to_string())
                 .or_insert_with(|| {
                     queues.push((VecDeque::new(), 0));
                     queues.len() - 1
                 });
-            queues[slot].0.push_back(tx);
+            queues[slot].0.push_back(unit);
         }
         Self { queues, cursor: 0 }
     }
 
-    /// The next transaction to start, and its partition's slot: from the first partition in
+    /// The next unit to start, and its partition's slot: from the first partition in
     /// round-robin order that has work, fewer than `bound` in flight, and budget now (by
     /// `ready_in`); failing that, the one whose budget is ready soonest. `None` when no
     /// partition may start one.
@@ -247,17 +297,17 @@ impl PartitionQueues {
         &mut self,
         bound: usize,
         ready_in: impl Fn(&str, u32) -> Duration,
-    ) -> Option<(usize, EncodedTransaction)> {
+    ) -> Option<(usize, Unit)> {
         let n = self.queues.len();
         let mut best: Option<(usize, Duration)> = None;
         for step in 0..n {
             let slot = (self.cursor + step) % n;
             let (queue, in_flight) = &self.queues[slot];
-            let Some(tx) = queue.front() else { continue };
+            let Some(unit) = queue.front() else { continue };
             if *in_flight >= bound {
                 continue;
             }
-            let wait = ready_in(tx.partition_key.as_str(), tx.indices.len() as u32);
+            let wait = ready_in(unit.partition_key().as_str(), unit.cost() as u32);
             if wait.is_zero() {
                 best = Some((slot, wait));
                 break;
@@ -270,7 +320,7 @@ impl PartitionQueues {
         self.cursor = (slot + 1) % n;
         let (queue, in_flight) = &mut self.queues[slot];
         *in_flight += 1;
-        queue.pop_front().map(|tx| (slot, tx))
+        queue.pop_front().map(|unit| (slot, unit))
     }
 
     fn finished(&mut self, slot: usize) {
@@ -280,11 +330,20 @@ impl PartitionQueues {
     }
 }
 
-/// What one transaction of a bulk write came to, after its re-submissions.
+/// What one unit of a bulk write came to, after its re-submissions.
+#[derive(Default)]
 struct Resolved {
     outcomes: Vec<(usize, OperationOutcome)>,
     transactions: usize,
     read_backs: usize,
+}
+
+impl Resolved {
+    fn absorb(&mut self, other: Resolved) {
+        self.outcomes.extend(other.outcomes);
+        self.transactions += other.transactions;
+        self.read_backs += other.read_backs;
+    }
 }
 
 impl Table {
@@ -312,10 +371,16 @@ impl Table {
     /// [`BulkReport::read_backs`] count them. Consistency: each transaction is atomic; the
     /// bulk write as a whole is not.
     ///
-    /// With a codec ([`Table::with_codec`]), each operation's properties are encoded before
-    /// any transaction is built — in chunks of 250 operations on tasks of their own, so that a
-    /// multi-threaded runtime encodes on all its workers — and read-backs compare what the
-    /// caller wrote with the stored entities decoded.
+    /// With a codec ([`Table::with_codec`]), every operation is checked before the first
+    /// transaction is sent ([`EntityCodec::check_encode`](crate::EntityCodec::check_encode)),
+    /// so that what the codec refuses leaves nothing written; the operations it vouches for are
+    /// encoded just before their transaction is sent, on a task of their own, so that
+    /// encrypting overlaps the writes in flight, and the others right away (the checks run in
+    /// chunks of 250 on the runtime's workers). The transactions are the plan's, cut again
+    /// where encoded operations outgrow the body limit. A codec that fails while encoding a
+    /// transaction — its key store unreachable — fails that transaction's operations; the
+    /// others go on. Read-backs compare what the caller wrote with the stored entities
+    /// decoded.
     ///
     /// Scheduling: transactions are queued per partition, in plan order within each. A free
     /// slot goes, round-robin, to the next partition with fewer than
@@ -341,16 +406,15 @@ impl Table {
         options: BulkOptions,
     ) -> Result<BulkReport> {
         let total = operations.len();
+        // A codec checks the operations on the workers while they are planned here.
+        let prepared = self
+            .codec
+            .is_some()
+            .then(|| self.spawn_prepare(operations.clone()));
         let plan = BatchPlan::best_effort(operations)?;
-        // With a codec, the operations' properties are encoded first: `encoded` is what goes
-        // out, `plan` what outcomes are named and read-backs compared by. Limits apply to
-        // what is sent.
-        let encoded = self.encode_plan(&plan).await?;
-        self.check_plan(&encoded)?;
-        let transactions = self.fit_body_limit(
-            &encoded,
-            encode(&encoded, &self.service_url(), self.name())?,
-        )?;
+        // `plan` is what outcomes are named and read-backs compared by; `sending` what goes
+        // out, which a codec encodes. Limits apply to what is sent.
+        let (sending, units) = self.units(&plan, prepared).await?;
         let concurrency = options
             .concurrency
             .unwrap_or(self.account.settings().concurrency)
@@ -370,12 +434,12 @@ impl Table {
             ..Progress::default()
         };
         let (mut sent, mut read_backs) = (0, 0);
-        let mut queues = PartitionQueues::new(transactions);
+        let mut queues = PartitionQueues::new(units);
         let mut running = FuturesUnordered::new();
         loop {
             while running.len() < concurrency {
                 let governor = self.account.metrics().governor();
-                let Some((slot, tx)) = queues.next(per_partition, |pk, cost| {
+                let Some((slot, unit)) = queues.next(per_partition, |pk, cost| {
                     if governed {
                         governor.ready_in(self.name(), pk, cost)
                     } else {
@@ -384,9 +448,15 @@ impl Table {
                 }) else {
                     break;
                 };
-                let (plan, encoded, options) = (&plan, &*encoded, &options);
+                let (sending, options) = (&sending, &options);
                 running.push(async move {
-                    (slot, self.write_resilient(plan, encoded, tx, options).await)
+                    let resolved = match unit {
+                        Unit::Ready(tx) => self.write_resilient(sending, tx, options).await,
+                        Unit::Deferred { operations, .. } => {
+                            self.write_deferred(sending, operations, options).await
+                        }
+                    };
+                    (slot, resolved)
                 });
             }
             let Some((slot, resolved)) = running.next().await else {
@@ -425,11 +495,153 @@ impl Table {
         })
     }
 
+    /// What a bulk write of `plan` sends, and its units. Without a codec (no `prepared`
+    /// checks): the plan's transactions, encoded now. With one: once every operation is
+    /// checked — and encoded, when the codec cannot vouch for it otherwise
+    /// ([`EntityCodec::check_encode`](crate::EntityCodec::check_encode)) — the units are the
+    /// plan's partitions in runs of 100 operations, each encoded just before it is sent.
+    ///
+    /// # Errors
+    /// Before any request: what the codec refuses; on the Cosmos DB Table API, what the
+    /// service's limits refuse.
+    async fn units<'p>(
+        &self,
+        plan: &'p BatchPlan,
+        prepared: Option<Tasks<Result<Vec<Prepared>>>>,
+    ) -> Result<(Sendable<'p>, Vec<Unit>)> {
+        let Some(prepared) = prepared else {
+            self.check_plan(plan)?;
+            let sending = Sendable {
+                plan,
+                encoded: Vec::new(),
+            };
+            let transactions =
+                self.fit_body_limit(&sending, encode(plan, &self.service_url(), self.name())?)?;
+            return Ok((sending, transactions.into_iter().map(Unit::Ready).collect()));
+        };
+        let encoded: Vec<OnceLock<Operation>> = (0..plan.len()).map(|_| OnceLock::new()).collect();
+        let mut later: Vec<Option<Properties>> = Vec::with_capacity(plan.len());
+        for (i, prepared) in join_all(prepared).await?.into_iter().enumerate() {
+            match prepared {
+                Prepared::AsIs => later.push(None),
+                Prepared::Encoded(op) => {
+                    let _ = encoded[i].set(op);
+                    later.push(None);
+                }
+                Prepared::Later(properties) => later.push(Some(properties)),
+            }
+        }
+        let sending = Sendable { plan, encoded };
+        // The operations encoded later are checked again once they are.
+        for i in 0..plan.len() {
+            if let Some(op) = sending.operation(i) {
+                self.check_operation(op)?;
+            }
+        }
+        let mut units = Vec::new();
+        for (partition_key, ops) in plan.groups() {
+            for run in ops.chunks(MAX_TRANSACTION_OPERATIONS) {
+                units.push(Unit::Deferred {
+                    partition_key: partition_key.clone(),
+                    operations: run
+                        .iter()
+                        .map(|p| (p.index, later[p.index].take()))
+                        .collect(),
+                });
+            }
+        }
+        Ok((sending, units))
+    }
+
+    /// Sends a deferred unit: the operations with properties are encoded (on a task of their
+    /// own, so that the encoding overlaps the transactions in flight), then all are sent as
+    /// one transaction, or more when they outgrow the body limit once encoded. An operation
+    /// the codec fails to encode — its key store unreachable, say — is failed, not sent.
+    async fn write_deferred(
+        &self,
+        sending: &Sendable<'_>,
+        operations: Vec<(usize, Option<Properties>)>,
+        options: &BulkOptions,
+    ) -> Resolved {
+        let mut r = Resolved::default();
+        let mut indices = Vec::with_capacity(operations.len());
+        let mut work = Vec::new();
+        for (i, properties) in operations {
+            indices.push(i);
+            if let (Some(properties), Some(op)) = (properties, sending.plan.operation(i)) {
+                work.push((i, op.clone(), properties));
+            }
+        }
+        if !work.is_empty() {
+            let mut task = self.spawn_encode(work);
+            let encoded = match task.0.first_mut() {
+                Some(handle) => join(handle.await),
+                None => Ok(Vec::new()),
+            };
+            let results = match encoded {
+                Ok(results) => results,
+                Err(e) => indices.iter().map(|&i| (i, Err(clone_error(&e)))).collect(),
+            };
+            let mut failed = std::collections::HashSet::new();
+            for (i, result) in results {
+                match result.and_then(|op| self.check_operation(&op).map(|()| op)) {
+                    Ok(op) => {
+                        let _ = sending.encoded[i].set(op);
+                    }
+                    Err(e) => {
+                        failed.insert(i);
+                        r.outcomes.push((i, OperationOutcome::Failed(e)));
+                    }
+                }
+            }
+            indices.retain(|i| !failed.contains(i));
+        }
+        if indices.is_empty() {
+            return r;
+        }
+        match self.transactions_of(sending, &indices) {
+            Ok(transactions) => {
+                for tx in transactions {
+                    let resolved = self.write_resilient(sending, tx, options).await;
+                    r.absorb(resolved);
+                }
+            }
+            Err(e) => r.outcomes.extend(
+                indices
+                    .iter()
+                    .map(|&i| (i, OperationOutcome::Failed(clone_error(&e)))),
+            ),
+        }
+        r
+    }
+
+    /// The transactions of the given operations of one partition as they are sent, with their
+    /// caller indices: one, or more where the body would reach the service's limit.
+    fn transactions_of(
+        &self,
+        sending: &Sendable<'_>,
+        indices: &[usize],
+    ) -> Result<Vec<EncodedTransaction>> {
+        let ops: Vec<Operation> = indices
+            .iter()
+            .filter_map(|&i| sending.operation(i).cloned())
+            .collect();
+        let mut transactions = encode(
+            &BatchPlan::best_effort(ops)?,
+            &self.service_url(),
+            self.name(),
+        )?;
+        for tx in &mut transactions {
+            tx.indices = tx.indices.iter().map(|&j| indices[j]).collect();
+        }
+        self.fit_body_limit(sending, transactions)
+    }
+
     /// Splits transactions whose body exceeds the service's limit when it is below Azure Table
     /// storage's (the Cosmos DB Table API's 2 MB), halving them until they fit.
     fn fit_body_limit(
         &self,
-        plan: &BatchPlan,
+        sending: &Sendable<'_>,
         transactions: Vec<EncodedTransaction>,
     ) -> Result<Vec<EncodedTransaction>> {
         let Some(max) = self.max_transaction_bytes() else {
@@ -446,7 +658,7 @@ impl Table {
             }
             let (a, b) = tx.indices.split_at(tx.indices.len() / 2);
             for half in [b, a] {
-                if let Some(part) = self.reencode(plan, half)? {
+                if let Some(part) = self.reencode(sending, half)? {
                     stack.push(part);
                 }
             }
@@ -455,15 +667,14 @@ impl Table {
     }
 
     /// Sends a transaction; when one operation is refused, records it and resends the rest;
-    /// when the transaction's outcome is left open, settles it by reading back. `encoded` is
-    /// `plan` as it is sent (through the handle's codec).
+    /// when the transaction's outcome is left open, settles it by reading back.
     async fn write_resilient(
         &self,
-        plan: &BatchPlan,
-        encoded: &BatchPlan,
+        sending: &Sendable<'_>,
         first: EncodedTransaction,
         options: &BulkOptions,
     ) -> Resolved {
+        let plan = sending.plan;
         let mut r = Resolved {
             outcomes: Vec::with_capacity(first.indices.len()),
             transactions: 0,
@@ -503,7 +714,7 @@ impl Table {
                     continue;
                 }
             };
-            match self.reencode(encoded, &rest) {
+            match self.reencode(sending, &rest) {
                 Ok(next) => pending = next,
                 Err(e) => r.outcomes.extend(
                     rest.into_iter()
@@ -616,15 +827,19 @@ impl Table {
         }
     }
 
-    /// A transaction of the given operations of `plan` (keeping their caller indices), or
-    /// `None` when there are none.
-    fn reencode(&self, plan: &BatchPlan, indices: &[usize]) -> Result<Option<EncodedTransaction>> {
+    /// A transaction of the given operations as they are sent (keeping their caller
+    /// indices), or `None` when there are none.
+    fn reencode(
+        &self,
+        sending: &Sendable<'_>,
+        indices: &[usize],
+    ) -> Result<Option<EncodedTransaction>> {
         if indices.is_empty() {
             return Ok(None);
         }
         let ops: Vec<Operation> = indices
             .iter()
-            .filter_map(|&i| plan.operation(i).cloned())
+            .filter_map(|&i| sending.operation(i).cloned())
             .collect();
         let sub = BatchPlan::atomic(ops)?;
         let mut encoded = encode(&sub, &self.service_url(), self.name())?;

@@ -26,14 +26,47 @@ const CODEC_CONCURRENCY: usize = 16;
 const ENCODE_CHUNK: usize = 250;
 
 /// Encoding tasks, aborted when dropped (the bulk write was dropped, or one chunk failed).
-struct Tasks(Vec<tokio::task::JoinHandle<Result<Vec<Operation>>>>);
+pub(crate) struct Tasks<T>(pub(crate) Vec<tokio::task::JoinHandle<T>>);
 
-impl Drop for Tasks {
+impl<T> Drop for Tasks<T> {
     fn drop(&mut self) {
         for task in &self.0 {
             task.abort();
         }
     }
+}
+
+/// The results of `tasks`, in order; the first error, in order, if any. The tasks left are
+/// stopped then.
+pub(crate) async fn join_all<T>(mut tasks: Tasks<Result<Vec<T>>>) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for task in &mut tasks.0 {
+        out.extend(join(task.await)?);
+    }
+    Ok(out)
+}
+
+/// What an encoding task returned: a panic in it is resumed here.
+pub(crate) fn join<T>(joined: std::result::Result<Result<T>, tokio::task::JoinError>) -> Result<T> {
+    match joined {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(tablekit_core::Error::transport("encoding was cancelled", e)),
+    }
+}
+
+/// Operations encoded one by one, each by its caller index: the operation to send, or why it
+/// could not be encoded.
+pub(crate) type EncodedEach = Vec<(usize, Result<Operation>)>;
+
+/// An operation of a bulk write through a codec, checked before anything is sent.
+pub(crate) enum Prepared {
+    /// Sent as it is: it has no properties (a delete), or the handle no codec.
+    AsIs,
+    /// Encoded already: the codec could not vouch for it without encoding it.
+    Encoded(Operation),
+    /// Its properties, parsed, to be encoded just before its transaction is sent.
+    Later(Properties),
 }
 
 /// A transformation of entity properties on their way to and from the service, installed on a
@@ -88,6 +121,31 @@ pub trait EntityCodec: fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 
+    /// Checks a write of `kind` of the entity `keys` with `properties` without encoding it:
+    /// `Ok(true)` when [`encode`](Self::encode) will accept it (short of a failure of a
+    /// service of the codec's own, such as a key store), `Ok(false)` when only encoding can
+    /// tell, and the error `encode` would return when it will refuse it. Called before any
+    /// request.
+    ///
+    /// [`Table::bulk_write`] checks every operation before sending anything: it encodes those
+    /// answered `false` before its first transaction, and each of the others just before the
+    /// transaction that holds it is sent, so that encoding overlaps the writes while a refusal
+    /// still leaves nothing written. The default answers `false`: every operation is encoded
+    /// before the first transaction.
+    ///
+    /// # Errors
+    /// What [`encode`](Self::encode) would return for this write.
+    fn check_encode(
+        &self,
+        table: &str,
+        keys: &Keys,
+        properties: &Properties,
+        kind: OperationKind,
+    ) -> Result<bool> {
+        let _ = (table, keys, properties, kind);
+        Ok(false)
+    }
+
     /// The properties to ask the service for when a query projects (`$select`) `selected`:
     /// `selected` plus whatever [`decode`](Self::decode) needs to read them. Called before any
     /// request. The default asks for `selected` alone.
@@ -139,32 +197,39 @@ impl Table {
     /// The operation to send for `op`: `None` when it is sent as it is (no codec, or a
     /// delete), else `op` with its properties encoded.
     pub(crate) async fn encode_operation(&self, op: &Operation) -> Result<Option<Operation>> {
-        let (Some(codec), Some(body)) = (&self.codec, op.body()) else {
+        let (Some(_), Some(body)) = (&self.codec, op.body()) else {
             return Ok(None);
         };
         let written = parse_entity::<Properties>(body, Some("*"))?;
+        self.encode_parsed(op, written.value).await.map(Some)
+    }
+
+    /// `op` with `properties` (its own, parsed) encoded by the handle's codec.
+    pub(crate) async fn encode_parsed(
+        &self,
+        op: &Operation,
+        properties: Properties,
+    ) -> Result<Operation> {
+        let Some(codec) = &self.codec else {
+            return Ok(op.clone());
+        };
         let keys = op.keys();
         let encoded = codec
-            .encode(self.name(), keys, written.value, op.kind())
+            .encode(self.name(), keys, properties, op.kind())
             .await?;
         let entity = Entity::new(keys.clone(), encoded);
         let if_match = || op.if_match().cloned().unwrap_or(IfMatch::Any);
-        let sent = match op.kind() {
-            OperationKind::Insert => Operation::insert(&entity)?,
-            OperationKind::Replace => Operation::replace(&entity, if_match())?,
-            OperationKind::Merge => Operation::merge(&entity, if_match())?,
-            OperationKind::UpsertReplace => Operation::upsert_replace(&entity)?,
-            OperationKind::UpsertMerge => Operation::upsert_merge(&entity)?,
-            OperationKind::Delete => return Ok(None),
-        };
-        Ok(Some(sent))
+        match op.kind() {
+            OperationKind::Insert => Operation::insert(&entity),
+            OperationKind::Replace => Operation::replace(&entity, if_match()),
+            OperationKind::Merge => Operation::merge(&entity, if_match()),
+            OperationKind::UpsertReplace => Operation::upsert_replace(&entity),
+            OperationKind::UpsertMerge => Operation::upsert_merge(&entity),
+            OperationKind::Delete => Ok(op.clone()),
+        }
     }
 
     /// `operations` with their properties encoded, in order (themselves without a codec).
-    ///
-    /// Encoding is CPU work (encryption) done before anything is sent, so operations beyond
-    /// one chunk are encoded in chunks on tasks of their own: a multi-threaded runtime spreads
-    /// them over its workers. Dropping the future stops them.
     pub(crate) async fn encode_operations(
         &self,
         operations: Vec<Operation>,
@@ -172,50 +237,87 @@ impl Table {
         if self.codec.is_none() {
             return Ok(operations);
         }
-        if operations.len() <= ENCODE_CHUNK {
-            return self.encode_chunk(operations).await;
-        }
-        let mut chunks = Vec::with_capacity(operations.len().div_ceil(ENCODE_CHUNK));
-        let mut rest = operations.into_iter();
-        loop {
-            let chunk: Vec<Operation> = rest.by_ref().take(ENCODE_CHUNK).collect();
-            if chunk.is_empty() {
-                break;
-            }
-            chunks.push(chunk);
-        }
-        let mut tasks = Tasks(Vec::with_capacity(chunks.len()));
-        for chunk in chunks {
-            let table = self.clone();
-            tasks
-                .0
-                .push(tokio::spawn(async move { table.encode_chunk(chunk).await }));
-        }
-        let mut encoded = Vec::new();
-        for task in &mut tasks.0 {
-            match task.await {
-                Ok(chunk) => encoded.extend(chunk?),
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => return Err(tablekit_core::Error::transport("encoding was cancelled", e)),
-            }
-        }
-        Ok(encoded)
+        let tasks = self.spawn_on_workers(operations, |table, op| async move {
+            Ok(match table.encode_operation(&op).await? {
+                Some(sent) => sent,
+                None => op,
+            })
+        });
+        join_all(tasks).await
     }
 
-    /// One chunk of [`Table::encode_operations`], on the calling task: up to
-    /// [`CODEC_CONCURRENCY`] operations at once, so that a codec calling a remote key store
-    /// overlaps its calls.
-    async fn encode_chunk(&self, operations: Vec<Operation>) -> Result<Vec<Operation>> {
-        futures::stream::iter(operations)
-            .map(|op| async move {
-                Ok(match self.encode_operation(&op).await? {
-                    Some(sent) => sent,
-                    None => op,
+    /// Starts checking `operations` (a bulk write's, in caller order) with the handle's codec
+    /// on the workers, before the bulk write sends anything: each is encoded right away when
+    /// the codec cannot vouch for it without encoding it ([`EntityCodec::check_encode`]), else
+    /// kept for later with its properties parsed. [`join_all`] waits for the results, the
+    /// first refusal in caller order being the error.
+    pub(crate) fn spawn_prepare(&self, operations: Vec<Operation>) -> Tasks<Result<Vec<Prepared>>> {
+        self.spawn_on_workers(operations, |table, op| async move {
+            let (Some(codec), Some(body)) = (&table.codec, op.body()) else {
+                return Ok(Prepared::AsIs);
+            };
+            let written = parse_entity::<Properties>(body, Some("*"))?;
+            if codec.check_encode(table.name(), op.keys(), &written.value, op.kind())? {
+                Ok(Prepared::Later(written.value))
+            } else {
+                table
+                    .encode_parsed(&op, written.value)
+                    .await
+                    .map(Prepared::Encoded)
+            }
+        })
+    }
+
+    /// Encodes `operations` (caller index, operation, its properties parsed) on a task of
+    /// their own, so that the encoding (CPU work) overlaps what the calling task waits for,
+    /// with up to [`CODEC_CONCURRENCY`] at once for codecs that call a key store. Each result
+    /// is that operation's, in order. Dropping the returned task stops the encoding.
+    pub(crate) fn spawn_encode(
+        &self,
+        operations: Vec<(usize, Operation, Properties)>,
+    ) -> Tasks<Result<EncodedEach>> {
+        let table = self.clone();
+        Tasks(vec![tokio::spawn(async move {
+            Ok(futures::stream::iter(operations)
+                .map(|(i, op, properties)| {
+                    let table = &table;
+                    async move { (i, table.encode_parsed(&op, properties).await) }
                 })
-            })
-            .buffered(CODEC_CONCURRENCY)
-            .try_collect()
-            .await
+                .buffered(CODEC_CONCURRENCY)
+                .collect()
+                .await)
+        })])
+    }
+
+    /// Runs `each` over `operations`, in chunks of [`ENCODE_CHUNK`] on tasks of their own —
+    /// encoding is CPU work (encryption), which a multi-threaded runtime then spreads over its
+    /// workers — with up to [`CODEC_CONCURRENCY`] at once in a chunk, so that a codec calling a
+    /// remote key store overlaps its calls. The tasks start now; [`join_all`] collects their
+    /// results in order, and dropping them stops them.
+    fn spawn_on_workers<T, F, Fut>(
+        &self,
+        operations: Vec<Operation>,
+        each: F,
+    ) -> Tasks<Result<Vec<T>>>
+    where
+        T: Send + 'static,
+        F: Fn(Table, Operation) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        let mut tasks = Tasks(Vec::with_capacity(operations.len().div_ceil(ENCODE_CHUNK)));
+        let mut rest = operations.into_iter().peekable();
+        while rest.peek().is_some() {
+            let part: Vec<Operation> = rest.by_ref().take(ENCODE_CHUNK).collect();
+            let (table, each) = (self.clone(), each.clone());
+            tasks.0.push(tokio::spawn(async move {
+                futures::stream::iter(part)
+                    .map(|op| each(table.clone(), op))
+                    .buffered(CODEC_CONCURRENCY)
+                    .try_collect()
+                    .await
+            }));
+        }
+        tasks
     }
 
     /// The plan to send for `plan`: itself without a codec, else the same plan (same
