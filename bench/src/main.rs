@@ -165,7 +165,7 @@ async fn encryption_only(sizes: Sizes) -> ExitCode {
 }
 
 /// An account on `cs` without throughput governance (the workloads run alone use it).
-fn unlimited_account(cs: &str) -> Result<Account, String> {
+pub(crate) fn unlimited_account(cs: &str) -> Result<Account, String> {
     Account::from_connection_string(cs)
         .and_then(|a| {
             a.with_settings(Settings {

@@ -377,17 +377,21 @@ pub(crate) fn tool_checks(t: &Tool) -> Vec<Check> {
             ratio(&t.export, &t.scan),
             0.8,
         ),
-        // The goal is 0.8× the bulk load, but on one emulator a copy's reads and writes are
-        // served by the same single-threaded process: its ceiling is the scan and the bulk
-        // load in turn (about 0.83× the bulk load on a 2-core machine). The gates are what
-        // holds there; the report shows both ratios.
+        // The goal, 0.8× the bulk load, for a copy between two accounts: reads from one
+        // emulator, writes to another, compared with tablekit's bulk write of the same
+        // insert-or-replace operations into that other one.
         check(
-            "`tablekit copy` ≥ 0.6× tablekit's bulk load of the same entities (goal 0.8×)".into(),
-            ratio(&t.copy, &t.bulk),
-            0.6,
+            "`tablekit copy` to another account ≥ 0.8× tablekit's bulk insert-or-replace into it"
+                .into(),
+            ratio(&t.copy_between, &t.bulk_between),
+            0.8,
         ),
+        // Within one account, a copy's reads and writes are served by the same
+        // single-threaded emulator: its ceiling is the scan and the bulk write in turn (about
+        // 0.8× the bulk write on a 2-core machine), so the check is against that.
         check(
-            "`tablekit copy` ≥ 0.7× tablekit's scan and bulk load in turn".into(),
+            "`tablekit copy` within one account ≥ 0.7× tablekit's scan and bulk write in turn"
+                .into(),
             ratio(&t.copy, &t.read_write),
             0.7,
         ),
@@ -428,12 +432,23 @@ pub(crate) fn tool_section(t: &Tool) -> String {
         &t.scan,
     ));
     out.push_str(&row(
-        &format!("`tablekit copy {}` vs a bulk load", t.copy_options),
+        &format!(
+            "`tablekit copy {}` to another account (a second emulator) vs a bulk insert-or-replace into it",
+            t.copy_options
+        ),
+        &t.copy_between,
+        &t.bulk_between,
+    ));
+    out.push_str(&row(
+        &format!(
+            "`tablekit copy {}` within one account vs a bulk insert-or-replace",
+            t.copy_options
+        ),
         &t.copy,
         &t.bulk,
     ));
     out.push_str(&row(
-        "`tablekit copy` vs a scan and a bulk load in turn (the copy's ceiling on one emulator)",
+        "`tablekit copy` within one account vs a scan and a bulk insert-or-replace in turn (its ceiling on one emulator)",
         &t.copy,
         &t.read_write,
     ));

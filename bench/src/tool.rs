@@ -1,6 +1,7 @@
 //! Workload 10: the `tablekit` tool, run as a process against the bench's emulator. Export
 //! throughput is paired with tablekit's scan of the same partition, copy throughput with
-//! tablekit's bulk load of the same entities, run by run; peak memory of an export is
+//! tablekit's bulk write of the same entities as insert-or-replace operations (the writes a
+//! copy makes), run by run; peak memory of an export is
 //! compared at two table sizes. The throughput tables hold `Sizes::tool` entities in quick
 //! runs too: at a tenth of that, the process's start-up and the first requests' connection
 //! set-up would be a large part of what is measured.
@@ -12,13 +13,17 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt as _;
 use serde::Serialize;
 use tablekit_azure::{Account, BulkOptions, Table};
+use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
+use tablekit_core::{Entity, Keys};
 
-use crate::data::Record;
+use tablekit_testkit::Azurite;
+
+use crate::data::{Record, keys, record};
 use crate::measure::{Figure, timed};
-use crate::workloads::{RUNS, Result, Sizes, err, operations};
+use crate::workloads::{RUNS, Result, Sizes, err, fresh_table, operations};
 
-/// The options `tablekit copy` runs with in the copy workload.
+/// The options `tablekit copy` runs with in the copy workloads.
 pub(crate) const COPY_OPTIONS: &str = "--create";
 
 /// Peak memory of one export.
@@ -43,12 +48,19 @@ pub(crate) struct Tool {
     pub(crate) scan: Figure,
     /// `tablekit copy` of a table loaded like the bulk load, wall time of the process.
     pub(crate) copy: Figure,
-    /// tablekit's bulk load of the same entities, run by run beside the copy.
+    /// tablekit's bulk write of the same entities as insert-or-replace operations (the writes
+    /// a copy makes), run by run beside the copy.
     pub(crate) bulk: Figure,
     /// What tablekit reads and writes per second when it does both in turn, run by run: from
-    /// the same run's scan and bulk load, `1 / (1/scan + 1/bulk)`. A copy does both on one
+    /// the same run's scan and bulk write, `1 / (1/scan + 1/bulk)`. A copy does both on one
     /// emulator, which serves them one after the other; this is its ceiling there.
     pub(crate) read_write: Figure,
+    /// `tablekit copy` of the same table to another account (a second emulator, as a copy
+    /// between two storage accounts reads from one service and writes to another).
+    pub(crate) copy_between: Figure,
+    /// tablekit's bulk write of the same entities (insert-or-replace) into that other account,
+    /// run by run beside the copy.
+    pub(crate) bulk_between: Figure,
     pub(crate) copy_options: &'static str,
     pub(crate) memory_small: ExportMemory,
     pub(crate) memory_large: ExportMemory,
@@ -169,31 +181,57 @@ pub(crate) async fn tool(
     scan_table.delete_table().await.map_err(err)?;
 
     let source = fresh_table(account, "benchcopysrc").await?;
-    load(&source, s).await?;
-    let (mut copy, mut bulk) = (vec![], vec![]);
+    load(&source, s, false).await?;
+    // The other account: a second emulator, so the copy's reads and writes are served by two
+    // processes, as by two storage accounts.
+    let other = Azurite::start().map_err(err)?;
+    let other_cs = other.connection_string();
+    let other_account = crate::unlimited_account(&other_cs)?;
+    let (mut copy, mut bulk, mut copy_between, mut bulk_between) = (vec![], vec![], vec![], vec![]);
     for run_no in 0..=RUNS {
-        let dst = tablekit_testkit::unique_table_name("benchcopydst");
-        let checkpoint = scratch.join(format!("copy-{run_no}.checkpoint"));
-        let mut args = vec!["copy", source.name(), &dst];
-        args.extend(COPY_OPTIONS.split(' '));
-        args.extend(["--checkpoint", path(&checkpoint)?]);
-        let copy_took = run(&tool, cs, &args, &log)?;
-        let _ = std::fs::remove_file(&checkpoint);
-        account
-            .table(&dst)
-            .map_err(err)?
-            .delete_table()
-            .await
-            .map_err(err)?;
-        let target = fresh_table(account, "benchcopybulk").await?;
-        let (loaded, bulk_took) = timed(load(&target, s)).await;
-        loaded?;
-        target.delete_table().await.map_err(err)?;
-        if run_no > 0 {
-            copy.push(n as f64 / copy_took.as_secs_f64());
-            bulk.push(n as f64 / bulk_took.as_secs_f64());
+        for (dst_account, dst_cs) in [(account, None), (&other_account, Some(other_cs.as_str()))] {
+            let dst = tablekit_testkit::unique_table_name("benchcopydst");
+            let checkpoint = scratch.join(format!("copy-{run_no}.checkpoint"));
+            let mut args = vec!["copy", source.name(), &dst];
+            args.extend(COPY_OPTIONS.split(' '));
+            args.extend(["--checkpoint", path(&checkpoint)?]);
+            if let Some(dst_cs) = dst_cs {
+                args.extend(["--dst-connection-string", dst_cs]);
+            }
+            let copy_took = run(&tool, cs, &args, &log)?;
+            let _ = std::fs::remove_file(&checkpoint);
+            let copied = dst_account.table(&dst).map_err(err)?;
+            let count = copied
+                .query::<Record>()
+                .allow_scan()
+                .stream()
+                .try_fold(0usize, |n, _| async move { Ok(n + 1) })
+                .await
+                .map_err(err)?;
+            if count != n {
+                return Err(format!("copy to {dst} holds {count} entities, not {n}"));
+            }
+            copied.delete_table().await.map_err(err)?;
+            let target = fresh_table(dst_account, "benchcopybulk").await?;
+            let (loaded, bulk_took) = timed(load(&target, s, true)).await;
+            loaded?;
+            target.delete_table().await.map_err(err)?;
+            if run_no > 0 {
+                let (copy_rate, bulk_rate) = (
+                    n as f64 / copy_took.as_secs_f64(),
+                    n as f64 / bulk_took.as_secs_f64(),
+                );
+                if dst_cs.is_some() {
+                    copy_between.push(copy_rate);
+                    bulk_between.push(bulk_rate);
+                } else {
+                    copy.push(copy_rate);
+                    bulk.push(bulk_rate);
+                }
+            }
         }
     }
+    drop(other);
     source.delete_table().await.map_err(err)?;
     let read_write = scan
         .iter()
@@ -222,6 +260,8 @@ pub(crate) async fn tool(
         copy: Figure::of(copy, "entities/s"),
         bulk: Figure::of(bulk, "entities/s"),
         read_write: Figure::of(read_write, "entities/s"),
+        copy_between: Figure::of(copy_between, "entities/s"),
+        bulk_between: Figure::of(bulk_between, "entities/s"),
         copy_options: COPY_OPTIONS,
         memory_small,
         memory_large,
@@ -252,14 +292,24 @@ fn export_memory(
     Ok(ExportMemory { entities, peak_rss })
 }
 
-/// Loads `s.tool` entities over `s.bulk_partitions` partitions, as the bulk workload does,
-/// into `table`.
-async fn load(table: &Table, s: Sizes) -> Result<()> {
+/// Loads `s.tool` entities over `s.bulk_partitions` partitions into `table`, as the bulk
+/// workload does: as inserts, or (`upsert`) as insert-or-replace operations — the writes a
+/// copy makes, which the emulator serves more slowly than inserts (it looks for the entity
+/// first).
+async fn load(table: &Table, s: Sizes, upsert: bool) -> Result<()> {
+    let ops = if upsert {
+        (0..s.tool)
+            .map(|i| {
+                let (pk, rk) = keys(i, s.bulk_partitions);
+                let keys = Keys::new(pk, rk).map_err(err)?;
+                Operation::upsert_replace(&Entity::new(keys, record(i))).map_err(err)
+            })
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        operations(s.tool, s.bulk_partitions)
+    };
     let report = table
-        .bulk_write(
-            operations(s.tool, s.bulk_partitions),
-            BulkOptions::default().with_concurrency(s.concurrency),
-        )
+        .bulk_write(ops, BulkOptions::default().with_concurrency(s.concurrency))
         .await
         .map_err(err)?;
     if report.is_complete() {
@@ -267,14 +317,6 @@ async fn load(table: &Table, s: Sizes) -> Result<()> {
     } else {
         Err(format!("bulk load into {} incomplete", table.name()))
     }
-}
-
-async fn fresh_table(account: &Account, prefix: &str) -> Result<Table> {
-    let table = account
-        .table(&tablekit_testkit::unique_table_name(prefix))
-        .map_err(err)?;
-    table.create().await.map_err(err)?;
-    Ok(table)
 }
 
 fn remove_export(out: &Path) {
