@@ -622,18 +622,7 @@ impl Table {
         sending: &Sendable<'_>,
         indices: &[usize],
     ) -> Result<Vec<EncodedTransaction>> {
-        let ops: Vec<Operation> = indices
-            .iter()
-            .filter_map(|&i| sending.operation(i).cloned())
-            .collect();
-        let mut transactions = encode(
-            &BatchPlan::best_effort(ops)?,
-            &self.service_url(),
-            self.name(),
-        )?;
-        for tx in &mut transactions {
-            tx.indices = tx.indices.iter().map(|&j| indices[j]).collect();
-        }
+        let transactions = self.encode_indices(sending, indices, false)?;
         self.fit_body_limit(sending, transactions)
     }
 
@@ -837,16 +826,31 @@ impl Table {
         if indices.is_empty() {
             return Ok(None);
         }
+        Ok(self.encode_indices(sending, indices, true)?.pop())
+    }
+
+    /// The given operations of one partition as they are sent, encoded with their caller
+    /// indices: one transaction when `atomic` (refused at the body limit), else as many as the
+    /// limits need.
+    fn encode_indices(
+        &self,
+        sending: &Sendable<'_>,
+        indices: &[usize],
+        atomic: bool,
+    ) -> Result<Vec<EncodedTransaction>> {
         let ops: Vec<Operation> = indices
             .iter()
             .filter_map(|&i| sending.operation(i).cloned())
             .collect();
-        let sub = BatchPlan::atomic(ops)?;
-        let mut encoded = encode(&sub, &self.service_url(), self.name())?;
-        let mut tx = encoded
-            .pop()
-            .ok_or_else(|| Error::invalid_argument("operations", "no operation to send"))?;
-        tx.indices = tx.indices.iter().map(|&i| indices[i]).collect();
-        Ok(Some(tx))
+        let plan = if atomic {
+            BatchPlan::atomic(ops)?
+        } else {
+            BatchPlan::best_effort(ops)?
+        };
+        let mut transactions = encode(&plan, &self.service_url(), self.name())?;
+        for tx in &mut transactions {
+            tx.indices = tx.indices.iter().map(|&j| indices[j]).collect();
+        }
+        Ok(transactions)
     }
 }
