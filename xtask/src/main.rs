@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask demo` — install and start Azurite, run every example against it, stop it.
 //! - `cargo xtask test [--long]` — install Azurite, then fmt check, clippy, the book's includes,
-//!   the documentation rules, rustdoc, the whole test suite and the public-API snapshots. The
-//!   test binaries run `TABLEKIT_TEST_JOBS` (default 3) at once, the longest first.
+//!   the documentation rules, rustdoc, the whole test suite and, beside it, the public-API
+//!   snapshots, the facade-feature builds and the MSRV build. The test binaries run
+//!   `TABLEKIT_TEST_JOBS` (default 3) at once, the longest first.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
 //! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
 //! - `cargo xtask gates` — the API gates alone: facade features, MSRV, public-API snapshots,

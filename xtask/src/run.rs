@@ -58,11 +58,16 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
     // of their own, so they run beside the tests at the lowest CPU priority, using the CPU
     // the tests leave idle while they wait on the emulator.
     let jobs = crate::suite::build(&envs)?;
-    // The MSRV and facade-feature builds are `cargo xtask gates` only: with them a cold CI
-    // run measured over 30 minutes.
+    // The public-API snapshots, the facade-feature builds and the MSRV build each use a
+    // toolchain or a target directory of their own, so they run one after another beside the
+    // tests, at the lowest CPU priority.
     let beside = std::thread::spawn(|| {
         crate::gates::run_in_background();
-        [("public API", crate::gates::public_api_snapshots(false))]
+        [
+            ("public API", crate::gates::public_api_snapshots(false)),
+            ("facade features", crate::gates::features()),
+            ("MSRV", crate::gates::msrv()),
+        ]
     });
     let mut results = vec![("tests", crate::suite::run(jobs))];
     results.extend(
