@@ -296,14 +296,21 @@ impl Report {
     }
 }
 
+/// The goal of governed bulk loads against the throttle model: at least this fraction of the
+/// theoretical budget...
+const MIN_GOODPUT: f64 = 0.9;
+/// ...with fewer than this fraction of requests refused.
+const MAX_THROTTLED: f64 = 0.01;
+
 pub(crate) fn throughput_checks(t: &Throughput) -> Vec<Check> {
     let mut checks = Vec::new();
     for row in &t.rows {
         let tk = &row.tablekit;
         checks.push(Check {
                 criterion: format!(
-                    "throttled bulk load over {} partition(s): tablekit goodput ≥ 0.85 of the budget, throttled < 2 % of requests, all written",
-                    row.partitions
+                    "throttled bulk load over {} partition(s): tablekit goodput ≥ {MIN_GOODPUT} of the budget, throttled < {} % of requests, all written",
+                    row.partitions,
+                    100.0 * MAX_THROTTLED
                 ),
                 measured: format!(
                     "{:.3} of the budget, {} of {} requests throttled ({:.2} %), {} of {} written",
@@ -314,8 +321,8 @@ pub(crate) fn throughput_checks(t: &Throughput) -> Vec<Check> {
                     tk.written,
                     row.entities
                 ),
-                pass: tk.goodput >= 0.85
-                    && tk.throttled_fraction() < 0.02
+                pass: tk.goodput >= MIN_GOODPUT
+                    && tk.throttled_fraction() < MAX_THROTTLED
                     && tk.written == row.entities
                     && tk.error.is_none(),
             });
