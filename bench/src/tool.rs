@@ -1,8 +1,7 @@
 //! Workload 10: the `tablekit` tool, run as a process against the bench's emulator. Export
 //! throughput is paired with tablekit's scan of the same partition, copy throughput with
-//! tablekit's bulk write of the same entities as insert-or-replace operations (the writes a
-//! copy makes), run by run; peak memory of an export is
-//! compared at two table sizes. The throughput tables hold `Sizes::tool` entities in quick
+//! tablekit's bulk load of the same entities (workload 1's inserts) into the same destination,
+//! run by run; peak memory of an export is compared at two table sizes. The throughput tables hold `Sizes::tool` entities in quick
 //! runs too: at a tenth of that, the process's start-up and the first requests' connection
 //! set-up would be a large part of what is measured.
 
@@ -13,13 +12,11 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt as _;
 use serde::Serialize;
 use tablekit_azure::{Account, BulkOptions, Table};
-use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, Keys};
 
 use tablekit_testkit::Azurite;
 
-use crate::data::{Record, keys, record};
+use crate::data::Record;
 use crate::measure::{Figure, timed};
 use crate::workloads::{RUNS, Result, Sizes, err, fresh_table, operations};
 
@@ -48,8 +45,8 @@ pub(crate) struct Tool {
     pub(crate) scan: Figure,
     /// `tablekit copy` of a table loaded like the bulk load, wall time of the process.
     pub(crate) copy: Figure,
-    /// tablekit's bulk write of the same entities as insert-or-replace operations (the writes
-    /// a copy makes), run by run beside the copy.
+    /// tablekit's bulk load of the same entities (inserts, as workload 1), run by run beside
+    /// the copy.
     pub(crate) bulk: Figure,
     /// What tablekit reads and writes per second when it does both in turn, run by run: from
     /// the same run's scan and bulk write, `1 / (1/scan + 1/bulk)`. A copy does both on one
@@ -58,8 +55,8 @@ pub(crate) struct Tool {
     /// `tablekit copy` of the same table to another account (a second emulator, as a copy
     /// between two storage accounts reads from one service and writes to another).
     pub(crate) copy_between: Figure,
-    /// tablekit's bulk write of the same entities (insert-or-replace) into that other account,
-    /// run by run beside the copy.
+    /// tablekit's bulk load of the same entities into that other account, run by run beside
+    /// the copy.
     pub(crate) bulk_between: Figure,
     pub(crate) copy_options: &'static str,
     pub(crate) memory_small: ExportMemory,
@@ -181,7 +178,7 @@ pub(crate) async fn tool(
     scan_table.delete_table().await.map_err(err)?;
 
     let source = fresh_table(account, "benchcopysrc").await?;
-    load(&source, s, false).await?;
+    load(&source, s).await?;
     // The other account: a second emulator, so the copy's reads and writes are served by two
     // processes, as by two storage accounts.
     let other = Azurite::start().map_err(err)?;
@@ -213,7 +210,7 @@ pub(crate) async fn tool(
             }
             copied.delete_table().await.map_err(err)?;
             let target = fresh_table(dst_account, "benchcopybulk").await?;
-            let (loaded, bulk_took) = timed(load(&target, s, true)).await;
+            let (loaded, bulk_took) = timed(load(&target, s)).await;
             loaded?;
             target.delete_table().await.map_err(err)?;
             if run_no > 0 {
@@ -293,21 +290,9 @@ fn export_memory(
 }
 
 /// Loads `s.tool` entities over `s.bulk_partitions` partitions into `table`, as the bulk
-/// workload does: as inserts, or (`upsert`) as insert-or-replace operations — the writes a
-/// copy makes, which the emulator serves more slowly than inserts (it looks for the entity
-/// first).
-async fn load(table: &Table, s: Sizes, upsert: bool) -> Result<()> {
-    let ops = if upsert {
-        (0..s.tool)
-            .map(|i| {
-                let (pk, rk) = keys(i, s.bulk_partitions);
-                let keys = Keys::new(pk, rk).map_err(err)?;
-                Operation::upsert_replace(&Entity::new(keys, record(i))).map_err(err)
-            })
-            .collect::<Result<Vec<_>>>()?
-    } else {
-        operations(s.tool, s.bulk_partitions)
-    };
+/// workload does.
+async fn load(table: &Table, s: Sizes) -> Result<()> {
+    let ops = operations(s.tool, s.bulk_partitions);
     let report = table
         .bulk_write(ops, BulkOptions::default().with_concurrency(s.concurrency))
         .await

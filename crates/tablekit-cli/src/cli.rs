@@ -565,8 +565,9 @@ const COPY_HELP: &str = "Examples:
   tablekit copy Orders OrdersBackup --resume
   tablekit copy Orders OrdersBackup --verify-only
 
-Entities are streamed page by page and written with insert-or-replace transactions, so
-memory stays bounded and a copy can be repeated. The checkpoint (--checkpoint, by default
+Entities are streamed page by page and written as inserts while the destination holds none
+of them (into a new table), with insert-or-replace once it holds some that differ, so
+memory stays bounded and a copy can be repeated or resumed. The checkpoint (--checkpoint, by default
 SRC-to-DST.copy-checkpoint in the current directory) is written after every page.
 --verify compares, partition by partition, the entity count and a SHA-256 over each
 entity's keys and typed properties (Timestamp and ETag excluded) and lists every

@@ -156,3 +156,86 @@ async fn a_copy_to_a_missing_table_without_create_fails_cleanly() {
         run.stderr
     );
 }
+
+/// The destination's request counts by kind, from the `--verbose` summary line.
+fn destination_requests(stderr: &str) -> std::collections::HashMap<String, usize> {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("requests (destination):"))
+        .unwrap_or_else(|| panic!("no destination summary in {stderr}"));
+    let inside = &line[line.find('[').unwrap() + 1..line.find(']').unwrap()];
+    inside
+        .split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_owned(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+/// A copy writes inserts into a table that holds none of the source's entities (no read, no
+/// replace); into one that holds them, an identical entity costs its transaction one read and
+/// a different one is replaced, after which the later pages are written with
+/// insert-or-replace straight away.
+#[tokio::test]
+async fn a_copy_inserts_into_an_empty_table_and_replaces_only_what_differs() {
+    let src = table("CliCopyIns").await;
+    seed(&src, 4, 30).await;
+    let dst = table("CliCopyInsDst").await;
+    // Another account, so that the destination's requests are counted apart; one range of
+    // pages of 30 entities: one page (and one transaction) per partition, in order.
+    let cs = connection_string(&emulator());
+    let copy = |cp: &str| {
+        tablekit(&[
+            "--verbose",
+            "copy",
+            src.name(),
+            dst.name(),
+            "--dst-connection-string",
+            &cs,
+            "--page-size",
+            "30",
+            "--checkpoint",
+            cp,
+        ])
+        .expect(0)
+    };
+    let dir = scratch("copy-inserts");
+    let (first, second, third) = (dir.join("1.cp"), dir.join("2.cp"), dir.join("3.cp"));
+
+    let run = copy(arg(&first));
+    let n = destination_requests(&run.stderr);
+    assert_eq!(n.get("entity.transaction"), Some(&4), "{}", run.stderr);
+    assert_eq!(
+        n.get("entity.query"),
+        None,
+        "nothing to settle: {}",
+        run.stderr
+    );
+    assert_eq!(contents(&dst).await, contents(&src).await);
+
+    // Everything there already, identical: each insert transaction meets 409 and its range is
+    // read once; nothing is written again.
+    let run = copy(arg(&second));
+    let n = destination_requests(&run.stderr);
+    assert_eq!(n.get("entity.transaction"), Some(&4), "{}", run.stderr);
+    assert_eq!(n.get("entity.query"), Some(&4), "{}", run.stderr);
+    assert!(run.stderr.contains("copied 120 entities"), "{}", run.stderr);
+
+    // One entity of the first partition differs: it is replaced, and the pages after the
+    // next one go straight to insert-or-replace (the next one may already be in flight).
+    let (pk, rk, mut props) = contents(&dst).await.swap_remove(7);
+    assert_eq!(pk, keys(0, 7).pk());
+    props.insert("Count", -1_i32);
+    dst.upsert_replace(&Entity::try_new(pk, rk, props).unwrap())
+        .await
+        .unwrap();
+    let run = copy(arg(&third));
+    let n = destination_requests(&run.stderr);
+    // First page: the insert, the read, the replace; then one transaction per page.
+    assert_eq!(n.get("entity.transaction"), Some(&5), "{}", run.stderr);
+    let reads = n.get("entity.query").copied().unwrap_or(0);
+    assert!((1..=2).contains(&reads), "{}", run.stderr);
+    assert!(run.stderr.contains("copied 120 entities"), "{}", run.stderr);
+    assert_eq!(contents(&dst).await, contents(&src).await);
+}

@@ -186,10 +186,14 @@ impl Import<'_> {
         let sent = !chunk.is_empty();
         self.keys_in_chunk.clear();
         let (operations, origins): (Vec<Operation>, Vec<Origin>) = chunk.into_iter().unzip();
-        let settled: Settled =
-            transfer::write_settled(self.table, operations, self.options.clone(), &self.reporter)
-                .await
-                .map_err(|e| transfer::write_error(self.table, &e))?;
+        let settled: Settled = transfer::write_settled(
+            self.table,
+            operations,
+            self.options.clone(),
+            Some(&self.reporter),
+        )
+        .await
+        .map_err(|e| transfer::write_error(self.table, &e))?;
         self.state.imported += settled.written;
         for (i, error) in &settled.failed {
             self.state.refused += 1;

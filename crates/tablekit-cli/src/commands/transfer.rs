@@ -156,6 +156,9 @@ pub(crate) fn write_error(table: &Table, error: &Error) -> CliError {
 /// Writes `operations` with [`Table::bulk_write`]; operations whose outcome is unknown are
 /// sent again (up to three rounds) so that they end written or failed if at all possible.
 ///
+/// Operations settled by the first bulk write count towards `reporter`'s progress; `None`
+/// for operations already counted (written again after a first attempt).
+///
 /// Requests: those of each bulk write (see [`Table::bulk_write`]).
 ///
 /// # Errors
@@ -165,15 +168,17 @@ pub(crate) async fn write_settled(
     table: &Table,
     operations: Vec<Operation>,
     options: BulkOptions,
-    reporter: &Reporter,
+    reporter: Option<&Reporter>,
 ) -> Result<Settled, Error> {
     let mut settled = Settled::default();
     if operations.is_empty() {
         return Ok(settled);
     }
-    let report = table
-        .bulk_write(operations.clone(), bulk_options(reporter, options.clone()))
-        .await?;
+    let first = match reporter {
+        Some(reporter) => bulk_options(reporter, options.clone()),
+        None => options.clone(),
+    };
+    let report = table.bulk_write(operations.clone(), first).await?;
     let mut open: Vec<(usize, Error)> = Vec::new();
     for (i, outcome) in report.outcomes.into_iter().enumerate() {
         match outcome {
