@@ -7,16 +7,13 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::aes;
+use common::{Counting, aes};
 use tablekit_azure::{BulkOptions, OperationOutcome, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::{Entity, Error, ErrorKind, Limit};
-use tablekit_encryption::{
-    BoxFuture, ContentKey, EncryptionPolicy, KeyEncryptionKey, UnwrapError, WrappedKey,
-};
+use tablekit_encryption::{EncryptionPolicy, KeyEncryptionKey};
 use tablekit_testkit::fixtures;
 
 /// Encrypts `Email` and every property whose name starts with `Notes`.
@@ -193,47 +190,9 @@ async fn a_transaction_that_outgrows_4_mib_once_encrypted_is_split() {
     );
 }
 
-/// A key that wraps `good` content keys, then is unavailable.
-struct FailsAfter {
-    inner: Arc<dyn KeyEncryptionKey>,
-    good: usize,
-    wraps: AtomicUsize,
-}
-
-impl KeyEncryptionKey for FailsAfter {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-    fn algorithm(&self) -> &str {
-        self.inner.algorithm()
-    }
-    fn wrap<'a>(&'a self, key: &'a ContentKey) -> BoxFuture<'a, tablekit_core::Result<WrappedKey>> {
-        if self.wraps.fetch_add(1, Ordering::SeqCst) < self.good {
-            self.inner.wrap(key)
-        } else {
-            Box::pin(async {
-                Err(Error::transport(
-                    "the key store is unreachable",
-                    std::io::Error::other("key store"),
-                ))
-            })
-        }
-    }
-    fn unwrap<'a>(
-        &'a self,
-        wrapped: &'a WrappedKey,
-    ) -> BoxFuture<'a, Result<ContentKey, UnwrapError>> {
-        self.inner.unwrap(wrapped)
-    }
-}
-
 #[tokio::test]
 async fn a_key_that_fails_mid_write_fails_what_it_could_not_encrypt_and_nothing_else() {
-    let kek = Arc::new(FailsAfter {
-        inner: aes("k1", 1),
-        good: 1_000,
-        wraps: AtomicUsize::new(0),
-    });
+    let kek = Counting::failing_after(aes("k1", 1), 1_000);
     let table = encrypting("encbulkkek", kek).await;
     let report = table
         .bulk_write(inserts(2_000), BulkOptions::default())

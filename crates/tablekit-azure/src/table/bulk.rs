@@ -16,7 +16,7 @@ use tablekit_core::{ETag, Error, ErrorKind, PartitionKey, Properties, Result, Ta
 
 use super::Table;
 use super::batch::{ReadBack, clone_error};
-use super::codec::{Prepared, Tasks, join, join_all};
+use super::codec::{Prepared, Tasks, join_all};
 use crate::progress::{Progress, ProgressCallback};
 
 /// What happened to one operation of a [`Table::bulk_write`].
@@ -339,6 +339,12 @@ struct Resolved {
 }
 
 impl Resolved {
+    /// Gives each of `indices` an outcome built by `outcome` (one each: errors do not clone).
+    fn settle_all(&mut self, indices: &[usize], outcome: impl Fn() -> OperationOutcome) {
+        self.outcomes
+            .extend(indices.iter().map(|&i| (i, outcome())));
+    }
+
     fn absorb(&mut self, other: Resolved) {
         self.outcomes.extend(other.outcomes);
         self.transactions += other.transactions;
@@ -573,12 +579,7 @@ impl Table {
             }
         }
         if !work.is_empty() {
-            let mut task = self.spawn_encode(work);
-            let encoded = match task.0.first_mut() {
-                Some(handle) => join(handle.await),
-                None => Ok(Vec::new()),
-            };
-            let results = match encoded {
+            let results = match join_all(self.spawn_encode(work)).await {
                 Ok(results) => results,
                 Err(e) => indices.iter().map(|&i| (i, Err(clone_error(&e)))).collect(),
             };
@@ -606,11 +607,7 @@ impl Table {
                     r.absorb(resolved);
                 }
             }
-            Err(e) => r.outcomes.extend(
-                indices
-                    .iter()
-                    .map(|&i| (i, OperationOutcome::Failed(clone_error(&e)))),
-            ),
+            Err(e) => r.settle_all(&indices, || OperationOutcome::Failed(clone_error(&e))),
         }
         r
     }
@@ -695,20 +692,13 @@ impl Table {
                 }
                 // Refused as a whole before any work, or never sent.
                 Err(e) => {
-                    r.outcomes.extend(
-                        tx.indices
-                            .iter()
-                            .map(|&i| (i, OperationOutcome::Failed(clone_error(&e)))),
-                    );
+                    r.settle_all(&tx.indices, || OperationOutcome::Failed(clone_error(&e)));
                     continue;
                 }
             };
             match self.reencode(sending, &rest) {
                 Ok(next) => pending = next,
-                Err(e) => r.outcomes.extend(
-                    rest.into_iter()
-                        .map(|i| (i, OperationOutcome::Failed(clone_error(&e)))),
-                ),
+                Err(e) => r.settle_all(&rest, || OperationOutcome::Failed(clone_error(&e))),
             }
         }
         r
@@ -803,16 +793,14 @@ impl Table {
                     .zip(etags)
                     .map(|(&i, e)| (i, OperationOutcome::Written(e))),
             ),
-            Ok(ReadBack::NotApplied) if settled => r.outcomes.extend(
-                tx.indices
-                    .iter()
-                    .map(|&i| (i, OperationOutcome::Failed(clone_error(&error)))),
-            ),
-            _ => r.outcomes.extend(
-                tx.indices
-                    .iter()
-                    .map(|&i| (i, OperationOutcome::Unknown(clone_error(&error)))),
-            ),
+            Ok(ReadBack::NotApplied) if settled => {
+                r.settle_all(&tx.indices, || {
+                    OperationOutcome::Failed(clone_error(&error))
+                });
+            }
+            _ => r.settle_all(&tx.indices, || {
+                OperationOutcome::Unknown(clone_error(&error))
+            }),
         }
     }
 

@@ -47,7 +47,7 @@ pub(crate) async fn join_all<T>(mut tasks: Tasks<Result<Vec<T>>>) -> Result<Vec<
 }
 
 /// What an encoding task returned: a panic in it is resumed here.
-pub(crate) fn join<T>(joined: std::result::Result<Result<T>, tokio::task::JoinError>) -> Result<T> {
+fn join<T>(joined: std::result::Result<Result<T>, tokio::task::JoinError>) -> Result<T> {
     match joined {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

@@ -1,5 +1,5 @@
-//! Helpers shared by the encryption tests: keys, a sample entity, a key that counts its calls,
-//! and assertions on decryption failures.
+//! Helpers shared by the encryption tests: keys, a sample entity, a key that counts its calls
+//! (and can stop wrapping after some), and assertions on decryption failures.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -104,11 +104,14 @@ fn uuid_like() -> EdmValue {
     EdmValue::Guid("6f1a2b3c-4d5e-4f60-8172-839405a6b7c8".parse().unwrap())
 }
 
-/// Wraps a key and counts its calls.
+/// Wraps a key and counts its calls; optionally a key store that becomes unreachable after
+/// some wraps.
 pub struct Counting {
     pub inner: Arc<dyn KeyEncryptionKey>,
     pub wraps: AtomicUsize,
     pub unwraps: AtomicUsize,
+    /// Wraps that succeed; every later one fails with a transport error ("key store").
+    pub good_wraps: Option<usize>,
 }
 
 impl Counting {
@@ -117,6 +120,17 @@ impl Counting {
             inner,
             wraps: AtomicUsize::new(0),
             unwraps: AtomicUsize::new(0),
+            good_wraps: None,
+        })
+    }
+
+    /// A key that wraps `good` content keys, then is unavailable.
+    pub fn failing_after(inner: Arc<dyn KeyEncryptionKey>, good: usize) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            wraps: AtomicUsize::new(0),
+            unwraps: AtomicUsize::new(0),
+            good_wraps: Some(good),
         })
     }
 
@@ -137,7 +151,15 @@ impl KeyEncryptionKey for Counting {
         self.inner.algorithm()
     }
     fn wrap<'a>(&'a self, key: &'a ContentKey) -> BoxFuture<'a, tablekit_core::Result<WrappedKey>> {
-        self.wraps.fetch_add(1, Ordering::SeqCst);
+        let before = self.wraps.fetch_add(1, Ordering::SeqCst);
+        if self.good_wraps.is_some_and(|good| before >= good) {
+            return Box::pin(async {
+                Err(Error::transport(
+                    "the key store is unreachable",
+                    std::io::Error::other("key store"),
+                ))
+            });
+        }
         self.inner.wrap(key)
     }
     fn unwrap<'a>(
