@@ -202,6 +202,34 @@ pub struct Proxied {
     pub queue: FaultProxy,
     /// The proxy in front of the blob service.
     pub blob: FaultProxy,
+    /// The endpoints through the proxies.
+    endpoints: Endpoints,
+}
+
+impl Proxied {
+    /// Another account through the same proxies, with connections, metrics and budgets of
+    /// its own: what a second process (or the same one restarted) would have.
+    ///
+    /// # Panics
+    /// If `settings` are refused.
+    pub fn account_again(&self, settings: Settings) -> Account {
+        Account::from_connection_string(&connection_string(&self.endpoints))
+            .expect("connection string")
+            .with_settings(settings)
+            .expect("settings")
+    }
+}
+
+/// An account on [`emulator`] itself, not proxied, with `settings`: the direct view of what
+/// a [`proxied`] account reads and writes.
+///
+/// # Panics
+/// If no emulator can be started or `settings` are refused.
+pub fn emulator_account(settings: Settings) -> Account {
+    Account::from_connection_string(&connection_string(&emulator()))
+        .expect("connection string")
+        .with_settings(settings)
+        .expect("settings")
 }
 
 /// See [`Proxied`]; `settings` apply to the account.
@@ -230,6 +258,7 @@ pub fn proxied(settings: Settings) -> Proxied {
         table,
         queue,
         blob,
+        endpoints: through,
     }
 }
 

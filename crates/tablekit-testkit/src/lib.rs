@@ -3,6 +3,8 @@
 
 mod azurite;
 #[cfg(feature = "azure")]
+pub mod explore;
+#[cfg(feature = "azure")]
 pub mod fixtures;
 mod install;
 mod names;
@@ -15,7 +17,10 @@ mod tokens;
 pub use azurite::{ACCOUNT, ACCOUNT_KEY, Azurite, AzuriteBuilder, AzuriteError, Endpoints};
 pub use install::{AZURITE_DIR_ENV, AZURITE_VERSION, AzuriteInstall, INSTALL_COMMAND};
 pub use names::{unique_container_name, unique_queue_name, unique_table_name};
-pub use proxy::{Fault, FaultCounts, FaultProxy, Matcher, Occurrences, ProxyStats, Rule};
+pub use proxy::{
+    Answer, Decision, Fault, FaultCounts, FaultProxy, Intercept, Matcher, Occurrences, ProxyStats,
+    RequestInfo, Rule,
+};
 pub use proxy::{Throttle, ThrottleMode, ThrottleModel, ThrottleStats};
 pub use storage::{CONNECTION_STRING_ENV, TestStorage};
 #[cfg(feature = "azure")]

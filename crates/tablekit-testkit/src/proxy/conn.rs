@@ -13,7 +13,9 @@ use super::body::copy_body;
 use super::capture::{Spill, payload, read_request_body};
 use super::cost::{self, Class, Cost};
 use super::http::{Body, RequestHead, ResponseHead, read_head};
+use super::intercept::{Answer, Intercept, RequestInfo, next_id, server_timeout};
 use super::multipart;
+use super::page::{QueryPage, reframe_head, rewrite_head};
 use super::plan::Plan;
 use super::stats::Counters;
 use super::{Fault, Throttle, synthetic};
@@ -30,6 +32,7 @@ pub(crate) struct Shared {
     pub(crate) upstream: SocketAddr,
     pub(crate) plan: Mutex<Plan>,
     pub(crate) throttle: Mutex<Option<Throttle>>,
+    pub(crate) intercept: Mutex<Option<(String, Arc<dyn Intercept>)>>,
     pub(crate) counters: Counters,
 }
 
@@ -42,6 +45,14 @@ impl Shared {
     pub(crate) fn throttle(&self) -> std::sync::MutexGuard<'_, Option<Throttle>> {
         self.throttle.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    pub(crate) fn intercept(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<(String, Arc<dyn Intercept>)>> {
+        self.intercept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// What happens to a final response on its way to the client.
@@ -53,6 +64,9 @@ enum Relay {
         throttle: Throttle,
         pinned: Option<String>,
     },
+    /// An entity query's page, held back (up to a limit), counted for the interceptor, and
+    /// cut after `split` entities when that is set.
+    Page { split: Option<u32> },
 }
 
 /// How a connection continues after one exchange.
@@ -73,6 +87,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, client: TcpStream) {
         shared,
         client: BufReader::with_capacity(BUFFER, client),
         upstream: None,
+        answer: Answer::default(),
     };
     match conn.run().await {
         Ok(Next::KeepAlive | Next::Close) | Err(_) => conn.close_gracefully().await,
@@ -87,6 +102,8 @@ struct Connection {
     shared: Arc<Shared>,
     client: BufReader<TcpStream>,
     upstream: Option<BufReader<TcpStream>>,
+    /// What the current request came to, for its interceptor.
+    answer: Answer,
 }
 
 impl Connection {
@@ -101,38 +118,98 @@ impl Connection {
             let request = RequestHead::parse(raw)?;
             Counters::bump(&self.shared.counters.requests_seen);
             let (path, query) = request.path_and_query();
-            let fault = self.shared.plan().decide(&request.method, path, query);
+            let intercept = self.shared.intercept().clone();
+            let info = intercept.as_ref().map(|(service, _)| RequestInfo {
+                id: next_id(),
+                service: service.clone(),
+                method: request.method.clone(),
+                path: path.to_owned(),
+                query: query.to_owned(),
+            });
+            let decided = match (&intercept, &info) {
+                (Some((_, intercept)), Some(info)) => intercept.request(info).await,
+                _ => None,
+            };
+            let fault = decided.or_else(|| self.shared.plan().decide(&request.method, path, query));
             if let Some(fault) = fault {
                 self.shared.counters.fault(fault);
             }
-            let next = match fault {
-                Some(Fault::Reset) => Next::Abort,
-                Some(Fault::Status(status)) => {
-                    let bytes =
-                        synthetic::response(status, request.is_head(), answer_closes(&request));
-                    self.answer(&request, bytes, false).await?
+            self.answer = Answer::default();
+            let query_page = info.as_ref().is_some_and(RequestInfo::is_entity_query);
+            let next = self.handle(&request, fault, query_page).await;
+            if let (Some((_, intercept)), Some(info)) = (&intercept, &info) {
+                let mut answer = self.answer;
+                if !matches!(next, Ok(Next::KeepAlive | Next::Close)) {
+                    // Reset, dropped or failed: the client received no answer.
+                    answer.status = None;
                 }
-                Some(Fault::Delay(delay)) => {
-                    self.delay(delay).await;
-                    self.exchange(&request, None, Relay::Stream, false).await?
-                }
-                Some(Fault::DropResponse) => {
-                    self.exchange(&request, None, Relay::Stream, true).await?;
-                    Next::Abort
-                }
-                // Faults are decided first: a faulted request is never charged to the model.
-                None => {
-                    let throttle = self.shared.throttle().clone();
-                    match throttle {
-                        Some(throttle) => self.throttled(&request, throttle).await?,
-                        None => self.exchange(&request, None, Relay::Stream, false).await?,
-                    }
-                }
-            };
+                intercept.finished(info, answer);
+            }
+            let next = next?;
             if !matches!(next, Next::KeepAlive) {
                 return Ok(next);
             }
         }
+    }
+
+    /// Serves one request with its fault.
+    async fn handle(
+        &mut self,
+        request: &RequestHead,
+        fault: Option<Fault>,
+        query_page: bool,
+    ) -> Result<Next> {
+        let page = |split| {
+            if query_page {
+                Relay::Page { split }
+            } else {
+                Relay::Stream
+            }
+        };
+        Ok(match fault {
+            Some(Fault::Reset) => Next::Abort,
+            Some(Fault::Hang) => {
+                self.hang().await;
+                Next::Close
+            }
+            Some(Fault::Status(status)) => {
+                let bytes = synthetic::response(status, request.is_head(), answer_closes(request));
+                self.answer.status = Some(status);
+                self.answer(request, bytes, false).await?
+            }
+            Some(Fault::Delay(delay)) => {
+                // The service finishes a request within the timeout it carries: a request
+                // held longer is applied at that bound, the latest it could be.
+                let (_, query) = request.path_and_query();
+                let hold = server_timeout(query).map_or(delay, |limit| delay.min(limit));
+                self.delay(hold).await;
+                self.exchange(request, None, page(None), false).await?
+            }
+            Some(Fault::DropResponse) => {
+                self.exchange(request, None, page(None), true).await?;
+                self.answer.status = None;
+                Next::Abort
+            }
+            Some(Fault::SplitPage { keep }) => {
+                self.exchange(request, None, page(Some(keep)), false)
+                    .await?
+            }
+            // Faults are decided first: a faulted request is never charged to the model.
+            None => {
+                let throttle = self.shared.throttle().clone();
+                match throttle {
+                    Some(throttle) => self.throttled(request, throttle).await?,
+                    None => self.exchange(request, None, page(None), false).await?,
+                }
+            }
+        })
+    }
+
+    /// Holds a request that is never forwarded until the client closes the connection,
+    /// discarding whatever it still sends.
+    async fn hang(&mut self) {
+        let mut buf = [0u8; 4096];
+        while matches!(self.client.read(&mut buf).await, Ok(n) if n > 0) {}
     }
 
     /// Waits until the client sends the next request (`true`) or the connection should end
@@ -246,6 +323,7 @@ impl Connection {
             shared,
             client,
             upstream,
+            answer,
         } = self;
         // One upstream connection per client connection, opened on first use, so connection
         // reuse by the client is reuse upstream too.
@@ -298,11 +376,29 @@ impl Connection {
             None => copy_body(client, upstream.get_mut(), request.body).await?,
         }
         Counters::bump(&shared.counters.requests_forwarded);
+        answer.forwarded = true;
         loop {
             let raw = read_head(upstream).await?.ok_or(ErrorKind::UnexpectedEof)?;
             let response = ResponseHead::parse(raw, request)?;
+            if !response.is_interim() {
+                answer.status = Some(response.status);
+            }
             if drop_response {
-                copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
+                match (&relay, response.status) {
+                    (Relay::Page { .. }, 200) => {
+                        // Counted although the client never sees it: the service did the work.
+                        match read_request_body(upstream, response.body).await? {
+                            Some(raw) => {
+                                answer.entities = QueryPage::parse(&payload(&raw, response.body))
+                                    .map(|page| page.len());
+                            }
+                            None => {
+                                copy_body(upstream, &mut tokio::io::sink(), response.body).await?;
+                            }
+                        }
+                    }
+                    _ => copy_body(upstream, &mut tokio::io::sink(), response.body).await?,
+                }
             } else if let (false, Relay::ChargeQuery { throttle, pinned }) =
                 (response.is_interim(), &relay)
             {
@@ -322,6 +418,42 @@ impl Connection {
                 throttle.charge(&cost);
                 Counters::bump(&shared.counters.responses_relayed);
                 spill.release().await?;
+            } else if let (Relay::Page { split }, false, 200) =
+                (&relay, response.is_interim(), response.status)
+            {
+                Counters::bump(&shared.counters.responses_relayed);
+                match read_request_body(upstream, response.body).await? {
+                    Some(raw) => {
+                        let body = payload(&raw, response.body);
+                        let page = QueryPage::parse(&body);
+                        answer.entities = page.as_ref().map(QueryPage::len);
+                        let cut = page.zip(*split).and_then(|(page, keep)| {
+                            page.split(usize::try_from(keep).unwrap_or(usize::MAX))
+                        });
+                        let out = client.get_mut();
+                        match cut {
+                            Some((shorter, next)) => {
+                                out.write_all(&rewrite_head(&response.raw, shorter.len(), &next))
+                                    .await?;
+                                out.write_all(&shorter).await?;
+                            }
+                            None if response.body == Body::Chunked => {
+                                out.write_all(&reframe_head(&response.raw, body.len()))
+                                    .await?;
+                                out.write_all(&body).await?;
+                            }
+                            None => {
+                                out.write_all(&response.raw).await?;
+                                out.write_all(&raw).await?;
+                            }
+                        }
+                    }
+                    // Too large to hold: it streams through, uncounted.
+                    None => {
+                        client.get_mut().write_all(&response.raw).await?;
+                        copy_body(upstream, client.get_mut(), response.body).await?;
+                    }
+                }
             } else {
                 if !response.is_interim() {
                     // Counted before the client can see it, so a test reading the stats

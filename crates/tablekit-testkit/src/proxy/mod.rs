@@ -6,7 +6,9 @@ mod capture;
 mod conn;
 mod cost;
 mod http;
+mod intercept;
 mod multipart;
+mod page;
 mod plan;
 mod stats;
 mod synthetic;
@@ -21,6 +23,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+pub use intercept::{Answer, Decision, Intercept, RequestInfo};
 pub use plan::{Fault, Matcher, Occurrences, Rule};
 pub use stats::{FaultCounts, ProxyStats};
 pub use throttle::{Throttle, ThrottleMode, ThrottleModel, ThrottleStats};
@@ -85,6 +88,7 @@ impl FaultProxy {
             upstream,
             plan: Mutex::new(Plan::default()),
             throttle: Mutex::new(None),
+            intercept: Mutex::new(None),
             counters: Counters::default(),
         });
         let (shutdown, stop) = oneshot::channel();
@@ -208,6 +212,25 @@ impl FaultProxy {
         let throttle = model.into();
         *self.shared.throttle() = Some(throttle.clone());
         throttle
+    }
+
+    /// Hands every request from now on to `intercept` first, labelled `service` (see
+    /// [`RequestInfo::service`]): it decides the request's fault before any rule, random
+    /// fault or throttle model, may hold the request while it decides, and hears how the
+    /// request ended ([`Intercept::finished`]). One interceptor installed in several proxies
+    /// (the table, queue and blob proxies of one account) sees their requests in the order
+    /// they arrive. Replaces an earlier interceptor.
+    ///
+    /// While an interceptor is installed, the answers to entity queries are held until they
+    /// are complete (up to 16 MiB) so that their entities can be counted
+    /// ([`Answer::entities`]) and [`Fault::SplitPage`] can cut them.
+    pub fn set_intercept(&self, service: impl Into<String>, intercept: Arc<dyn Intercept>) {
+        *self.shared.intercept() = Some((service.into(), intercept));
+    }
+
+    /// Removes the interceptor: requests meet the proxy's own rules again.
+    pub fn clear_intercept(&self) {
+        *self.shared.intercept() = None;
     }
 
     /// Stops throttling: requests pass (or meet their faults) as before. The buckets live on

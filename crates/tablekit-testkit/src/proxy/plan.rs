@@ -23,6 +23,19 @@ pub enum Fault {
     /// and closes the client connection (with a reset, as [`Fault::Reset`]) without sending any
     /// of the response.
     DropResponse,
+    /// Holds the request and never forwards it: the client gets no answer until it gives up
+    /// and closes the connection. Stands for a client process that stopped (or lost its
+    /// network) just before this request: everything before it happened, it never does.
+    Hang,
+    /// Forwards the request; when it is an entity query whose answer holds more than `keep`
+    /// entities, the client gets only the first `keep` of them (possibly none) with a
+    /// continuation pointing at the next one, as Azure answers at partition-range boundaries
+    /// and after about five seconds of work. The next page, asked for with that
+    /// continuation, starts there. Other requests and shorter pages pass unchanged.
+    SplitPage {
+        /// Entities left on the page.
+        keep: u32,
+    },
 }
 
 /// Which requests a [`Rule`] applies to. Every `None` field matches anything, so

@@ -16,12 +16,16 @@ pub struct FaultCounts {
     pub status: u64,
     /// [`Fault::DropResponse`] injections.
     pub drop_response: u64,
+    /// [`Fault::Hang`] injections.
+    pub hang: u64,
+    /// [`Fault::SplitPage`] injections (whether or not the page was long enough to cut).
+    pub split_page: u64,
 }
 
 impl FaultCounts {
     /// All injected faults together.
     pub fn total(&self) -> u64 {
-        self.reset + self.delay + self.status + self.drop_response
+        self.reset + self.delay + self.status + self.drop_response + self.hang + self.split_page
     }
 }
 
@@ -64,6 +68,8 @@ pub(crate) struct Counters {
     delay: AtomicU64,
     status: AtomicU64,
     drop_response: AtomicU64,
+    hang: AtomicU64,
+    split_page: AtomicU64,
 }
 
 impl Counters {
@@ -77,10 +83,12 @@ impl Counters {
             Fault::Delay(_) => &self.delay,
             Fault::Status(_) => &self.status,
             Fault::DropResponse => &self.drop_response,
+            Fault::Hang => &self.hang,
+            Fault::SplitPage { .. } => &self.split_page,
         });
     }
 
-    fn all(&self) -> [&AtomicU64; 10] {
+    fn all(&self) -> [&AtomicU64; 12] {
         [
             &self.connections_accepted,
             &self.upstream_connections,
@@ -92,6 +100,8 @@ impl Counters {
             &self.delay,
             &self.status,
             &self.drop_response,
+            &self.hang,
+            &self.split_page,
         ]
     }
 
@@ -107,6 +117,8 @@ impl Counters {
             delay,
             status,
             drop,
+            hang,
+            split_page,
         ] = self.all().map(|c| c.load(Ordering::Relaxed));
         ProxyStats {
             connections_accepted: conns,
@@ -119,6 +131,8 @@ impl Counters {
                 delay,
                 status,
                 drop_response: drop,
+                hang,
+                split_page,
             },
             throttled,
         }
