@@ -3,6 +3,7 @@
 
 mod account;
 mod container;
+pub mod deadline;
 mod governor;
 mod metrics;
 mod progress;
@@ -22,6 +23,7 @@ pub use account::{
     TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV, TokenScope,
 };
 pub use container::{Blob, BlobCondition, BlobInfo, Container, PutBlob};
+pub use deadline::{Deadline, track_landing};
 pub use governor::ThroughputPolicy;
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
 pub use progress::{Progress, ProgressCallback};

@@ -67,6 +67,24 @@ kinds! {
     Other => "other", "Anything else.";
 }
 
+impl RequestKind {
+    /// Whether requests of this kind only read: a late attempt of one changes nothing. (A
+    /// dequeue changes a message's visibility and dequeue count, so it is not one.)
+    pub fn is_read(self) -> bool {
+        matches!(
+            self,
+            RequestKind::TableList
+                | RequestKind::Get
+                | RequestKind::Query
+                | RequestKind::QueuePeek
+                | RequestKind::QueueMetadata
+                | RequestKind::BlobGet
+                | RequestKind::BlobProperties
+                | RequestKind::BlobList
+        )
+    }
+}
+
 impl fmt::Display for RequestKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -205,12 +223,17 @@ impl Metrics {
     }
 
     /// Waits for `charge`'s budgets (see [`ThroughputPolicy`]) and takes it.
-    pub(crate) async fn admit(&self, charge: &Charge) {
-        let waited = self.governor.admit(charge).await;
-        if !waited.is_zero() {
+    /// Waits for `charge` to fit the budgets, not past `until`; `false` when it cannot by
+    /// then (nothing was taken).
+    pub(crate) async fn admit(&self, charge: &Charge, until: Option<std::time::Instant>) -> bool {
+        let start = std::time::Instant::now();
+        let waited = self.governor.admit(charge, until).await;
+        let spent = waited.unwrap_or_else(|| start.elapsed());
+        if !spent.is_zero() {
             add(&self.counters.budget_waits, 1);
-            add(&self.counters.budget_wait_nanos, nanos(waited));
+            add(&self.counters.budget_wait_nanos, nanos(spent));
         }
+        waited.is_some()
     }
 
     /// The answer to a charged request: counts what it served, or adapts to a refusal.

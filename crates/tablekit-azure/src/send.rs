@@ -2,7 +2,8 @@
 //! error mapping, metrics.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use azure_core::headers::Headers;
 use azure_core::{Context, Pipeline, Request};
@@ -14,12 +15,20 @@ use crate::account::Account;
 use crate::governor::Charge;
 use crate::metrics::RequestKind;
 
-/// What the transport saw in one attempt's response headers that the error mapping loses: the
-/// server's retry hint. Put into the request's context by [`attempt`].
+/// What the transport saw of one attempt that the error mapping loses: the server's retry
+/// hint, when the attempt went on the wire, and whether it was refused for its deadline. Put
+/// into the request's context by [`attempt`].
 #[derive(Debug, Default)]
 pub(crate) struct ResponseNotes {
     retry_after: Mutex<Option<Duration>>,
+    sent_at: Mutex<Option<Instant>>,
+    refused: AtomicBool,
 }
+
+/// The latest instant an attempt may be put on the wire: later, it could land after a
+/// deadline. In the request's context; the transport checks it last, just before sending.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendBy(pub(crate) Instant);
 
 impl ResponseNotes {
     /// Reads the retry hint of a response: `x-ms-retry-after-ms` (milliseconds, the Cosmos DB
@@ -47,6 +56,26 @@ impl ResponseNotes {
             .retry_after
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The attempt goes on the wire now.
+    pub(crate) fn sent(&self) {
+        *self
+            .sent_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    fn sent_at(&self) -> Option<Instant> {
+        *self
+            .sent_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The attempt was not sent: it could have landed after its deadline.
+    pub(crate) fn refuse(&self) {
+        self.refused.store(true, Ordering::Relaxed);
     }
 }
 
@@ -86,6 +115,10 @@ pub(crate) struct Outcome<T> {
     /// doing, and callers verify. Attempts the service refused outright (503, 429) never
     /// set it, so a later conflict is taken as what it is: another writer's.
     pub(crate) maybe_applied: bool,
+    /// When every attempt that got no definite answer (the last one included) has landed or
+    /// never will: its send instant plus [`Settings::late_landing`](crate::Settings::late_landing).
+    /// `None` when every attempt got one.
+    pub(crate) lands_by: Option<Instant>,
 }
 
 /// Whether a failed attempt may still have taken effect. Throttling responses (503 Server
@@ -101,9 +134,10 @@ impl<T> Outcome<T> {
     /// gone"): when an earlier attempt may have taken effect and the retry finds that state
     /// already there, that attempt reached it and only its response was lost.
     pub(crate) fn done_if_retried(self, already_done: impl FnOnce(&Error) -> bool) -> Result<()> {
+        let done = self.maybe_applied;
         match self.result {
             Ok(_) => Ok(()),
-            Err(e) if self.maybe_applied && already_done(&e) => Ok(()),
+            Err(e) if done && already_done(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -170,6 +204,11 @@ impl Account {
     /// [`Account::send`] with an explicit charge: each attempt first waits for the account's
     /// throughput budgets to hold it (see [`crate::ThroughputPolicy`]); its answer is metered,
     /// or adapts the budgets when it is a throttling refusal.
+    ///
+    /// Every attempt carries the server timeout (`timeout=`), and is sent only if it lands
+    /// by the request's deadline — [`Settings::write_settles_within`](crate::Settings::write_settles_within)
+    /// from now — and by every [`Deadline`](crate::Deadline) scope around the caller;
+    /// otherwise the request ends with [`Error::DeadlineExceeded`], that attempt unsent.
     pub(crate) async fn send_charged(
         &self,
         service: ServiceType,
@@ -180,60 +219,110 @@ impl Account {
     ) -> Outcome<Collected> {
         let pipeline = self.pipeline(service);
         let metrics = self.metrics();
+        let settings = self.settings();
+        let late = settings.late_landing();
+        let own = Instant::now() + settings.write_settles_within();
+        let server_timeout = settings.server_timeout().as_secs().to_string();
         let mut attempts = 0;
         let mut maybe_applied = false;
+        let mut lands_by: Option<Instant> = None;
+        let outcome = |result, maybe_applied, lands_by| Outcome {
+            result,
+            maybe_applied,
+            lands_by,
+        };
         loop {
             attempts += 1;
-            let result = match build() {
-                Ok(mut request) => {
-                    metrics.admit(charge).await;
-                    attempt(pipeline, service, kind, target, &mut request).await
-                }
-                Err(e) => {
-                    return Outcome {
-                        result: Err(e),
-                        maybe_applied,
-                    };
-                }
+            let mut request = match build() {
+                Ok(request) => request,
+                Err(e) => return outcome(Err(e), maybe_applied, lands_by),
             };
-            match result {
+            request
+                .url_mut()
+                .query_pairs_mut()
+                .append_pair("timeout", &server_timeout);
+            let land_by = crate::deadline::current().map_or(own, |d| d.min(own));
+            let send_by = land_by.checked_sub(late);
+            let admitted = match send_by {
+                Some(send_by) if Instant::now() <= send_by => {
+                    metrics.admit(charge, Some(send_by)).await
+                }
+                _ => false,
+            };
+            let result = match (admitted, send_by) {
+                (true, Some(send_by)) => {
+                    let send = (send_by, late);
+                    attempt(pipeline, service, kind, target, &mut request, send).await
+                }
+                _ => Err(AttemptError::refused(target, late)),
+            };
+            let error = match result {
                 Ok(collected) => {
                     metrics.answered(charge, None);
-                    return Outcome {
-                        result: Ok(collected),
-                        maybe_applied,
-                    };
+                    return outcome(Ok(collected), maybe_applied, lands_by);
                 }
-                Err(error) => {
-                    metrics.error(&error);
-                    let hint = match &error {
-                        Error::Throttled { retry_after, .. } => *retry_after,
-                        _ => None,
-                    };
-                    if matches!(error.status(), Some(429 | 503)) {
-                        metrics.answered(charge, Some(hint));
-                    } else if error.status().is_some() {
-                        // Answered, so the service did the work of reading it.
-                        metrics.answered(charge, None);
-                    }
-                    match self.settings().retry.delay(attempts, &error) {
-                        Some(delay) => {
-                            tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
-                            metrics.retry();
-                            metrics.retry_delay(delay, hint);
-                            maybe_applied |= may_have_applied(&error);
-                            tokio::time::sleep(delay).await;
-                        }
-                        None => {
-                            return Outcome {
-                                result: Err(error),
-                                maybe_applied,
-                            };
-                        }
-                    }
+                Err(AttemptError::Refused(error)) => {
+                    return outcome(Err(error), maybe_applied, lands_by);
                 }
+                Err(AttemptError::Failed { error, sent_at }) => {
+                    let writes = !kind.is_read();
+                    if let (Some(sent_at), true, true) = (sent_at, writes, may_have_applied(&error))
+                    {
+                        // Without a definite answer, the attempt may land until then.
+                        let until = sent_at + late;
+                        crate::deadline::may_land_until(until);
+                        lands_by = Some(lands_by.map_or(until, |l| l.max(until)));
+                    }
+                    error
+                }
+            };
+            metrics.error(&error);
+            let hint = match &error {
+                Error::Throttled { retry_after, .. } => {
+                    retry_after.map(|h| h.min(settings.retry.max_retry_after))
+                }
+                _ => None,
+            };
+            if matches!(error.status(), Some(429 | 503)) {
+                metrics.answered(charge, Some(hint));
+            } else if error.status().is_some() {
+                // Answered, so the service did the work of reading it.
+                metrics.answered(charge, None);
+            }
+            match settings.retry.delay(attempts, &error) {
+                Some(delay) => {
+                    tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
+                    metrics.retry();
+                    metrics.retry_delay(delay, hint);
+                    maybe_applied |= may_have_applied(&error);
+                    tokio::time::sleep(delay).await;
+                }
+                None => return outcome(Err(error), maybe_applied, lands_by),
             }
         }
+    }
+}
+
+/// Why an attempt produced no response.
+enum AttemptError {
+    /// Not sent: it could have landed after its deadline.
+    Refused(Error),
+    /// Sent (if `sent_at` says when) and failed.
+    Failed {
+        error: Error,
+        sent_at: Option<Instant>,
+    },
+}
+
+impl AttemptError {
+    fn refused(target: &Target, late: Duration) -> Self {
+        AttemptError::Refused(Error::DeadlineExceeded {
+            target: target.clone(),
+            reason: format!(
+                "an attempt sent now could land up to {late:?} later, past the deadline of \
+                 the request or of the scope around it"
+            ),
+        })
     }
 }
 
@@ -243,23 +332,41 @@ async fn attempt(
     kind: RequestKind,
     target: &Target,
     request: &mut Request,
-) -> Result<Collected> {
+    (send_by, late): (Instant, Duration),
+) -> std::result::Result<Collected, AttemptError> {
     let notes = std::sync::Arc::new(ResponseNotes::default());
     let mut ctx = Context::new();
     ctx.insert(service);
     ctx.insert(kind);
+    ctx.insert(SendBy(send_by));
     ctx.insert(notes.clone());
-    let response = pipeline.send(&ctx, request).await.map_err(|e| {
-        let mut error = map_error(e, target);
-        if let Error::Throttled { retry_after, .. } = &mut error {
-            if retry_after.is_none() {
-                *retry_after = notes.retry_after();
+    let failed = |error: Error| {
+        if notes.refused.load(Ordering::Relaxed) {
+            AttemptError::refused(target, late)
+        } else {
+            AttemptError::Failed {
+                error,
+                sent_at: notes.sent_at(),
             }
         }
-        error
-    })?;
+    };
+    let response = match pipeline.send(&ctx, request).await {
+        Ok(response) => response,
+        Err(e) => {
+            let mut error = map_error(e, target);
+            if let Error::Throttled { retry_after, .. } = &mut error {
+                if retry_after.is_none() {
+                    *retry_after = notes.retry_after();
+                }
+            }
+            return Err(failed(error));
+        }
+    };
     let (_, headers, body) = response.deconstruct();
-    let body = body.collect().await.map_err(|e| map_error(e, target))?;
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| failed(map_error(e, target)))?;
     Ok(Collected { headers, body })
 }
 

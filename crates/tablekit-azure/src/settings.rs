@@ -166,21 +166,41 @@ impl Settings {
         })
     }
 
+    /// The server timeout sent with every request (`timeout=`, whole seconds): the request
+    /// timeout rounded up, at least 1 s and at most 30 s (the longest the Table and Queue
+    /// services accept). The service finishes a request within it — applied or not — so
+    /// an attempt cannot land long after the client gave up on it.
+    pub fn server_timeout(&self) -> Duration {
+        let seconds = self.request_timeout.as_secs_f64().ceil().clamp(1.0, 30.0);
+        Duration::from_secs(seconds as u64)
+    }
+
+    /// How long after it is sent an attempt can still land: it may reach the service as
+    /// late as the client gives up on it ([`request_timeout`](Self::request_timeout)), and
+    /// the service finishes it within its [`server_timeout`](Self::server_timeout).
+    pub fn late_landing(&self) -> Duration {
+        self.request_timeout.saturating_add(self.server_timeout())
+    }
+
     /// The longest a single write may take to land after it is started, by these settings:
     /// every attempt running into [`request_timeout`](Self::request_timeout), every retry
-    /// delay at the top of its jitter, and one more `request_timeout` for an attempt the
-    /// service received but applied after the client stopped waiting for it.
+    /// delay at the top of its jitter, and the last attempt's [`server_timeout`](Self::server_timeout)
+    /// for the service to finish it after the client gave up.
     ///
-    /// After this long a write that has not landed never will. Code that must tell "not yet
-    /// written" from "not written" (queued jobs following a write, sweepers of orphaned
-    /// blobs) waits this long before it decides. It depends only on the settings, not on the
-    /// clocks of the machines involved; callers that compare times taken on different
-    /// machines add an allowance for clock skew.
+    /// It is a bound, not an estimate: every request has this deadline from its start, and
+    /// an attempt that could land after it — because the request waited for throughput
+    /// budget, for a token, or for the runtime — is not sent
+    /// ([`Error::DeadlineExceeded`]). After this long a write that has not landed never
+    /// will. Code that must tell "not yet written" from "not written" (queued jobs following
+    /// a write, sweepers of orphaned blobs) waits this long before it decides. It depends
+    /// only on the settings, not on the clocks of the machines involved; callers that compare
+    /// times taken on different machines add an allowance for clock skew.
     pub fn write_settles_within(&self) -> Duration {
-        let attempts = self.retry.max_attempts().saturating_add(1);
+        let attempts = self.retry.max_attempts();
         self.request_timeout
             .saturating_mul(attempts)
             .saturating_add(self.retry.max_total_delay())
+            .saturating_add(self.server_timeout())
     }
 }
 
@@ -203,17 +223,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_settles_within_every_attempt_plus_one_late_apply_and_the_delays() {
+    fn a_write_settles_within_every_attempt_the_delays_and_one_server_timeout() {
         let s = Settings::default();
-        // 6 attempts + 1 late apply, 30 s each, and 46 s of delays at +20 %.
-        let expected = 7.0 * 30.0 + 46.0 * 1.2;
+        // 6 attempts of 30 s, 46 s of delays at +20 %, and the last one's 30 s server timeout.
+        let expected = 6.0 * 30.0 + 46.0 * 1.2 + 30.0;
         assert!((s.write_settles_within().as_secs_f64() - expected).abs() < 1e-6);
+        assert_eq!(s.server_timeout(), Duration::from_secs(30));
+        assert_eq!(s.late_landing(), Duration::from_secs(60));
         let fast = Settings {
             retry: RetryPolicy::none(),
-            request_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_millis(600),
             ..Settings::default()
         };
-        assert_eq!(fast.write_settles_within(), Duration::from_secs(4));
+        // Server timeouts are whole seconds, rounded up.
+        assert_eq!(fast.server_timeout(), Duration::from_secs(1));
+        assert_eq!(fast.write_settles_within(), Duration::from_millis(1_600));
+        let slow = Settings {
+            request_timeout: Duration::from_secs(90),
+            ..Settings::default()
+        };
+        assert_eq!(
+            slow.server_timeout(),
+            Duration::from_secs(30),
+            "the services' maximum"
+        );
     }
 
     #[test]

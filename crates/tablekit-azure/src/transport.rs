@@ -12,7 +12,7 @@ use tablekit_core::{Error, Result};
 
 use crate::account::Bearer;
 use crate::metrics::{Metrics, RequestKind};
-use crate::send::ResponseNotes;
+use crate::send::{ResponseNotes, SendBy};
 
 /// A new client with tablekit's connection settings: keep-alive pool, TCP_NODELAY (Nagle off:
 /// checklist item 16), rustls, no redirects (the storage services never redirect).
@@ -129,6 +129,23 @@ impl Policy for Transport {
         let io = |e: reqwest::Error| {
             azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed")
         };
+        // The last check before the wire: waits for a token (or anything else) may have
+        // taken the attempt past the instant after which it could land too late.
+        let notes = ctx.get::<Arc<ResponseNotes>>();
+        if let Some(SendBy(by)) = ctx.get::<SendBy>() {
+            if std::time::Instant::now() > *by {
+                if let Some(notes) = notes {
+                    notes.refuse();
+                }
+                return Err(azure_core::Error::message(
+                    AzureErrorKind::Other,
+                    "not sent: it could land after its deadline",
+                ));
+            }
+        }
+        if let Some(notes) = notes {
+            notes.sent();
+        }
         let response = builder.body(body).send().await.map_err(io)?;
         if let (Some(bearer), Some((scope, token))) = (&self.bearer, &authorization) {
             let code = response

@@ -399,7 +399,8 @@ async fn without_a_codec_an_insert_sends_the_body_it_always_sent() {
 
     let entity = row("p", "a", "Zoë's secret", 7);
     plain.insert(&entity).await.unwrap();
-    let target = format!("/{} HTTP/1.1", plain.name());
+    // Every request carries the server timeout: the default request timeout, 30 s.
+    let target = format!("/{}?timeout=30 HTTP/1.1", plain.name());
     let sent = body_of(&recorded.lock().unwrap(), &target);
     // The body the writer makes for this entity, which is what an insert sent before codecs.
     assert_eq!(sent, Operation::insert(&entity).unwrap().body().unwrap());

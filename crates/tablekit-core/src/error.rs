@@ -396,6 +396,18 @@ pub enum Error {
         /// Why it could not be verified.
         reason: String,
     },
+    /// A request was not sent because it could have landed after the deadline it was bound
+    /// to: its own (the account's `Settings::write_settles_within` from its start), or one
+    /// the caller set around it (a queued job's, a worker's message lease). An attempt
+    /// refused this way never reaches the service; earlier attempts of the same request may
+    /// have.
+    #[error("not sent: {target} could have landed after its deadline ({reason})")]
+    DeadlineExceeded {
+        /// What was to be sent.
+        target: Target,
+        /// Which deadline, and how far it was.
+        reason: String,
+    },
 }
 
 /// A stable classification of [`Error`]s.
@@ -432,6 +444,8 @@ pub enum ErrorKind {
     Transport,
     /// The outcome of a write is unknown.
     Indeterminate,
+    /// A request was not sent: it could have landed after its deadline.
+    DeadlineExceeded,
 }
 
 impl Error {
@@ -460,6 +474,7 @@ impl Error {
             Error::Service { .. } => ErrorKind::Service,
             Error::Transport { .. } => ErrorKind::Transport,
             Error::Indeterminate { .. } => ErrorKind::Indeterminate,
+            Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
         }
     }
 

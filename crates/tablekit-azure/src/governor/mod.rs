@@ -175,16 +175,22 @@ impl Governor {
         !charge.is_free() && self.policy.is_governed()
     }
 
-    /// Waits until `charge` fits its budgets and takes it. Returns the time waited.
-    pub(crate) async fn admit(&self, charge: &Charge) -> Duration {
+    /// Waits until `charge` fits its budgets and takes it, but not past `until`: returns the
+    /// time waited, or `None` (having taken nothing) as soon as the budgets cannot hold it by
+    /// then.
+    pub(crate) async fn admit(&self, charge: &Charge, until: Option<Instant>) -> Option<Duration> {
         if !self.governs(charge) {
-            return Duration::ZERO;
+            return Some(Duration::ZERO);
         }
         let start = Instant::now();
         loop {
-            let wait = self.try_admit(charge, Instant::now(), true);
+            let now = Instant::now();
+            let wait = self.try_admit(charge, now, true);
             if wait.is_zero() {
-                return start.elapsed();
+                return Some(start.elapsed());
+            }
+            if until.is_some_and(|until| now + wait > until) {
+                return None;
             }
             // Never spin: a wait shorter than the timer's resolution is rounded up.
             tokio::time::sleep(wait.max(Duration::from_millis(1))).await;

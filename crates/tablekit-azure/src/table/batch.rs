@@ -31,8 +31,8 @@ pub struct TransactionOutcome {
     pub etags: Vec<Option<ETag>>,
 }
 
-/// A sent transaction: its result, whether a failure leaves its outcome open, and when its
-/// last attempt ended.
+/// A sent transaction: its result, whether a failure leaves its outcome open, and until when
+/// an attempt of it may still land.
 pub(crate) struct Sent {
     pub(crate) result: Result<TransactionOutcome>,
     /// The transaction failed, but an attempt may have been applied (or may still be): a lost
@@ -40,9 +40,10 @@ pub(crate) struct Sent {
     /// not be read. `false` when every attempt was refused (503, 429, or an operation the
     /// service named) or never sent.
     pub(crate) open: bool,
-    /// When the last attempt ended: an attempt the service received may still be applied up
-    /// to one request timeout after this (the bound of `Settings::write_settles_within`).
-    pub(crate) ended: Instant,
+    /// When every attempt that got no definite answer has landed or never will (each
+    /// attempt's send instant plus `Settings::late_landing`); `None` when every attempt got
+    /// one.
+    pub(crate) lands_by: Option<Instant>,
 }
 
 /// What a transaction's rows, read back, say about it.
@@ -78,6 +79,16 @@ impl Table {
     /// With a codec ([`Table::with_codec`]), each operation's properties are encoded before
     /// the transaction is built (deletes are sent as they are).
     ///
+    /// **Outcomes:** `Ok` — every transaction is stored. [`Error::Indeterminate`] — the
+    /// failed transaction may or may not be stored (it is all or nothing); read its rows
+    /// before deciding. Any other error — the failed transaction is not stored, and no
+    /// attempt of it can be any more. When a transaction fails after an attempt that may
+    /// have been applied (a lost response, a timeout, a broken connection, a 5xx other than
+    /// 503), its rows are read back (1 range query): all there is `Ok`; none there is read
+    /// again once every attempt has landed or never will (waiting up to
+    /// [`Settings::late_landing`](crate::Settings::late_landing) after the last one was
+    /// sent), and is the error if still none; anything else is `Indeterminate`.
+    ///
     /// # Errors
     /// Before any request: [`Error::LimitExceeded`] for a body of 4 MiB or more (2 MB on
     /// the Cosmos DB Table API, where a RowKey over 255 bytes is refused the same way and a
@@ -85,8 +96,8 @@ impl Table {
     /// refuses (encryption refuses merges).
     /// [`Error::BatchFailed`] with the caller's index of the operation the service refused
     /// and its cause (e.g. [`Error::AlreadyExists`]); nothing of that transaction was written.
-    /// A transport error or timeout that outlasts the retries leaves the failed transaction's
-    /// outcome open: it may have been applied ([`Table::bulk_write`] reads it back).
+    /// [`Error::Indeterminate`] as above; transport, throttling and service errors that
+    /// outlast the retries, the transaction not stored.
     ///
     /// # Examples
     /// ```no_run
@@ -115,18 +126,59 @@ impl Table {
         self.check_transactions(&transactions)?;
         let mut outcomes = Vec::with_capacity(transactions.len());
         for tx in &transactions {
-            outcomes.push(self.send_transaction(plan, tx).await?);
+            let sent = self.send_tracked(plan, tx).await;
+            let outcome = match sent.result {
+                Ok(outcome) => outcome,
+                Err(error) if sent.open => self.settle(plan, tx, error, sent.lands_by).await?,
+                Err(error) => return Err(error),
+            };
+            outcomes.push(outcome);
         }
         Ok(outcomes)
     }
 
-    /// Sends one encoded transaction and interprets the multipart response.
-    pub(crate) async fn send_transaction(
+    /// Settles a transaction whose failure left its outcome open: its rows read back are
+    /// all there (`Ok`), none there once no attempt can land any more (`error`), or anything
+    /// else ([`Error::Indeterminate`]).
+    async fn settle(
         &self,
         plan: &BatchPlan,
         tx: &EncodedTransaction,
+        error: Error,
+        lands_by: Option<Instant>,
     ) -> Result<TransactionOutcome> {
-        self.send_tracked(plan, tx).await.result
+        let mut read = self.read_back(plan, tx).await;
+        if let (Ok(ReadBack::NotApplied), Some(lands_by)) = (&read, lands_by) {
+            if lands_by > Instant::now() {
+                tokio::time::sleep_until(lands_by.into()).await;
+                read = self.read_back(plan, tx).await;
+            }
+        }
+        let reason = match read {
+            Ok(ReadBack::Applied(etags)) => {
+                return Ok(TransactionOutcome {
+                    indices: tx.indices.clone(),
+                    etags,
+                });
+            }
+            Ok(ReadBack::NotApplied) => return Err(error),
+            Ok(ReadBack::Mixed) => format!(
+                "some of its rows hold what it wrote and others not: another writer changed \
+                 them since an attempt that may have been applied ({error})"
+            ),
+            Err(read) => format!("its rows could not be read back ({read}) after: {error}"),
+        };
+        let first = tx.indices.first().and_then(|&i| plan.operation(i));
+        Err(Error::Indeterminate {
+            target: match first {
+                Some(op) => Target::entity(self.name(), op.keys().clone()),
+                None => self.target(),
+            },
+            reason: format!(
+                "the transaction in partition {:?}: {reason}",
+                tx.partition_key.as_str()
+            ),
+        })
     }
 
     /// Sends one encoded transaction and tells whether a failure leaves its outcome open.
@@ -154,7 +206,7 @@ impl Table {
             )
             .instrument(span.clone())
             .await;
-        let ended = Instant::now();
+        let lands_by = outcome.lands_by;
         let response = match outcome.result {
             Ok(response) => response,
             Err(error) => {
@@ -165,7 +217,7 @@ impl Table {
                 return Sent {
                     result: Err(error),
                     open,
-                    ended,
+                    lands_by,
                 };
             }
         };
@@ -191,7 +243,7 @@ impl Table {
                         ),
                     }),
                     open: true,
-                    ended,
+                    lands_by,
                 };
             }
             Some((slot, part)) => Err(self.part_error(plan, tx, slot, part)),
@@ -202,19 +254,19 @@ impl Table {
                 Sent {
                     result: Ok(done),
                     open: false,
-                    ended,
+                    lands_by,
                 }
             }
             // A retried transaction whose first attempt committed fails on its own writes.
             Err(error) if outcome.maybe_applied => {
                 let (result, open) = self
-                    .verify_transaction(plan, tx, error)
+                    .verify_transaction(plan, tx, error, lands_by)
                     .instrument(span)
                     .await;
                 Sent {
                     result,
                     open,
-                    ended,
+                    lands_by,
                 }
             }
             // The service refused an operation, so this attempt was rolled back, and no
@@ -222,7 +274,7 @@ impl Table {
             Err(error) => Sent {
                 result: Err(error),
                 open: false,
-                ended,
+                lands_by,
             },
         }
     }
@@ -262,13 +314,16 @@ impl Table {
 
     /// After a retried transaction failed the way an applied earlier attempt would make it
     /// fail, reads the affected entities (one range query) and accepts the transaction if
-    /// every operation's effect is in place. Returns whether the outcome stays open: only when
-    /// the read itself failed.
+    /// every operation's effect is in place. Returns whether the outcome stays open: when the
+    /// read failed; when some effects are there and others not (another writer changed some
+    /// of the rows after an earlier attempt may have been applied: the rows cannot tell); and
+    /// when none are there while an earlier attempt may still land (`lands_by`).
     async fn verify_transaction(
         &self,
         plan: &BatchPlan,
         tx: &EncodedTransaction,
         error: Error,
+        lands_by: Option<Instant>,
     ) -> (Result<TransactionOutcome>, bool) {
         let explained = matches!(
             (&error, error.kind()),
@@ -288,8 +343,11 @@ impl Table {
                 }),
                 false,
             ),
-            Ok(ReadBack::NotApplied | ReadBack::Mixed) => (Err(error), false),
-            Err(_) => (Err(error), true),
+            Ok(ReadBack::NotApplied) => {
+                let landed = lands_by.is_none_or(|t| t <= Instant::now());
+                (Err(error), !landed)
+            }
+            Ok(ReadBack::Mixed) | Err(_) => (Err(error), true),
         }
     }
 

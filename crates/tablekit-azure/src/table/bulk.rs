@@ -133,11 +133,11 @@ impl BulkOptions {
     ///
     /// A transaction whose last attempt timed out may be applied after the client stopped
     /// waiting for it, so a read-back that finds nothing proves nothing yet. With this set,
-    /// such a transaction waits until one request timeout after its last attempt ended (the
-    /// bound [`Settings::write_settles_within`](crate::Settings::write_settles_within) uses
-    /// for a late apply) and is read once more: its operations end written or failed. This
-    /// costs up to one `request_timeout` per such transaction (30 s by default) and one more
-    /// read. Without it they are reported [`OperationOutcome::Unknown`].
+    /// such a transaction waits until every attempt of it has landed or never will — its
+    /// send instant plus [`Settings::late_landing`](crate::Settings::late_landing), the
+    /// request timeout and the server timeout — and is read once more: its operations end
+    /// written or failed. This costs up to one `late_landing` per such transaction (60 s by
+    /// default) and one more read. Without it they are reported [`OperationOutcome::Unknown`].
     #[must_use]
     pub fn with_wait_to_settle(mut self, wait: bool) -> Self {
         self.wait_to_settle = wait;
@@ -682,7 +682,7 @@ impl Table {
                     continue;
                 }
                 Err(e) if sent.open => {
-                    self.settle_open(plan, &tx, e, sent.ended, options, &mut r)
+                    self.settle_open(plan, &tx, e, sent.lands_by, options, &mut r)
                         .await;
                     continue;
                 }
@@ -770,7 +770,7 @@ impl Table {
         plan: &BatchPlan,
         tx: &EncodedTransaction,
         error: Error,
-        ended: std::time::Instant,
+        lands_by: Option<std::time::Instant>,
         options: &BulkOptions,
         r: &mut Resolved,
     ) {
@@ -778,10 +778,10 @@ impl Table {
         let mut read = self.read_back(plan, tx).await;
         let mut settled = false;
         if options.wait_to_settle && matches!(read, Ok(ReadBack::NotApplied)) {
-            // An attempt the service received is applied within one request timeout after
-            // the client stopped waiting for it; after that, what is not there never will be.
-            let late = ended + self.account.settings().request_timeout;
-            tokio::time::sleep_until(late.into()).await;
+            // Once every attempt has landed or never will, what is not there never will be.
+            if let Some(lands_by) = lands_by {
+                tokio::time::sleep_until(lands_by.into()).await;
+            }
             r.read_backs += 1;
             read = self.read_back(plan, tx).await;
             settled = true;

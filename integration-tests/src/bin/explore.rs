@@ -1,0 +1,95 @@
+//! `cargo xtask explore`: runs the fault-schedule explorer's scenarios.
+//!
+//! ```text
+//! explore [--only NAME] [--parallel N]                every single-fault schedule
+//! explore --random N --seed S [--only NAME]          N seeded random multi-fault schedules
+//! explore --seed S --replay K [--only NAME]          random schedule K of seed S again
+//! ```
+//!
+//! Exits 1 when a schedule breaks an invariant, printing the schedule, the seed and the
+//! requests of the run.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use tablekit_integration_tests::explore;
+use tablekit_testkit::explore::Plan;
+
+fn value(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn number(args: &[String], name: &str) -> Result<Option<u64>, String> {
+    value(args, name)
+        .map(|v| {
+            v.parse()
+                .map_err(|_| format!("{name} takes a number, not `{v}`"))
+        })
+        .transpose()
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = (|| {
+        let seed = number(&args, "--seed")?;
+        let plan = match (number(&args, "--random")?, number(&args, "--replay")?, seed) {
+            (Some(count), None, Some(seed)) => Plan::Random { seed, count },
+            (Some(count), None, None) => Plan::Random {
+                seed: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_secs()),
+                count,
+            },
+            (None, Some(index), Some(seed)) => Plan::Replay { seed, index },
+            (None, None, _) => Plan::SingleFaults,
+            _ => return Err("--replay needs --seed, and excludes --random".to_owned()),
+        };
+        let parallel = number(&args, "--parallel")?.unwrap_or(8) as usize;
+        Ok::<_, String>((plan, parallel, value(&args, "--only")))
+    })();
+    let (plan, parallel, only) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("explore: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Plan::Random { seed, count } = plan {
+        println!("explore: {count} random schedules per scenario, seed {seed}");
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let start = Instant::now();
+    let mut failed = false;
+    let mut total = 0;
+    for entry in explore::all() {
+        if only
+            .as_deref()
+            .is_some_and(|o| !entry.name().starts_with(o))
+        {
+            continue;
+        }
+        let report = runtime.block_on(entry.explore(plan, parallel));
+        total += report.schedules;
+        print!("{report}");
+        failed |= !report.passed();
+    }
+    println!(
+        "explore: {total} schedules in {:.0} s{}",
+        start.elapsed().as_secs_f64(),
+        if failed {
+            ", violations found"
+        } else {
+            ", no violation"
+        }
+    );
+    if let (true, Plan::Random { seed, .. }) = (failed, plan) {
+        println!("explore: replay one with --seed {seed} --replay K");
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

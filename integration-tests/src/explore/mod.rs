@@ -1,0 +1,15 @@
+//! Every explored scenario.
+
+pub mod azure;
+pub mod model;
+pub mod outcome;
+
+use tablekit_testkit::explore::Entry;
+
+/// Every scenario, in a stable order.
+pub fn all() -> Vec<Entry> {
+    vec![
+        Entry::new(azure::Submit),
+        Entry::new(azure::BulkWrite),
+    ]
+}
