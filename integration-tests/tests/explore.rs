@@ -42,4 +42,6 @@ macro_rules! scenarios {
 scenarios! {
     azure_submit => "azure.submit";
     azure_bulk_write => "azure.bulk_write";
+    index_intra_relocate => "index.intra.relocate";
+    index_list_same_partition_relocate => "index.list.same_partition.relocate";
 }

@@ -10,6 +10,7 @@ mod hetero;
 mod inter;
 mod intra;
 mod list;
+mod moved;
 mod range;
 mod read;
 mod spec;
