@@ -4,16 +4,16 @@
 //! explore` runs the same set, and seeded random multi-fault schedules with `--random`.
 
 use tablekit_integration_tests::explore;
-use tablekit_testkit::explore::Plan;
 
-/// Runs the single-fault schedules of the scenario named `name` and fails on any violation.
+/// Runs the schedules of the scenario named `name` its suite plan asks for (every
+/// single-fault schedule, for all but the slowest) and fails on any violation.
 fn single_faults(name: &str) {
     let entry = explore::all()
         .into_iter()
         .find(|e| e.name() == name)
         .unwrap_or_else(|| panic!("no scenario named {name}"));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let report = runtime.block_on(entry.explore(Plan::SingleFaults, 6));
+    let report = runtime.block_on(entry.explore(entry.suite_plan(), 6));
     println!("{report}");
     assert!(report.passed(), "{report}");
     assert!(report.schedules > 0, "{name}: no schedule ran");
@@ -44,4 +44,6 @@ scenarios! {
     azure_bulk_write => "azure.bulk_write";
     index_intra_relocate => "index.intra.relocate";
     index_list_same_partition_relocate => "index.list.same_partition.relocate";
+    index_inter_put => "index.inter.put";
+    index_list_eventual_insert_governed => "index.list.eventual.insert_governed";
 }

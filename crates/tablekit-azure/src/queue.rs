@@ -195,6 +195,17 @@ fn decode(text: &str) -> Vec<u8> {
         .unwrap_or_else(|_| text.as_bytes().to_vec())
 }
 
+/// Refuses a message whose encoded text exceeds the service's 64 KiB.
+fn check_message_size(text: &str) -> Result<()> {
+    if text.len() > MAX_QUEUE_MESSAGE_BYTES {
+        return Err(Error::LimitExceeded {
+            limit: Limit::QueueMessageBytes,
+            actual: text.len(),
+        });
+    }
+    Ok(())
+}
+
 fn check_visibility(what: &str, d: Duration) -> Result<()> {
     if d > MAX_VISIBILITY {
         return Err(Error::InvalidConfig {
@@ -340,12 +351,7 @@ impl Queue {
     /// exist.
     pub async fn put(&self, payload: &[u8], options: PutOptions) -> Result<String> {
         let text = base64::engine::general_purpose::STANDARD.encode(payload);
-        if text.len() > MAX_QUEUE_MESSAGE_BYTES {
-            return Err(Error::LimitExceeded {
-                limit: Limit::QueueMessageBytes,
-                actual: text.len(),
-            });
-        }
+        check_message_size(&text)?;
         let delay = options
             .visibility_delay
             .map(|d| check_visibility("visibility_delay", d).map(|()| d.as_secs().to_string()))
@@ -426,8 +432,27 @@ impl Queue {
     /// [`Error::PreconditionFailed`] when the receipt is stale (the message reappeared and was
     /// dequeued by another consumer), [`Error::NotFound`] when the message is gone.
     pub async fn update(&self, message: &Message, visibility_timeout: Duration) -> Result<Message> {
+        self.update_payload(message, &message.payload, visibility_timeout)
+            .await
+    }
+
+    /// Replaces a dequeued message's payload with `payload` and sets its invisibility to
+    /// `visibility_timeout` from now. Returns the message with its new payload and receipt.
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// As [`Queue::update`]; [`Error::LimitExceeded`] before any request for a payload
+    /// larger than a message may be.
+    pub async fn update_payload(
+        &self,
+        message: &Message,
+        payload: &[u8],
+        visibility_timeout: Duration,
+    ) -> Result<Message> {
         check_visibility("visibility_timeout", visibility_timeout)?;
-        let text = base64::engine::general_purpose::STANDARD.encode(&message.payload);
+        let text = base64::engine::general_purpose::STANDARD.encode(payload);
+        check_message_size(&text)?;
         let timeout = visibility_timeout.as_secs().to_string();
         let url = self.url(
             &format!("messages/{}", encode_component(&message.id)),
@@ -456,6 +481,7 @@ impl Queue {
         Ok(Message {
             pop_receipt,
             next_visible,
+            payload: payload.to_vec(),
             ..message.clone()
         })
     }

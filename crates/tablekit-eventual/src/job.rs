@@ -62,6 +62,19 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// A stable name for this job type, e.g. `"archive-employee"`. It is stored in every
     /// message, so changing it strands the messages already enqueued.
     const KIND: &'static str;
+
+    /// The version of the job's meaning: raise it when a job enqueued by this code must not
+    /// be run by a worker of an earlier version (it carries a field the earlier handler
+    /// would ignore, and ignoring it would be wrong). Default 1.
+    ///
+    /// Messages of version 1 carry `KIND`; later versions carry `KIND@version`, so a worker
+    /// from before versions existed treats them as a kind it does not handle. A worker runs
+    /// jobs of its version and every earlier one (decode old messages with
+    /// `#[serde(default)]` on the fields added since), and fails a delivery of a later
+    /// version — leaving it for an upgraded worker, to the poison queue after
+    /// [`crate::WorkerOptions::max_dequeue_count`] deliveries. Upgrade workers before
+    /// writers; re-queue what a rolling upgrade poisoned.
+    const VERSION: u32 = 1;
 }
 
 /// Performs one job type. **`handle` must be idempotent**: the queue delivers a message at
@@ -131,6 +144,8 @@ struct EnvelopeOut<'a, J> {
 #[derive(Deserialize)]
 struct KindOnly {
     kind: String,
+    #[serde(default)]
+    deferrals: u64,
 }
 
 #[derive(Deserialize)]
@@ -138,10 +153,20 @@ struct EnvelopeIn<J> {
     job: J,
 }
 
+/// The `kind` a job of type `J` is stored under: `KIND`, or `KIND@version` after version 1.
+fn stored_kind<J: Job>() -> std::borrow::Cow<'static, str> {
+    if J::VERSION <= 1 {
+        J::KIND.into()
+    } else {
+        format!("{}@{}", J::KIND, J::VERSION).into()
+    }
+}
+
 /// Encodes `job` in its envelope, refusing messages too large to be moved to the poison
 /// queue later.
 pub(crate) fn encode<J: Job>(job: &J) -> Result<Vec<u8>> {
-    let bytes = serde_json::to_vec(&EnvelopeOut { kind: J::KIND, job })
+    let kind = stored_kind::<J>();
+    let bytes = serde_json::to_vec(&EnvelopeOut { kind: &kind, job })
         .map_err(|e| Error::encode("", format!("the job does not serialize: {e}")))?;
     if bytes.len() > MAX_JOB_BYTES {
         return Err(Error::LimitExceeded {
@@ -162,19 +187,71 @@ pub(crate) fn kind_of(payload: &[u8]) -> Option<String> {
         .map(|k| k.kind)
 }
 
-/// Why a payload is not a job of type `J`: a permanent failure, retrying cannot help.
-pub(crate) fn decode<J: Job>(payload: &[u8]) -> std::result::Result<J, String> {
-    let kind =
-        kind_of(payload).ok_or_else(|| "the message is not a tablekit job envelope".to_owned())?;
-    if kind != J::KIND {
-        return Err(format!(
+/// How many times the job was deferred ([`crate::Steps::defer`]): its deliveries that did
+/// not count as attempts.
+pub(crate) fn deferrals_of(payload: &[u8]) -> u64 {
+    serde_json::from_slice::<KindOnly>(payload).map_or(0, |k| k.deferrals)
+}
+
+/// The payload with its deferral count set to `deferrals`, everything else unchanged.
+pub(crate) fn with_deferrals(payload: &[u8], deferrals: u64) -> Option<Vec<u8>> {
+    let mut envelope: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(payload).ok()?;
+    envelope.insert("deferrals".into(), deferrals.into());
+    serde_json::to_vec(&envelope).ok()
+}
+
+/// Why a payload is not a job this worker runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Not a job of this kind, or not decodable: permanent, retrying cannot help.
+    Foreign(String),
+    /// A job of this kind, of a later version than this worker's: for an upgraded worker.
+    Newer(String),
+}
+
+impl Refused {
+    /// Why, in words.
+    pub(crate) fn reason(&self) -> &str {
+        match self {
+            Refused::Foreign(why) | Refused::Newer(why) => why,
+        }
+    }
+}
+
+/// Decodes a payload as a job of type `J`: of its kind and of its version or an earlier one.
+pub(crate) fn decode<J: Job>(payload: &[u8]) -> std::result::Result<J, Refused> {
+    let kind = kind_of(payload)
+        .ok_or_else(|| Refused::Foreign("the message is not a tablekit job envelope".to_owned()))?;
+    let (base, version) = match kind.split_once('@') {
+        Some((base, v)) => (base, v.parse::<u32>().ok()),
+        None => (kind.as_str(), Some(1)),
+    };
+    if base != J::KIND {
+        return Err(Refused::Foreign(format!(
             "job kind `{kind}` has no handler on this worker (it handles `{}`)",
             J::KIND
-        ));
+        )));
+    }
+    match version {
+        Some(v) if v <= J::VERSION => {}
+        Some(v) => {
+            return Err(Refused::Newer(format!(
+                "the `{}` job is of version {v}, newer than this worker's {}: left for an \
+                 upgraded worker",
+                J::KIND,
+                J::VERSION
+            )));
+        }
+        None => {
+            return Err(Refused::Foreign(format!(
+                "job kind `{kind}`: the version after `@` is not a number"
+            )));
+        }
     }
     serde_json::from_slice::<EnvelopeIn<J>>(payload)
         .map(|e| e.job)
-        .map_err(|e| format!("the `{kind}` job does not decode: {e}"))
+        .map_err(|e| Refused::Foreign(format!("the `{kind}` job does not decode: {e}")))
 }
 
 #[cfg(test)]
@@ -219,16 +296,71 @@ mod tests {
 
     #[test]
     fn foreign_kinds_and_garbage_are_permanent_failures() {
-        let bytes = encode(&Other).unwrap();
-        let e = decode::<Archive>(&bytes).unwrap_err();
+        let foreign = |bytes: &[u8]| match decode::<Archive>(bytes).unwrap_err() {
+            Refused::Foreign(why) => why,
+            other => panic!("{other:?}"),
+        };
+        let e = foreign(&encode(&Other).unwrap());
         assert!(
             e.contains("`other`") && e.contains("archive-employee"),
             "{e}"
         );
-        let e = decode::<Archive>(b"\xff not json").unwrap_err();
+        let e = foreign(b"\xff not json");
         assert!(e.contains("not a tablekit job"), "{e}");
-        let e = decode::<Archive>(br#"{"kind":"archive-employee","job":{"id":"x"}}"#).unwrap_err();
+        let e = foreign(br#"{"kind":"archive-employee","job":{"id":"x"}}"#);
         assert!(e.contains("does not decode"), "{e}");
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct ArchiveV2 {
+        department: String,
+        id: u32,
+        #[serde(default)]
+        reason: Option<String>,
+    }
+    impl Job for ArchiveV2 {
+        const KIND: &'static str = "archive-employee";
+        const VERSION: u32 = 2;
+    }
+
+    #[test]
+    fn versions_after_the_first_are_stored_in_the_kind_and_decoded_by_their_version_or_later() {
+        let v2 = ArchiveV2 {
+            department: "Sales".into(),
+            id: 456,
+            reason: Some("left".into()),
+        };
+        let bytes = encode(&v2).unwrap();
+        assert_eq!(kind_of(&bytes).as_deref(), Some("archive-employee@2"));
+        assert_eq!(decode::<ArchiveV2>(&bytes).unwrap(), v2);
+        // A version-1 worker leaves it for an upgraded one.
+        let e = decode::<Archive>(&bytes).unwrap_err();
+        assert!(
+            matches!(&e, Refused::Newer(why) if why.contains("version 2")),
+            "{e:?}"
+        );
+        // A version-2 worker runs a job enqueued before versions existed.
+        let old = br#"{"kind":"archive-employee","job":{"department":"Sales","id":456}}"#;
+        let decoded = decode::<ArchiveV2>(old).unwrap();
+        assert_eq!(decoded.reason, None);
+        assert!(matches!(
+            decode::<Archive>(br#"{"kind":"archive-employee@x","job":{}}"#),
+            Err(Refused::Foreign(_))
+        ));
+    }
+
+    #[test]
+    fn deferrals_are_counted_in_the_envelope_and_leave_the_job_alone() {
+        let bytes = encode(&Archive {
+            department: "Sales".into(),
+            id: 456,
+        })
+        .unwrap();
+        assert_eq!(deferrals_of(&bytes), 0);
+        let deferred = with_deferrals(&bytes, 3).unwrap();
+        assert_eq!(deferrals_of(&deferred), 3);
+        assert_eq!(decode::<Archive>(&deferred).unwrap().id, 456);
+        assert_eq!(with_deferrals(b"not json", 1), None);
     }
 
     #[test]

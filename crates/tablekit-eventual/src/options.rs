@@ -23,9 +23,17 @@ use tablekit_core::{Error, ErrorKind, Result};
 /// [`crate::Worker::drain`]), before any request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerOptions {
-    /// How long a dequeued message stays invisible to other consumers. While a handler runs,
-    /// the worker extends it every half timeout, so this bounds how long a *crashed* worker
-    /// delays its messages, not how long a handler may take. 1 s to 7 days; default 30 s.
+    /// How long a dequeued message stays invisible to other consumers: the worker's hold on
+    /// it. While a handler runs, the worker extends it (every half timeout, or more often:
+    /// see below), so this bounds how long a *crashed* worker delays its messages, not how
+    /// long a handler may take. 1 s to 7 days; default 2 minutes.
+    ///
+    /// The handler's writes are bound to the hold: a write is sent only if it lands before
+    /// the hold can end ([`tablekit_azure::Deadline`]), so a later delivery of the message
+    /// never races a write of this one. It must therefore exceed the queue account's
+    /// [`Settings::late_landing`](tablekit_azure::Settings::late_landing) (60 s with the
+    /// default request timeout), and the worker extends the hold whenever less than that
+    /// would be left before the next extension.
     pub visibility_timeout: Duration,
     /// After this many dequeues a failing message is moved to the poison queue: the handler
     /// runs at most this many times per message. A message that arrives with a higher count
@@ -60,7 +68,7 @@ pub struct WorkerOptions {
 impl Default for WorkerOptions {
     fn default() -> Self {
         Self {
-            visibility_timeout: Duration::from_secs(30),
+            visibility_timeout: Duration::from_secs(120),
             max_dequeue_count: 5,
             concurrency: 8,
             batch_size: 32,
@@ -129,9 +137,34 @@ impl WorkerOptions {
         Some(base.saturating_mul(1u32 << exp).min(MAX_VISIBILITY))
     }
 
-    /// How often a running handler's message is extended.
-    pub(crate) fn extend_every(&self) -> Duration {
-        self.visibility_timeout / 2
+    /// How often a running handler's message is extended: every half timeout, and often
+    /// enough that at least `late` (how long after it is sent a write can land) is always
+    /// left of the hold, so the handler can go on sending.
+    pub(crate) fn extend_every(&self, late: Duration) -> Duration {
+        let half = self.visibility_timeout / 2;
+        let spare = self.visibility_timeout.saturating_sub(late) / 2;
+        half.min(spare).max(Duration::from_millis(100))
+    }
+
+    /// Refuses a visibility timeout within which no write of the handler could be sent:
+    /// one not longer than `settings`' late landing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming `visibility_timeout`.
+    pub(crate) fn check_lease(&self, settings: &tablekit_azure::Settings) -> Result<()> {
+        let late = settings.late_landing();
+        if self.visibility_timeout > late {
+            return Ok(());
+        }
+        Err(invalid(
+            "visibility_timeout",
+            &format!(
+                "{:?} is not longer than the queue account's late landing ({late:?}: the \
+                 request timeout plus the server timeout): a handler's writes are sent only \
+                 if they land while the worker holds the message, so none could be",
+                self.visibility_timeout
+            ),
+        ))
     }
 }
 

@@ -160,7 +160,8 @@ impl PoisonRecord {
     /// # Errors
     /// [`Error::Decode`] when the payload is not a `J` job envelope.
     pub fn job<J: Job>(&self) -> Result<J> {
-        decode::<J>(&self.payload).map_err(|why| Error::decode(Target::default(), "", why))
+        decode::<J>(&self.payload)
+            .map_err(|refused| Error::decode(Target::default(), "", refused.reason()))
     }
 }
 

@@ -233,7 +233,11 @@ impl<J: Job> JobQueue<J> {
 
     /// Puts a poisoned job's original payload back on the job queue (as a new message, with
     /// a fresh dequeue count, that never expires) and deletes it from the poison queue — after
-    /// you fixed what made it fail.
+    /// you fixed what made it fail. Re-queuing a poisoned job is always safe for the
+    /// patterns' jobs: they read the current state when they run, so a job whose cause is
+    /// gone converges, and one whose cause is still there fails again and returns here,
+    /// changing nothing. The job's deferral count starts again from zero (a job never deferred
+    /// is put back byte for byte).
     ///
     /// **Requests: 2** (put, then delete). **Consistency:** if the delete fails after the
     /// put, the job is on both queues; re-enqueueing it again later runs it twice, which an
@@ -242,7 +246,12 @@ impl<J: Job> JobQueue<J> {
     /// **Errors:** [`tablekit_core::Error::PreconditionFailed`] when the poison message's
     /// receipt expired (it was taken again meanwhile); queue errors.
     pub async fn requeue(&self, poisoned: &Poisoned) -> Result<()> {
-        self.put(poisoned.record.payload.clone(), None).await?;
+        let payload = &poisoned.record.payload;
+        let payload = match crate::job::deferrals_of(payload) {
+            0 => payload.clone(),
+            _ => crate::job::with_deferrals(payload, 0).unwrap_or_else(|| payload.clone()),
+        };
+        self.put(payload, None).await?;
         self.poison.delete_message(&poisoned.message).await
     }
 

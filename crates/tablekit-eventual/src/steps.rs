@@ -50,15 +50,25 @@ pub struct Steps {
     attempt: u64,
     retry: u32,
     kind: &'static str,
+    deferrals: u64,
+    deferred: std::sync::Arc<std::sync::Mutex<Option<std::time::Duration>>>,
 }
 
 impl Steps {
-    pub(crate) fn new(message_id: String, attempt: u64, retry: u32, kind: &'static str) -> Self {
+    pub(crate) fn new(
+        message_id: String,
+        attempt: u64,
+        retry: u32,
+        kind: &'static str,
+        deferrals: u64,
+    ) -> Self {
         Self {
             message_id,
             attempt,
             retry,
             kind,
+            deferrals,
+            deferred: std::sync::Arc::default(),
         }
     }
 
@@ -66,11 +76,45 @@ impl Steps {
     /// handler directly — in a unit test of its idempotency (run it twice), or to perform a
     /// job synchronously instead of enqueueing it. Sends no request.
     pub fn detached() -> Self {
-        Self::new(String::new(), 1, 0, "")
+        Self::new(String::new(), 1, 0, "", 0)
+    }
+
+    /// Ends this delivery without completing the job and without counting it as an
+    /// attempt: return what this returns from the handler, and the worker makes the message
+    /// reappear after `delay` (one queue request), with its deferral count
+    /// ([`deferrals`](Steps::deferrals)) one higher. For a job that must wait for something
+    /// outside it — a write it follows that has not landed yet — without holding a worker's
+    /// handler slot meanwhile. A deferral does not count toward
+    /// [`WorkerOptions::max_dequeue_count`](crate::WorkerOptions::max_dequeue_count); the
+    /// handler decides when waiting is over. Sends no request itself.
+    ///
+    /// # Errors
+    /// None: it returns `Ok(())` for the handler to return.
+    pub fn defer(&self, delay: std::time::Duration) -> Result<()> {
+        *self
+            .deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(delay);
+        Ok(())
+    }
+
+    /// The delay [`defer`](Steps::defer) asked for, if the handler deferred the job. For
+    /// code that calls a handler itself ([`Steps::detached`]).
+    pub fn deferred(&self) -> Option<std::time::Duration> {
+        *self
+            .deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many times this job was deferred before this delivery ([`Steps::defer`]). Sends
+    /// no request.
+    pub fn deferrals(&self) -> u64 {
+        self.deferrals
     }
 
     /// The message's dequeue count: 1 on the first delivery, higher when an earlier attempt
-    /// failed, crashed or timed out. Sends no request.
+    /// failed, crashed, timed out or was deferred. Sends no request.
     pub fn attempt(&self) -> u64 {
         self.attempt
     }

@@ -81,7 +81,7 @@ async fn crash_at(step: Step, fault: Fault) {
         fault,
     });
     let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(1),
+        visibility_timeout: Duration::from_secs(3),
         max_dequeue_count: 10,
         // A re-run within the dequeue could route around the failed request (after a lost
         // delete, a re-run finds Current empty and succeeds); here the delivery must fail at

@@ -61,7 +61,7 @@ async fn a_failing_message_reappears_with_a_higher_count_then_lands_in_poison() 
     queue.enqueue(&invoice()).await.unwrap();
     let original = queue.queue().peek(1).await.unwrap().remove(0);
     let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(1),
+        visibility_timeout: Duration::from_secs(3),
         max_dequeue_count: 3,
         handler_retry: tablekit_eventual::HandlerRetry::none(),
         ..quick_options()

@@ -43,7 +43,7 @@ async fn worker_child() {
         archive: account.table(archive).unwrap(),
     };
     let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(3),
         max_dequeue_count: 10,
         concurrency: 16,
         poll_interval: Duration::from_millis(50),

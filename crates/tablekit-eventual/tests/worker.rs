@@ -164,7 +164,7 @@ async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
     // Extensions every second keep a 2 s timeout from ever lapsing, with a second of slack
     // for a slow request on a busy machine.
     let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(3),
         ..quick_options()
     };
     let worker = Worker::new(queue.clone(), Slow(Duration::from_millis(4_500)), options);

@@ -7,9 +7,12 @@
 //! then would copy the old primary, complete the job, and leave the write, once it lands,
 //! without one. So every write stamps the primary with a unique write id, and its job carries
 //! the id, the primary's ETag before the write and a deadline; a delivery classifies what it
-//! reads ([`Followed`]) and waits, within the delivery, while the write may still land.
+//! reads ([`Followed`]) and, while the write may still land, defers the job (the message
+//! reappears later) instead of holding a worker's handler slot.
 
 use std::time::{Duration, Instant};
+
+use tablekit_azure::Deadline;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -32,12 +35,21 @@ pub const WRITE_ID_PROPERTY: &str = "IndexWriteId";
 /// added to each job's deadline: 1 minute.
 pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
 
-/// The first pause between two reads of a primary whose write has not landed yet; pauses
-/// double up to [`MAX_PAUSE`].
-const FIRST_PAUSE: Duration = Duration::from_millis(100);
+/// The first deferral of a job whose write has not landed yet; deferrals double up to
+/// [`MAX_PAUSE`]. A queue message's visibility is set in whole seconds.
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
 
-/// The longest pause between two reads while a job waits for its write.
-const MAX_PAUSE: Duration = Duration::from_secs(5);
+/// The longest deferral while a job waits for its write.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// What a delivery does about the write its job follows.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    /// The write landed or can no longer land: converge on this read of the primary.
+    Ready(Option<Stored<Properties>>),
+    /// The write may still land: defer the job this long.
+    Wait(Duration),
+}
 
 /// The write a queued job follows, as the job carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,49 +99,47 @@ impl FollowedWrite {
         }
     }
 
-    /// Reads the primary at `keys` until the write has landed or can no longer land, and
-    /// returns that read. While the primary is still as before the write, it waits within
-    /// the delivery — pauses doubling from 100 ms to 5 s, never past the deadline — and reads
-    /// again; a read begun after the deadline that still finds it so fails the attempt —
-    /// except for an insert finding no entity, which is returned: past the deadline, the
-    /// insert either never landed or was deleted since, and there is nothing to copy.
+    /// Reads the primary at `keys` once and says what the delivery does: converge when the
+    /// write has landed or can no longer land; otherwise, before the deadline, wait — the
+    /// caller defers the job for the returned time (1 s doubling to 30 s with `deferrals`,
+    /// never past the deadline) — and after it, fail. Past the deadline a write that has not
+    /// landed never will: no attempt of it can be sent that would land later.
     ///
-    /// Requests: 1 read, plus 1 per pause while waiting.
+    /// Requests: 1 read.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the job (a permanent failure: the worker does not re-run it at once,
-    /// and moves the job to the poison queue after its last delivery) when an update or a
-    /// delete did not land by the deadline; transport and service errors of the reads.
+    /// [`Error::InvalidArgument`] naming the job (a permanent failure: the worker does not
+    /// re-run it at once, and moves the job to the poison queue after its last delivery)
+    /// when the write did not land by the deadline — an insert finding no entity included:
+    /// the insert never landed, or it landed and the entity was deleted since, and the two
+    /// cannot be told apart; transport and service errors of the read.
     pub(crate) async fn settle<E: Effects>(
         &self,
         fx: &E,
         table: &Table,
         keys: &Keys,
-    ) -> Result<Option<Stored<Properties>>> {
-        let mut pause = FIRST_PAUSE;
-        loop {
-            let read_at = Utc::now();
-            let current = fx.get(table, keys).await?;
-            match self.classify(current.as_ref()) {
-                Followed::Landed | Followed::Moot => return Ok(current),
-                Followed::Pending => {}
+        deferrals: u64,
+    ) -> Result<Settled> {
+        let read_at = Utc::now();
+        let current = fx.get(table, keys).await?;
+        match self.classify(current.as_ref()) {
+            Followed::Landed | Followed::Moot => return Ok(Settled::Ready(current)),
+            Followed::Pending => {}
+        }
+        let pause = FIRST_PAUSE
+            .saturating_mul(1u32 << deferrals.min(16))
+            .min(MAX_PAUSE);
+        match (self.deadline - Utc::now()).to_std() {
+            Ok(left) => {
+                tracing::debug!(target: "tablekit", table = table.name(), %keys, ?pause, "the write this job follows has not landed yet; deferring");
+                // Just past the deadline, so that the next delivery decides for good.
+                Ok(Settled::Wait(
+                    pause.min(left + FIRST_PAUSE).max(FIRST_PAUSE),
+                ))
             }
-            let Ok(left) = (self.deadline - Utc::now()).to_std() else {
-                if read_at < self.deadline {
-                    // The deadline passed during the read: one more, begun after it.
-                    continue;
-                }
-                if self.previous.is_none() && current.is_none() {
-                    // Absence recurs: an insert that finds no entity after its deadline either
-                    // never landed or landed and was deleted since (the delete has its own
-                    // job). Its effect is gone either way, and there is nothing to copy.
-                    return Ok(current);
-                }
-                return Err(self.did_not_land(table, keys));
-            };
-            tracing::debug!(target: "tablekit", table = table.name(), %keys, ?pause, "the write this job follows has not landed yet; waiting");
-            tokio::time::sleep(pause.min(left)).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            // The deadline passed during the read: a read begun after it decides.
+            Err(_) if read_at < self.deadline => Ok(Settled::Wait(FIRST_PAUSE)),
+            Err(_) => Err(self.did_not_land(table, keys)),
         }
     }
 
@@ -138,8 +148,9 @@ impl FollowedWrite {
             "job",
             format!(
                 "the write this job follows did not land by {} (entity {keys} in `{}`): its \
-                 writer failed or gave up, so the job leaves the copies as they are, matching \
-                 the primary; discard it, or requeue it if that write may still land",
+                 writer failed, gave up or stopped — or, for an insert, the entity was deleted \
+                 since — so the job leaves the index as it is. Re-queuing it is always safe: \
+                 if the write is there by then it converges, otherwise it returns here",
                 self.deadline.to_rfc3339(),
                 table.name()
             ),
@@ -147,20 +158,21 @@ impl FollowedWrite {
     }
 }
 
-/// A write about to be made: the [`FollowedWrite`] its job carries and the bound on how
-/// long its job's enqueue may take.
+/// A write about to be made: the [`FollowedWrite`] its job carries, and the deadline it
+/// must land by.
 #[derive(Debug)]
 pub(crate) struct Pending {
     pub(crate) write: FollowedWrite,
-    started: Instant,
-    enqueue_within: Duration,
+    /// The job's deadline on this machine's monotonic clock, without the skew allowance.
+    landing: Deadline,
 }
 
 impl Pending {
     /// A write to `table` whose job goes to `jobs`, conditioned on `previous`, stamping the
     /// primary (`stamp`) or deleting it. The deadline is now + how long the enqueue may take
     /// (by `jobs`' account settings) + how long the write may take to land once sent (by
-    /// `table`'s) + `skew`.
+    /// `table`'s) + `skew`; the write itself is bound to land by the same moment without the
+    /// skew, on this machine's clock.
     pub(crate) fn new(
         jobs: &Queue,
         table: &Table,
@@ -170,10 +182,8 @@ impl Pending {
     ) -> Self {
         let enqueue_within = jobs.account().settings().write_settles_within();
         let lands_within = table.account().settings().write_settles_within();
-        let allowance = enqueue_within
-            .saturating_add(lands_within)
-            .saturating_add(skew);
-        let deadline = chrono::Duration::from_std(allowance)
+        let landing = enqueue_within.saturating_add(lands_within);
+        let deadline = chrono::Duration::from_std(landing.saturating_add(skew))
             .ok()
             .and_then(|d| Utc::now().checked_add_signed(d))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
@@ -183,8 +193,7 @@ impl Pending {
                 write_id: stamp.then(|| uuid::Uuid::new_v4().to_string()),
                 deadline,
             },
-            started: Instant::now(),
-            enqueue_within,
+            landing: Deadline::at(Instant::now() + landing),
         }
     }
 
@@ -205,30 +214,18 @@ impl Pending {
         Ok(props)
     }
 
-    /// Checks, after the enqueue and before the write is sent, that the enqueue took no
-    /// longer than the deadline allows for it — else the write could land after its job gave
-    /// up on it (only a task starved of the runtime for that long gets here).
-    ///
-    /// # Errors
-    /// [`Error::Transport`] (the write is not sent; retry the operation).
-    pub(crate) fn in_time(&self) -> Result<()> {
-        if self.started.elapsed() <= self.enqueue_within {
-            return Ok(());
-        }
-        Err(Error::Transport {
-            message: format!(
-                "enqueueing the job took longer than its account's settings allow ({:?}); the \
-                 write was not sent, so that it cannot land after its job's deadline",
-                self.enqueue_within
-            ),
-            source: None,
-        })
+    /// Runs the write (`write`, after the enqueue) bound to the job's deadline: an attempt
+    /// that could land after the job may have decided the write never will is not sent
+    /// ([`Error::DeadlineExceeded`]) — however long the enqueue, waits for throughput
+    /// budget or for a token took.
+    pub(crate) async fn land<F: std::future::Future>(&self, write: F) -> F::Output {
+        self.landing.scope(write).await
     }
 }
 
 /// Deletes the entity at `keys` of `table`, its job queued first: reads it (refusing another
 /// ETag than `expected`, if given), lets `enqueue` put the job for the entity read and return
-/// the pending delete, then deletes it under the ETag read. A lost race starts again from the
+/// the pending delete, then deletes it under the ETag read, bound to the job's deadline. A lost race starts again from the
 /// read, unless the caller gave the ETag: then it is the answer. `false` when the entity is
 /// gone; no job is queued then.
 ///
@@ -254,8 +251,8 @@ where
             });
         }
         let if_match = current.if_match();
-        enqueue(current).await?.in_time()?;
-        match table.delete(keys, if_match).await {
+        let pending = enqueue(current).await?;
+        match pending.land(table.delete(keys, if_match)).await {
             Ok(()) => return Ok(true),
             Err(e) if expected.is_some() => return Err(e),
             Err(e) => conflicts.retry(e.not_found_as_conflict()).await?,
@@ -333,6 +330,12 @@ mod tests {
         assert!(before + allowance <= deadline && deadline <= after + allowance);
         let delete = Pending::new(&queue, &table, Some(ETag::new("e1")), false, Duration::ZERO);
         assert!(delete.write.write_id.is_none());
-        assert!(delete.in_time().is_ok());
+        // The write lands by the deadline without the skew, on the monotonic clock.
+        let landing = delete.landing.remaining();
+        let bound = table.account().settings().write_settles_within() * 2;
+        assert!(
+            landing <= bound && landing > bound - Duration::from_secs(5),
+            "{landing:?}"
+        );
     }
 }

@@ -27,7 +27,7 @@ fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
 
 fn fast_worker() -> WorkerOptions {
     WorkerOptions {
-        visibility_timeout: Duration::from_secs(1),
+        visibility_timeout: Duration::from_secs(3),
         poll_interval: Duration::from_millis(20),
         idle_backoff_max: Duration::from_millis(100),
         handler_retry: HandlerRetry::none(),

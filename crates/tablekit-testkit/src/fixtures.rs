@@ -21,13 +21,18 @@ use crate::{
     unique_table_name,
 };
 
-/// Settings with a fast transient-retry schedule: 4 retries from 10 ms up to 100 ms.
+/// Settings with a fast transient-retry schedule — 4 retries from 10 ms up to 100 ms — and
+/// a 1 s request timeout.
 ///
 /// Tests inject faults and meet the emulator's occasional connection reset; the default
-/// 2/4/10/30 s schedule would only slow them down.
+/// 2/4/10/30 s schedule would only slow them down. The short timeout keeps every bound that
+/// follows from it short: a request lands within 2 s of being sent
+/// ([`Settings::late_landing`]), so a queue worker may hold its messages for as little as
+/// 3 s, and a write settles within about 12 s.
 pub fn fast_retries() -> Settings {
     Settings {
         retry: RetryPolicy::exponential(4, Duration::from_millis(10), Duration::from_millis(100)),
+        request_timeout: Duration::from_secs(1),
         ..Settings::default()
     }
 }

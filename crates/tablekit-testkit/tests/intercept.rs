@@ -61,7 +61,13 @@ fn an_interceptor_decides_before_the_rules_holds_requests_and_hears_how_each_end
     });
     proxy.set_intercept("table", script.clone());
     let mut client = Client::connect(proxy.addr());
-    assert_eq!(client.request("PUT", "/a/T(PartitionKey='p',RowKey='r')?timeout=1", b"x").unwrap().status(), 204);
+    assert_eq!(
+        client
+            .request("PUT", "/a/T(PartitionKey='p',RowKey='r')?timeout=1", b"x")
+            .unwrap()
+            .status(),
+        204
+    );
     assert_eq!(client.get("/a/T()").status(), 503);
     // The third is held until the interceptor lets it go.
     let opener = std::thread::spawn(move || {
@@ -80,17 +86,30 @@ fn an_interceptor_decides_before_the_rules_holds_requests_and_hears_how_each_end
     let seen = script.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 4);
     assert_eq!(seen[0].service, "table");
-    assert_eq!((seen[0].method.as_str(), seen[0].path.as_str()), ("PUT", "/a/T(PartitionKey='p',RowKey='r')"));
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("PUT", "/a/T(PartitionKey='p',RowKey='r')")
+    );
     assert_eq!(seen[0].query, "timeout=1");
     assert!(seen[1].is_entity_query() && !seen[0].is_entity_query());
     let answers = script.answers.lock().unwrap().clone();
-    let by_id = |id: u64| answers.iter().find(|(i, _)| *i == id).map(|(_, a)| *a).unwrap();
+    let by_id = |id: u64| {
+        answers
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, a)| *a)
+            .unwrap()
+    };
     assert_eq!(by_id(seen[0].id).status, Some(204));
     assert!(by_id(seen[0].id).forwarded);
     assert_eq!(by_id(seen[1].id).status, Some(503));
     assert!(!by_id(seen[1].id).forwarded);
     proxy.clear_intercept();
-    assert_eq!(client.get("/a/T()").status(), 500, "the rule's fourth request, now");
+    assert_eq!(
+        client.get("/a/T()").status(),
+        500,
+        "the rule's fourth request, now"
+    );
 }
 
 #[test]
@@ -117,12 +136,24 @@ fn a_delay_holds_a_request_at_most_its_server_timeout() {
     proxy.fail_nth(1, Fault::Delay(Duration::from_millis(300)));
     let mut client = Client::connect(proxy.addr());
     let started = Instant::now();
-    assert_eq!(client.request("POST", "/a/$batch?timeout=1", b"x").unwrap().status(), 204);
+    assert_eq!(
+        client
+            .request("POST", "/a/$batch?timeout=1", b"x")
+            .unwrap()
+            .status(),
+        204
+    );
     let held = started.elapsed();
-    assert!((Duration::from_secs(1)..Duration::from_secs(5)).contains(&held), "{held:?}");
+    assert!(
+        (Duration::from_secs(1)..Duration::from_secs(5)).contains(&held),
+        "{held:?}"
+    );
     // Without a timeout the whole delay is served.
     let started = Instant::now();
-    assert_eq!(client.request("POST", "/a/$batch", b"x").unwrap().status(), 204);
+    assert_eq!(
+        client.request("POST", "/a/$batch", b"x").unwrap().status(),
+        204
+    );
     assert!(started.elapsed() >= Duration::from_millis(300));
 }
 
@@ -131,7 +162,10 @@ fn page(n: usize) -> Vec<u8> {
     let entities: Vec<String> = (0..n)
         .map(|i| format!(r#"{{"PartitionKey":"p","RowKey":"r{i}","Value":{i}}}"#))
         .collect();
-    let body = format!(r#"{{"odata.metadata":"m","value":[{}]}}"#, entities.join(","));
+    let body = format!(
+        r#"{{"odata.metadata":"m","value":[{}]}}"#,
+        entities.join(",")
+    );
     format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nx-ms-continuation-NextPartitionKey: b2xk\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
         body.len()
@@ -166,9 +200,15 @@ fn a_split_page_keeps_the_first_entities_and_continues_at_the_next() {
     assert_eq!(entities(&cut).len(), 1);
     assert_eq!(entities(&cut)[0]["RowKey"], "r0");
     // Azurite's encoding: base64 of the key.
-    assert_eq!(cut.header("x-ms-continuation-NextPartitionKey"), Some("cA=="));
+    assert_eq!(
+        cut.header("x-ms-continuation-NextPartitionKey"),
+        Some("cA==")
+    );
     assert_eq!(cut.header("x-ms-continuation-NextRowKey"), Some("cjE="));
-    assert_eq!(cut.header("content-length"), Some(cut.body.len().to_string().as_str()));
+    assert_eq!(
+        cut.header("content-length"),
+        Some(cut.body.len().to_string().as_str())
+    );
 
     let empty = client.get("/a/T()");
     assert!(entities(&empty).is_empty());
@@ -177,11 +217,23 @@ fn a_split_page_keeps_the_first_entities_and_continues_at_the_next() {
     // A page no longer than `keep` passes whole, with its own continuation.
     let whole = client.get("/a/T()");
     assert_eq!(entities(&whole).len(), 4);
-    assert_eq!(whole.header("x-ms-continuation-NextPartitionKey"), Some("b2xk"));
+    assert_eq!(
+        whole.header("x-ms-continuation-NextPartitionKey"),
+        Some("b2xk")
+    );
     assert_eq!(client.get("/a/T()").status(), 200);
 
-    let counted: Vec<Option<usize>> =
-        answers.answers.lock().unwrap().iter().map(|(_, a)| a.entities).collect();
-    assert_eq!(counted, [Some(4); 4], "the entities upstream sent, before any cut");
+    let counted: Vec<Option<usize>> = answers
+        .answers
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, a)| a.entities)
+        .collect();
+    assert_eq!(
+        counted,
+        [Some(4); 4],
+        "the entities upstream sent, before any cut"
+    );
     assert_eq!(proxy.stats().faults_injected.split_page, 3);
 }

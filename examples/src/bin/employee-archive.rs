@@ -167,10 +167,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         archive: archive.clone(),
     };
     let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(30),
+        // The default, 2 minutes: longer than a request may land late (60 s with the default
+        // 30 s request timeout), so that the handler's writes land while the worker holds
+        // the message.
+        visibility_timeout: Duration::from_secs(120),
         max_dequeue_count: 3,
         concurrency: 8,
-        // Retry a failed job after 0.2 s, 0.4 s, … instead of waiting out the 30 s timeout.
+        // Retry a failed job after 0.2 s, 0.4 s, … instead of waiting out the 2 min timeout.
         failure_backoff: Some(Duration::from_millis(200)),
         ..WorkerOptions::default()
     };

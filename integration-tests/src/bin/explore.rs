@@ -4,6 +4,7 @@
 //! explore [--only NAME] [--parallel N]                every single-fault schedule
 //! explore --random N --seed S [--only NAME]          N seeded random multi-fault schedules
 //! explore --seed S --replay K [--only NAME]          random schedule K of seed S again
+//! explore --baseline [--only NAME]                   the fault-free runs' requests only
 //! ```
 //!
 //! Exits 1 when a schedule breaks an invariant, printing the schedule, the seed and the
@@ -43,6 +44,9 @@ fn main() -> ExitCode {
                 count,
             },
             (None, Some(index), Some(seed)) => Plan::Replay { seed, index },
+            (None, None, _) if args.iter().any(|a| a == "--baseline") => {
+                Plan::Random { seed: 0, count: 0 }
+            }
             (None, None, _) => Plan::SingleFaults,
             _ => return Err("--replay needs --seed, and excludes --random".to_owned()),
         };
@@ -73,6 +77,11 @@ fn main() -> ExitCode {
         let report = runtime.block_on(entry.explore(plan, parallel));
         total += report.schedules;
         print!("{report}");
+        if args.iter().any(|a| a == "--baseline") {
+            for record in &report.baseline {
+                println!("  {}", record.describe());
+            }
+        }
         failed |= !report.passed();
     }
     println!(

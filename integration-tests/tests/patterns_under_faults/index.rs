@@ -47,7 +47,7 @@ fn job_settings() -> Settings {
 /// delivery.
 fn job_worker() -> WorkerOptions {
     WorkerOptions {
-        visibility_timeout: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(5),
         max_dequeue_count: 10,
         ..fast_worker()
     }

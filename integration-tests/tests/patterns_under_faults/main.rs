@@ -92,7 +92,7 @@ impl Figures {
 /// lost stay invisible only 1 s, failed ones come back after 20 ms.
 pub(crate) fn fast_worker() -> WorkerOptions {
     WorkerOptions {
-        visibility_timeout: Duration::from_secs(1),
+        visibility_timeout: Duration::from_secs(3),
         poll_interval: Duration::from_millis(20),
         idle_backoff_max: Duration::from_millis(100),
         failure_backoff: Some(Duration::from_millis(20)),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use tablekit_azure::{Message, MessageTtl, PutOptions, Queue};
+use tablekit_azure::{Deadline, Message, MessageTtl, PutOptions, Queue};
 use tablekit_core::ErrorKind;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 use super::Inner;
 use super::report::bump;
-use crate::job::{Handler, Job, decode};
+use crate::job::{Handler, Job, Refused, decode, deferrals_of, with_deferrals};
 use crate::options::HandlerRetry;
 use crate::poison::PoisonRecord;
 use crate::steps::Steps;
@@ -24,6 +24,9 @@ use crate::steps::Steps;
 enum Outcome {
     Done,
     Failed(String),
+    /// The handler deferred the job ([`Steps::defer`]): the message reappears after the
+    /// delay, the delivery not counted as an attempt.
+    Deferred(Duration),
     Cancelled,
 }
 
@@ -52,31 +55,47 @@ async fn cancelled(mut cancel: watch::Receiver<bool>) {
     }
 }
 
+/// Handles one delivery of `message`, dequeued by a request sent at or after `taken_at`.
+///
+/// The handler runs under a [`Deadline`] at the end of the worker's hold on the message (the
+/// dequeue's, then each extension's send instant plus the visibility timeout): none of its
+/// writes can land after another consumer may have taken the message, so a later delivery
+/// never races a write of this one — even when this one is cut off or its process stops.
 pub(super) async fn process<J: Job, H: Handler<J>>(
     inner: Arc<Inner<J, H>>,
     message: Message,
     cancel: watch::Receiver<bool>,
+    taken_at: Instant,
 ) {
     let span = tracing::debug_span!("tablekit.eventual.message", queue = inner.queue.queue().name(), message = %message.id, dequeue_count = message.dequeue_count);
     async move {
         let max = inner.options.max_dequeue_count;
-        if message.dequeue_count > max {
+        // Deliveries the handler deferred are not attempts.
+        let deferrals = deferrals_of(&message.payload);
+        let attempts = message.dequeue_count.saturating_sub(deferrals);
+        if attempts > max {
+            let deferred = if deferrals > 0 {
+                format!(", {deferrals} of them deferred")
+            } else {
+                String::new()
+            };
             let reason = format!(
-                "dequeued {} times (max {max}) without completing: earlier attempts crashed, timed out or lost the message",
+                "dequeued {} times (max {max}{deferred}) without completing: earlier attempts crashed, timed out or lost the message",
                 message.dequeue_count
             );
             return poison(&inner, &message, &reason).await;
         }
-        if let Err(why) = decode::<J>(&message.payload) {
+        if let Err(Refused::Foreign(why)) = decode::<J>(&message.payload) {
             return poison(&inner, &message, &why).await;
         }
+        let lease = Deadline::at((taken_at + inner.options.visibility_timeout).into_std());
         let (stop_tx, stop_rx) = oneshot::channel();
         let run = async {
-            let outcome = run_handler(&inner, &message, cancel).await;
+            let outcome = run_handler(&inner, &message, cancel, &lease, deferrals).await;
             let _ = stop_tx.send(());
             outcome
         };
-        let keep = keep_hidden(&inner, message.clone(), stop_rx);
+        let keep = keep_hidden(&inner, message.clone(), stop_rx, &lease);
         let (outcome, held) = tokio::join!(run, keep);
         let Some(held) = held else {
             // Another consumer holds the message now; it will finish or retry it.
@@ -97,12 +116,21 @@ pub(super) async fn process<J: Job, H: Handler<J>>(
                     Err(e) => queue_failure(&inner, "delete", &e),
                 }
             }
+            Outcome::Deferred(delay) => {
+                let payload = with_deferrals(&held.payload, deferrals + 1)
+                    .unwrap_or_else(|| held.payload.clone());
+                let delay = delay.clamp(Duration::from_secs(1), tablekit_azure::MAX_VISIBILITY);
+                match queue.update_payload(&held, &payload, delay).await {
+                    Ok(_) => bump(&inner.counters.deferred),
+                    Err(e) => queue_failure(&inner, "defer", &e),
+                }
+            }
             Outcome::Failed(reason) => {
                 bump(&inner.counters.failed_attempts);
                 tracing::warn!(target: "tablekit", kind = J::KIND, message = %held.id, dequeue_count = held.dequeue_count, %reason, "job attempt failed");
-                if held.dequeue_count >= max {
+                if attempts >= max {
                     poison(&inner, &held, &reason).await;
-                } else if let Some(delay) = inner.options.failure_delay(held.dequeue_count) {
+                } else if let Some(delay) = inner.options.failure_delay(attempts) {
                     if let Err(e) = queue.update(&held, delay).await {
                         queue_failure(&inner, "delay", &e);
                     }
@@ -129,21 +157,29 @@ fn queue_failure<J, H>(inner: &Inner<J, H>, what: &str, error: &tablekit_core::E
 }
 
 /// Runs the handler, re-running it on transient failures and conflicts, until it succeeds,
-/// fails for good, times out or is cancelled.
+/// defers, fails for good, times out or is cancelled. Every run is bound to `lease`.
 async fn run_handler<J: Job, H: Handler<J>>(
     inner: &Inner<J, H>,
     message: &Message,
     cancel: watch::Receiver<bool>,
+    lease: &Deadline,
+    deferrals: u64,
 ) -> Outcome {
     let options = &inner.options;
     let mut retry = 0;
     loop {
         let job = match decode::<J>(&message.payload) {
             Ok(job) => job,
-            Err(why) => return Outcome::Failed(why),
+            Err(refused) => return Outcome::Failed(refused.reason().to_owned()),
         };
-        let steps = Steps::new(message.id.clone(), message.dequeue_count, retry, J::KIND);
-        let run = AssertUnwindSafe(inner.handler.handle(job, &steps)).catch_unwind();
+        let steps = Steps::new(
+            message.id.clone(),
+            message.dequeue_count,
+            retry,
+            J::KIND,
+            deferrals,
+        );
+        let run = AssertUnwindSafe(lease.scope(inner.handler.handle(job, &steps))).catch_unwind();
         let timed = async {
             match options.handler_timeout {
                 Some(limit) => tokio::time::timeout(limit, run).await.ok(),
@@ -155,7 +191,12 @@ async fn run_handler<J: Job, H: Handler<J>>(
             () = cancelled(cancel.clone()) => return Outcome::Cancelled,
         };
         let error = match result {
-            Some(Ok(Ok(()))) => return Outcome::Done,
+            Some(Ok(Ok(()))) => {
+                return match steps.deferred() {
+                    Some(delay) => Outcome::Deferred(delay),
+                    None => Outcome::Done,
+                };
+            }
             Some(Ok(Err(error))) => error,
             Some(Err(panic)) => {
                 return Outcome::Failed(format!("the handler panicked: {}", panic_text(&*panic)));
@@ -183,9 +224,11 @@ async fn run_handler<J: Job, H: Handler<J>>(
     }
 }
 
-/// Keeps `message` hidden while the handler runs, extending its visibility every half
-/// timeout, until `stop`. Returns the message with its latest receipt, or `None` when the
-/// message was lost to another consumer (or deleted) meanwhile.
+/// Keeps `message` hidden while the handler runs, extending its visibility as often as
+/// [`WorkerOptions::extend_every`](crate::WorkerOptions) says, until `stop`; each extension
+/// moves `lease` to its send instant plus the visibility timeout. Returns the message with
+/// its latest receipt, or `None` when the message was lost to another consumer (or deleted)
+/// meanwhile.
 ///
 /// An extension in flight when `stop` arrives is completed, not dropped, so the receipt the
 /// caller deletes with is the one the service last issued.
@@ -193,10 +236,13 @@ async fn keep_hidden<J, H>(
     inner: &Inner<J, H>,
     mut message: Message,
     mut stop: oneshot::Receiver<()>,
+    lease: &Deadline,
 ) -> Option<Message> {
     let queue: &Queue = inner.queue.queue();
     let timeout = inner.options.visibility_timeout;
-    let every = inner.options.extend_every();
+    let every = inner
+        .options
+        .extend_every(queue.account().settings().late_landing());
     let mut next = Instant::now() + every;
     loop {
         tokio::select! {
@@ -204,9 +250,12 @@ async fn keep_hidden<J, H>(
             _ = &mut stop => return Some(message),
             () = tokio::time::sleep_until(next) => {}
         }
+        let sent = std::time::Instant::now();
         match queue.update(&message, timeout).await {
             Ok(extended) => {
                 message = extended;
+                // The service set the new visibility after this request was sent.
+                lease.set(sent + timeout);
                 bump(&inner.counters.extensions);
                 next = Instant::now() + every;
             }

@@ -195,6 +195,9 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
 
     async fn run(&self, shutdown: impl Future<Output = ()>, mode: Mode) -> Result<WorkerReport> {
         self.inner.options.validate()?;
+        self.inner
+            .options
+            .check_lease(self.inner.queue.queue().account().settings())?;
         let span = tracing::info_span!(
             "tablekit.eventual.worker",
             kind = J::KIND,
@@ -234,6 +237,8 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
                 continue;
             }
             let take = free.min(usize::from(options.batch_size)) as u8;
+            // The messages are held from when the dequeue was sent, at the latest.
+            let taken_at = tokio::time::Instant::now();
             match queue.get(take, options.visibility_timeout).await {
                 Ok(messages) if !messages.is_empty() => {
                     idle = options.poll_interval;
@@ -247,6 +252,7 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
                                 inner.clone(),
                                 message,
                                 cancel_rx.clone(),
+                                taken_at,
                             ));
                         }
                     }

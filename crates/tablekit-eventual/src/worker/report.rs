@@ -37,6 +37,7 @@ macro_rules! report {
 report! {
     dequeued: "Messages received from the queue (one per delivery).",
     processed: "Messages whose handler succeeded.",
+    deferred: "Deliveries the handler deferred (`Steps::defer`): the message was made to reappear later, the delivery not counted as an attempt.",
     deleted: "Messages deleted after their handler succeeded.",
     failed_attempts: "Handler attempts that failed (after their in-dequeue re-runs): the message was left to reappear, or poisoned.",
     retries: "Re-runs of a handler within one dequeue (transient failures and conflicts).",

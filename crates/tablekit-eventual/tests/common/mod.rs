@@ -150,7 +150,7 @@ pub async fn job_queue<J: Job>(account: &Account, prefix: &str) -> JobQueue<J> {
 /// Worker options for tests: short visibility, quick polls and retries.
 pub fn quick_options() -> WorkerOptions {
     WorkerOptions {
-        visibility_timeout: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(3),
         max_dequeue_count: 5,
         concurrency: 8,
         poll_interval: Duration::from_millis(50),

@@ -10,8 +10,10 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{Entity, Error, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
+use tablekit_azure::track_landing;
+
 use crate::effects::{Effects, check_index};
-use crate::follow::FollowedWrite;
+use crate::follow::{FollowedWrite, Settled};
 use crate::read::Placement;
 use crate::spec::Layout;
 
@@ -38,6 +40,12 @@ pub struct CopyJob {
     /// The copies it held before the write, as (copy name, value): removed unless the
     /// primary still calls for them.
     pub stale: Vec<(String, String)>,
+    /// The copies the write gives it, as (copy name, value): removed too unless the primary
+    /// still calls for them — a delivery cut off after writing one, run again once the
+    /// primary has changed, must not leave it behind. Empty in jobs enqueued before it was
+    /// added (version 1).
+    #[serde(default)]
+    pub fresh: Vec<(String, String)>,
     /// The write the job follows: the job converges only once the primary shows it landed or
     /// can no longer land, and fails (to end in the poison queue) if an update or a delete
     /// is still pending at its deadline.
@@ -46,6 +54,8 @@ pub struct CopyJob {
 
 impl Job for CopyJob {
     const KIND: &'static str = "tablekit-index.copies";
+    /// 2: the job carries [`CopyJob::fresh`], and a delivery defers instead of waiting.
+    const VERSION: u32 = 2;
 }
 
 /// What a job needs to run: the index's name, and where its copies live.
@@ -60,8 +70,13 @@ fn etag_of<V>(stored: Option<&Stored<V>>) -> Option<&tablekit_core::ETag> {
 
 impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
     /// Makes the copies of entity `id` of `partition` match its primary, `current` being a
-    /// read of the primary the caller just made; `stale` are the copies it held before (see
-    /// [`CopyJob::stale`]).
+    /// read of the primary the caller just made; `stale` are the copies it held, or may hold,
+    /// that the primary may no longer call for (see [`CopyJob::stale`] and
+    /// [`CopyJob::fresh`]).
+    ///
+    /// The copy writes are unconditional, so each round waits, before it reads the primary
+    /// again, until none of them can still land ([`track_landing`]): a copy write held in the
+    /// network cannot land after the round that checks it, undoing a later job's work.
     ///
     /// Requests: 1 more read of the primary, one upsert per secondary copy, one delete per
     /// stale copy; again, with a first read, per round while the primary keeps changing.
@@ -78,7 +93,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
         let mut stale: Vec<(usize, String)> = Vec::new();
         for (name, value) in stale_copies {
             match spec.position_named(name) {
-                Some(i) if i > 0 => stale.push((i, value.clone())),
+                Some(i) if i > 0 => {
+                    if !stale.contains(&(i, value.clone())) {
+                        stale.push((i, value.clone()));
+                    }
+                }
                 _ => {
                     tracing::warn!(target: "tablekit", index = %self.name, copy = %name, "stale copy of an undeclared index ignored")
                 }
@@ -92,23 +111,31 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
                 Some(s) => Some(spec.family(Layout::Inter, &from_properties::<T>(&s.value)?)?),
                 None => None,
             };
-            if let Some(family) = &desired {
-                for (i, row) in family.copies.iter().enumerate().skip(1) {
-                    let entity = Entity::new(row.keys.clone(), row.props.clone());
-                    fx.upsert_replace(&self.placement.tables[i], &entity)
+            let writes = async {
+                if let Some(family) = &desired {
+                    for (i, row) in family.copies.iter().enumerate().skip(1) {
+                        let entity = Entity::new(row.keys.clone(), row.props.clone());
+                        fx.upsert_replace(&self.placement.tables[i], &entity)
+                            .await?;
+                    }
+                }
+                for (i, value) in &stale {
+                    if desired
+                        .as_ref()
+                        .is_some_and(|f| f.copies[*i].value == *value)
+                    {
+                        continue;
+                    }
+                    let keys = spec.copy_keys(Layout::Inter, *i, partition, value)?;
+                    fx.delete_if_exists(&self.placement.tables[*i], &keys)
                         .await?;
                 }
-            }
-            for (i, value) in &stale {
-                if desired
-                    .as_ref()
-                    .is_some_and(|f| f.copies[*i].value == *value)
-                {
-                    continue;
-                }
-                let keys = spec.copy_keys(Layout::Inter, *i, partition, value)?;
-                fx.delete_if_exists(&self.placement.tables[*i], &keys)
-                    .await?;
+                Ok::<_, Error>(())
+            };
+            let (written, lands_by) = track_landing(writes).await;
+            written?;
+            if let Some(lands_by) = lands_by {
+                tokio::time::sleep_until(lands_by.into()).await;
             }
             let after = fx.get(&self.placement.tables[0], &primary).await?;
             if etag_of(after.as_ref()) == etag_of(current.as_ref()) {
@@ -163,20 +190,18 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     /// write landed; it has another ETag than before the write (or, for an insert, exists
     /// without the stamp) — the write can never land; either way the copies are made to match
     /// the primary as it is now. Otherwise the primary is still as before the write, and the
-    /// delivery waits (the worker keeps the message hidden meanwhile), reading again after
-    /// pauses doubling from 100 ms to 5 s, until the write shows or the job's
+    /// delivery defers the job ([`Steps::defer`]: the message reappears after 1 s, doubling
+    /// to 30 s) without holding a handler slot, until the write shows or the job's
     /// [deadline](crate::FollowedWrite::deadline) has passed.
     ///
     /// **Requests:** 2 point reads of the primary, 1 upsert per secondary copy, 1 delete per
-    /// stale copy — plus, while waiting for the write, 1 read of the primary per pause (about
-    /// one per 5 s of waiting, after the first six).
+    /// stale copy; a deferred delivery, 1 read (and the worker's 1 queue update).
     ///
     /// **Errors:** [`Error::Decode`] for a job of another index or a primary that does
     /// not fit `T`, and — permanent, so the job ends in the poison queue after its last
-    /// delivery, each delivery checking again — when an update or a delete did not land by
-    /// the job's deadline (an insert that finds no entity then completes: it never landed, or
-    /// was deleted since); [`Error::Indeterminate`] when the primary keeps changing (the
-    /// worker runs it again).
+    /// delivery, each delivery checking again — when the write did not land by the job's
+    /// deadline (for an insert: no entity found then); [`Error::Indeterminate`] when the
+    /// primary keeps changing (the worker runs it again).
     async fn handle(&self, job: CopyJob, steps: &Steps) -> Result<()> {
         check_index(&job.index, &self.context.name)?;
         let context = &self.context;
@@ -185,12 +210,23 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
                 .placement
                 .spec
                 .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
-        let current = job
+        let settled = job
             .write
-            .settle(steps, &context.placement.tables[0], &primary)
+            .settle(
+                steps,
+                &context.placement.tables[0],
+                &primary,
+                steps.deferrals(),
+            )
             .await?;
+        let current = match settled {
+            Settled::Ready(current) => current,
+            Settled::Wait(delay) => return steps.defer(delay),
+        };
+        let mut stale = job.stale.clone();
+        stale.extend(job.fresh.iter().cloned());
         context
-            .converge(steps, &job.partition, &job.id, &job.stale, current)
+            .converge(steps, &job.partition, &job.id, &stale, current)
             .await
     }
 }

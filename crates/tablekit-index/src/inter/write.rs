@@ -32,23 +32,30 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         Ok(entity)
     }
 
+    /// The job of a write that leaves `family` (the entity written, or deleted), the entity
+    /// having held the copies of `stale` before it.
     fn job(&self, family: &Family, stale: Option<&Family>, pending: &Pending) -> CopyJob {
         let spec = &self.context.placement.spec;
         let primary = family.primary();
+        let secondary = |f: &Family| -> Vec<(String, String)> {
+            f.copies
+                .iter()
+                .enumerate()
+                .skip(1)
+                .map(|(i, row)| (spec.copies()[i].name().to_owned(), row.value.clone()))
+                .collect()
+        };
         CopyJob {
             index: self.context.name.clone(),
             partition: primary.keys.pk()[spec.primary().prefix().len()..].to_owned(),
             id: primary.value.clone(),
-            stale: stale
-                .map(|old| {
-                    old.copies
-                        .iter()
-                        .enumerate()
-                        .skip(1)
-                        .map(|(i, row)| (spec.copies()[i].name().to_owned(), row.value.clone()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            stale: stale.map(secondary).unwrap_or_default(),
+            // A delete writes no copy.
+            fresh: if pending.write.write_id.is_some() {
+                secondary(family)
+            } else {
+                Vec::new()
+            },
             write: pending.write.clone(),
         }
     }
@@ -65,8 +72,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// primary with its stamp; an entity with a property named
     /// [`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY) is refused);
     /// [`Error::AlreadyExists`] when the entity exists (its job then finds nothing to do);
-    /// [`Error::Transport`], with nothing written, in the unlikely case that the enqueue took
-    /// longer than the job's deadline allows.
+    /// [`Error::DeadlineExceeded`], the entity not written, when the write could no longer
+    /// land before its job's deadline (the enqueue or a wait for throughput budget took that
+    /// long): its job then ends in the poison queue, and may be re-queued.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let family = self.family(entity)?;
         let pending = self.pending(None, true);
@@ -74,8 +82,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         self.jobs()
             .enqueue(&self.job(&family, None, &pending))
             .await?;
-        pending.in_time()?;
-        self.context.placement.tables[0].insert(&primary).await
+        pending
+            .land(self.context.placement.tables[0].insert(&primary))
+            .await
     }
 
     /// Stores an entity, new or not: reads its primary copy (to learn the copies it had),
@@ -111,10 +120,13 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 self.jobs()
                     .enqueue(&self.job(&new, old.as_ref(), &pending))
                     .await?;
-                pending.in_time()?;
                 Ok::<_, Error>(match current {
-                    None => table.insert(&primary).await,
-                    Some(current) => table.replace(&primary, current.if_match()).await,
+                    None => pending.land(table.insert(&primary)).await,
+                    Some(current) => {
+                        pending
+                            .land(table.replace(&primary, current.if_match()))
+                            .await
+                    }
                 })
             };
             match written.await? {
@@ -142,7 +154,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// # Errors
     /// Key errors before any request; [`Error::NotFound`] when the entity does not exist;
     /// [`Error::PreconditionFailed`] when its ETag is not the one given, or when conflicts
-    /// outlast the retries; [`Error::Transport`] as for [`insert`](Self::insert).
+    /// outlast the retries; [`Error::DeadlineExceeded`] as for [`insert`](Self::insert).
     pub async fn delete(&self, entry: impl IndexEntry<T>, if_match: IfMatch) -> Result<()> {
         let (keys, expected) = match (entry.resolve(self.placement())?, if_match) {
             (Resolved::Family(family), IfMatch::ETag(etag)) => {
@@ -151,9 +163,8 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 self.jobs()
                     .enqueue(&self.job(&family, Some(&family), &pending))
                     .await?;
-                pending.in_time()?;
-                return self.context.placement.tables[0]
-                    .delete(keys, IfMatch::ETag(etag))
+                return pending
+                    .land(self.context.placement.tables[0].delete(keys, IfMatch::ETag(etag)))
                     .await;
             }
             (resolved, IfMatch::ETag(etag)) => (resolved.primary_keys(), Some(etag)),
@@ -175,7 +186,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     ///
     /// # Errors
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;
-    /// [`Error::Transport`] as for [`insert`](Self::insert).
+    /// [`Error::DeadlineExceeded`] as for [`insert`](Self::insert).
     pub async fn delete_if_exists(&self, entry: impl IndexEntry<T>) -> Result<bool> {
         let keys = entry.resolve(self.placement())?.primary_keys();
         self.delete_read(&keys, None).await

@@ -11,8 +11,10 @@ use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{Entity, Error, Keys, ResourceKind, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 
+use tablekit_azure::track_landing;
+
 use crate::effects::{Effects, check_index};
-use crate::follow::FollowedWrite;
+use crate::follow::{FollowedWrite, Settled};
 use crate::list::rows::{Lists, RowWrite};
 use crate::list::spec::{ListSpec, SHARDS};
 
@@ -36,12 +38,19 @@ pub struct ListJob {
     /// Values it was listed under before the write: it is removed from those it no longer
     /// has.
     pub stale: Vec<String>,
+    /// The value the write lists it under: removed too if the entity no longer has it (a
+    /// delivery cut off after listing it, run again once the entity has changed). Empty in
+    /// jobs enqueued before it was added (version 1).
+    #[serde(default)]
+    pub fresh: Vec<String>,
     /// The write the job follows; see [`CopyJob::write`](crate::CopyJob::write).
     pub write: FollowedWrite,
 }
 
 impl Job for ListJob {
     const KIND: &'static str = "tablekit-index.lists";
+    /// 2: the job carries [`ListJob::fresh`], and a delivery defers instead of waiting.
+    const VERSION: u32 = 2;
 }
 
 /// Where the lists are kept.
@@ -254,6 +263,11 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
         let keys = Keys::new(&job.partition, &job.row_key)?;
         let item: Pair = (job.partition.clone(), job.row_key.clone());
         let mut stale = job.stale.clone();
+        for value in &job.fresh {
+            if !stale.contains(value) {
+                stale.push(value.clone());
+            }
+        }
         for round in 0..ROUNDS {
             if round > 0 {
                 current = fx.get(&self.entities, &keys).await?;
@@ -263,13 +277,22 @@ impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
                 Some(s) => Some(self.spec.value_of(&from_properties::<T>(&s.value)?)?),
                 None => None,
             };
-            if let Some(value) = &desired {
-                self.ensure(fx, value, &item, true).await?;
-            }
-            for value in &stale {
-                if desired.as_ref() != Some(value) {
-                    self.ensure(fx, value, &item, false).await?;
+            let writes = async {
+                if let Some(value) = &desired {
+                    self.ensure(fx, value, &item, true).await?;
                 }
+                for value in &stale {
+                    if desired.as_ref() != Some(value) {
+                        self.ensure(fx, value, &item, false).await?;
+                    }
+                }
+                Ok::<_, Error>(())
+            };
+            // Before the entity is read again, nothing this round wrote can still land.
+            let (written, lands_by) = track_landing(writes).await;
+            written?;
+            if let Some(lands_by) = lands_by {
+                tokio::time::sleep_until(lands_by.into()).await;
             }
             let after = fx.get(&self.entities, &keys).await?;
             if after.map(|s| s.etag) == etag {
@@ -313,26 +336,29 @@ impl<T> fmt::Debug for ListHandler<T> {
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> for ListHandler<T> {
     /// Lists the job's entity under its current value only, once the write the job follows
     /// has landed or can no longer land: a delivery that finds the entity still as before the
-    /// write waits for it, within the delivery, up to the job's deadline, as
+    /// write defers the job (1 s doubling to 30 s) until the job's deadline, as
     /// [`CopyHandler`](crate::CopyHandler) does.
     ///
     /// **Requests:** 2 point reads of the entity; per list touched, its reads (1, plus 1 per
-    /// overflow row) and 1 write (2 when the list is created) — plus, while waiting for the
-    /// write, 1 read of the entity per pause (pauses doubling from 100 ms to 5 s).
+    /// overflow row) and 1 write (2 when the list is created); a deferred delivery, 1 read
+    /// (and the worker's 1 queue update).
     ///
     /// **Errors:** [`Error::Decode`] for a job of another index or an entity that does
     /// not fit `T`, and — permanent, so the job ends in the poison queue after its last
-    /// delivery — when an update or a delete did not land by the job's deadline (an insert
-    /// that finds no entity then completes); [`Error::Indeterminate`] while things keep
-    /// changing (the worker runs it again).
+    /// delivery — when the write did not land by the job's deadline (for an insert: no
+    /// entity found then); [`Error::Indeterminate`] while things keep changing (the worker
+    /// runs it again).
     async fn handle(&self, job: ListJob, steps: &Steps) -> Result<()> {
         check_index(&job.index, &self.context.name)?;
         let keys = Keys::new(&job.partition, &job.row_key)?;
-        let current = job
+        let settled = job
             .write
-            .settle(steps, &self.context.entities, &keys)
+            .settle(steps, &self.context.entities, &keys, steps.deferrals())
             .await?;
-        self.context.converge(steps, &job, current).await
+        match settled {
+            Settled::Ready(current) => self.context.converge(steps, &job, current).await,
+            Settled::Wait(delay) => steps.defer(delay),
+        }
     }
 }
 

@@ -192,12 +192,21 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
         Ok(row)
     }
 
-    fn job(&self, keys: &Keys, stale: Option<String>, pending: &Pending) -> ListJob {
+    /// The job of a write listing the entity at `keys` under `fresh` (`None`: a delete),
+    /// which was listed under `stale` before.
+    fn job(
+        &self,
+        keys: &Keys,
+        stale: Option<String>,
+        fresh: Option<String>,
+        pending: &Pending,
+    ) -> ListJob {
         ListJob {
             index: self.context.name.clone(),
             partition: keys.pk().to_owned(),
             row_key: keys.rk().to_owned(),
             stale: stale.into_iter().collect(),
+            fresh: fresh.into_iter().collect(),
             write: pending.write.clone(),
         }
     }
@@ -211,17 +220,18 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// # Errors
     /// Key, encoding and size errors before any request (an entity with a property named
     /// [`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY) is refused); [`Error::AlreadyExists`];
-    /// [`Error::Transport`], with nothing written, in the unlikely case that the enqueue took
-    /// longer than the job's deadline allows.
+    /// [`Error::DeadlineExceeded`], the entity not written, when the write could no longer
+    /// land before its job's deadline (the enqueue or a wait for throughput budget took that
+    /// long): its job then ends in the poison queue, and may be re-queued.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let keys = entity.keys()?;
+        let value = self.context.spec.value_of(entity)?;
         let pending = self.pending(None, true);
         let row = Self::row(&keys, entity, &pending)?;
         self.jobs()
-            .enqueue(&self.job(&keys, None, &pending))
+            .enqueue(&self.job(&keys, None, Some(value), &pending))
             .await?;
-        pending.in_time()?;
-        self.context.entities.insert(&row).await
+        pending.land(self.context.entities.insert(&row)).await
     }
 
     /// Stores an entity, new or not: reads it (for the value it was listed under), enqueues
@@ -236,6 +246,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// retries; [`Error::Decode`] when the stored entity does not fit `T`.
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let keys = entity.keys()?;
+        let value = self.context.spec.value_of(entity)?;
         Self::row(&keys, entity, &self.pending(None, true))?;
         let table = &self.context.entities;
         let mut conflicts = table.account().conflict_loop();
@@ -255,11 +266,11 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
                 };
                 let pending = self.pending(previous, true);
                 let row = Self::row(&keys, entity, &pending)?;
-                self.jobs().enqueue(&self.job(&keys, old, &pending)).await?;
-                pending.in_time()?;
+                let job = self.job(&keys, old, Some(value.clone()), &pending);
+                self.jobs().enqueue(&job).await?;
                 Ok::<_, Error>(match current {
-                    None => table.insert(&row).await,
-                    Some(current) => table.replace(&row, current.if_match()).await,
+                    None => pending.land(table.insert(&row)).await,
+                    Some(current) => pending.land(table.replace(&row, current.if_match())).await,
                 })
             };
             match written.await? {
@@ -280,7 +291,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// # Errors
     /// Key errors; [`Error::NotFound`] when the entity does not exist;
     /// [`Error::PreconditionFailed`] when its ETag is not the one given, or when conflicts
-    /// outlast the retries; [`Error::Transport`] as for [`insert`](Self::insert).
+    /// outlast the retries; [`Error::DeadlineExceeded`] as for [`insert`](Self::insert).
     pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
         let keys = keys.into_keys()?;
         let expected = match if_match {
@@ -302,7 +313,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     ///
     /// # Errors
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;
-    /// [`Error::Transport`] as for [`insert`](Self::insert).
+    /// [`Error::DeadlineExceeded`] as for [`insert`](Self::insert).
     pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
         self.remove(&keys.into_keys()?, None).await
     }
@@ -316,7 +327,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
                 .value_of(&from_properties::<T>(&current.value)?)?;
             let pending = self.pending(Some(current.etag), false);
             self.jobs()
-                .enqueue(&self.job(keys, Some(old), &pending))
+                .enqueue(&self.job(keys, Some(old), None, &pending))
                 .await?;
             Ok(pending)
         })
