@@ -6,6 +6,8 @@
 //!   snapshots, the facade-feature builds and the MSRV build. The test binaries run
 //!   `TABLEKIT_TEST_JOBS` (default 3) at once, the longest first.
 //! - `cargo xtask bench [--quick] [--with-python]` — the benchmark suite.
+//! - `cargo xtask explore [--random N --seed S | --seed S --replay K] [--only NAME]
+//!   [--bless-docs]` — the fault-schedule explorer over every scenario.
 //! - `cargo xtask docs` — build the book (pinned mdBook) and the API docs.
 //! - `cargo xtask gates` — the API gates alone: facade features, MSRV, public-API snapshots,
 //!   documentation rules.
@@ -32,6 +34,11 @@ commands:
   bench [--quick] [--with-python] [--throughput-only] [--tool-only] [--encryption-only]
                     benchmarks against the raw SDK (and the Python SDK) on an in-memory
                     Azurite; prints a table and writes target/bench/report.json
+  explore [--only NAME] [--random N --seed S | --seed S --replay K] [--bless-docs]
+                    the fault-schedule explorer: every single-fault schedule of every
+                    scenario (or N seeded random multi-fault schedules each, or one again);
+                    --bless-docs rewrites the explored-schedules table of the Guarantees
+                    chapter from a single-fault run
   docs              check the book's includes, build the book (pinned mdBook, installed into
                     target/mdbook if missing) into target/book, and the API docs
   gates             the API gates alone: every facade feature builds, the MSRV builds,
@@ -49,6 +56,7 @@ fn main() -> ExitCode {
         Some("test") => run::test(args[1..].iter().any(|a| a == "--long")),
         Some("azurite") => run::azurite_foreground(),
         Some("bench") => run::bench(&args[1..]),
+        Some("explore") => run::explore(&args[1..]),
         Some("docs") => run::docs(),
         Some("gates") => run::gates(),
         Some("public-api") => gates::public_api_snapshots(args[1..].iter().any(|a| a == "--bless")),

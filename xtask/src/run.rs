@@ -463,6 +463,75 @@ fn first_doc_line(path: &Path) -> String {
     sentence.to_owned()
 }
 
+/// Where the Guarantees chapter keeps the table of explored schedules.
+const GUARANTEES: &str = "docs/src/guarantees.md";
+const TABLE_BEGIN: &str = "<!-- explored schedules: begin (cargo xtask explore --bless-docs) -->";
+const TABLE_END: &str = "<!-- explored schedules: end -->";
+
+/// `cargo xtask explore`: the explorer binary of the integration tests over every scenario,
+/// with the arguments given; `--bless-docs` writes its table into the Guarantees chapter.
+pub(crate) fn explore(args: &[String]) -> Result<(), String> {
+    let install = install::ensure()?;
+    let dir = install.dir().to_string_lossy().into_owned();
+    let bless = args.iter().any(|a| a == "--bless-docs");
+    let table = workspace_root().join("target/explore/table.md");
+    let mut cmd: Vec<String> = [
+        "run",
+        "--quiet",
+        "-p",
+        "tablekit-integration-tests",
+        "--bin",
+        "explore",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    cmd.extend(args.iter().filter(|a| *a != "--bless-docs").cloned());
+    if bless {
+        std::fs::create_dir_all(table.parent().unwrap_or(&workspace_root()))
+            .map_err(|e| format!("target/explore: {e}"))?;
+        cmd.push("--markdown".into());
+        cmd.push(table.to_string_lossy().into_owned());
+    }
+    let started = std::time::Instant::now();
+    let refs: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let result = cargo(&refs, &[("TABLEKIT_AZURITE_DIR", dir.as_str())]);
+    eprintln!(
+        "xtask: explore took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    result?;
+    if bless {
+        let generated =
+            std::fs::read_to_string(&table).map_err(|e| format!("{}: {e}", table.display()))?;
+        let path = workspace_root().join(GUARANTEES);
+        let chapter = std::fs::read_to_string(&path).map_err(|e| format!("{GUARANTEES}: {e}"))?;
+        let spliced = splice(&chapter, &generated)?;
+        std::fs::write(&path, spliced).map_err(|e| format!("{GUARANTEES}: {e}"))?;
+        eprintln!("xtask: rewrote the explored-schedules table in {GUARANTEES}");
+    }
+    Ok(())
+}
+
+/// `chapter` with the text between the table markers replaced by `table`.
+fn splice(chapter: &str, table: &str) -> Result<String, String> {
+    let (Some(begin), Some(end)) = (chapter.find(TABLE_BEGIN), chapter.find(TABLE_END)) else {
+        return Err(format!(
+            "{GUARANTEES} has no `{TABLE_BEGIN}` … `{TABLE_END}` markers"
+        ));
+    };
+    let start = begin + TABLE_BEGIN.len();
+    if end < start {
+        return Err(format!("{GUARANTEES}: the table's end marker comes first"));
+    }
+    Ok(format!(
+        "{}\n\n{}\n{}",
+        &chapter[..start],
+        table.trim(),
+        &chapter[end..]
+    ))
+}
+
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let install = install::ensure()?;
     let dir = install.dir().to_string_lossy().into_owned();
@@ -553,4 +622,25 @@ fn example_names(dir: &Path) -> Result<Vec<String>, String> {
         .collect();
     names.sort();
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_explored_table_replaces_what_lies_between_its_markers() {
+        let chapter = format!("# G\n\n{TABLE_BEGIN}\nold table\n{TABLE_END}\n\nafter\n");
+        let out = splice(&chapter, "| new |\n").unwrap();
+        assert_eq!(
+            out,
+            format!("# G\n\n{TABLE_BEGIN}\n\n| new |\n{TABLE_END}\n\nafter\n")
+        );
+        assert_eq!(
+            splice(&out, "| new |").unwrap(),
+            out,
+            "blessing twice changes nothing"
+        );
+        assert!(splice("# G\n", "x").is_err());
+    }
 }

@@ -5,16 +5,81 @@
 //! explore --random N --seed S [--only NAME]          N seeded random multi-fault schedules
 //! explore --seed S --replay K [--only NAME]          random schedule K of seed S again
 //! explore --baseline [--only NAME]                   the fault-free runs' requests only
+//! explore ... --markdown FILE                        also write the table of what ran
 //! ```
 //!
 //! Exits 1 when a schedule breaks an invariant, printing the schedule, the seed and the
 //! requests of the run.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use tablekit_integration_tests::explore;
-use tablekit_testkit::explore::Plan;
+use tablekit_testkit::explore::{Plan, ScenarioReport};
+
+/// The table's fault columns: each column's heading and the step kinds it counts.
+const COLUMNS: &[(&str, &[&str])] = &[
+    ("refused (503, 500)", &["503", "500 OperationTimedOut"]),
+    ("reset", &["reset before sending"]),
+    ("response lost", &["response lost"]),
+    (
+        "applied late",
+        &["applied late", "applied past the deadline"],
+    ),
+    ("process stopped", &["process stopped"]),
+    (
+        "outages",
+        &[
+            "outage: refused",
+            "outage: resets",
+            "outage: responses lost",
+            "outage: applied late",
+        ],
+    ),
+    ("concurrent actor", &["concurrent actor"]),
+    ("page split", &["page split"]),
+];
+
+/// The markdown table of what the explorer ran: a row per scenario, its schedules by fault,
+/// and the invariant it checks.
+fn markdown(reports: &[ScenarioReport]) -> String {
+    let mut out = String::from("| Scenario | Requests |");
+    for (heading, _) in COLUMNS {
+        let _ = write!(out, " {heading} |");
+    }
+    out.push_str(" Schedules | Violations | Invariant checked |\n|---|---:|");
+    for _ in COLUMNS {
+        out.push_str("---:|");
+    }
+    out.push_str("---:|---:|---|\n");
+    let mut total = 0;
+    for r in reports {
+        let _ = write!(out, "| `{}` | {} |", r.name, r.baseline.len());
+        for (_, kinds) in COLUMNS {
+            let n: u64 = kinds.iter().filter_map(|k| r.by_kind.get(k)).sum();
+            let _ = write!(
+                out,
+                " {} |",
+                if n == 0 {
+                    "—".to_owned()
+                } else {
+                    n.to_string()
+                }
+            );
+        }
+        total += r.schedules;
+        let _ = writeln!(
+            out,
+            " {} | {} | {} |",
+            r.schedules,
+            r.violations.len(),
+            r.invariant
+        );
+    }
+    let _ = writeln!(out, "\n{total} schedules over {} scenarios.", reports.len());
+    out
+}
 
 fn value(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -67,6 +132,7 @@ fn main() -> ExitCode {
     let start = Instant::now();
     let mut failed = false;
     let mut total = 0;
+    let mut reports = Vec::new();
     for entry in explore::all() {
         if only
             .as_deref()
@@ -83,6 +149,14 @@ fn main() -> ExitCode {
             }
         }
         failed |= !report.passed();
+        reports.push(report);
+    }
+    if let Some(path) = value(&args, "--markdown") {
+        if let Err(e) = std::fs::write(&path, markdown(&reports)) {
+            eprintln!("explore: could not write {path}: {e}");
+            return ExitCode::from(2);
+        }
+        println!("explore: the table is in {path}");
     }
     println!(
         "explore: {total} schedules in {:.0} s{}",
