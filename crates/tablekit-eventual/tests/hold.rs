@@ -72,17 +72,17 @@ async fn a_handler_cannot_send_a_write_that_could_land_after_the_worker_loses_th
         max_dequeue_count: 1,
         ..quick_options()
     };
-    let worker = Worker::new(JobQueue::new(through).with_poison(queue.poison().clone()), handler, options);
+    let worker = Worker::new(
+        JobQueue::new(through).with_poison(queue.poison().clone()),
+        handler,
+        options,
+    );
     let report = worker.drain().await.unwrap();
     // The hold ended 3 s after the dequeue was sent and no extension landed: at 2.5 s a
     // write landing up to 2 s later (1 s timeout + 1 s server timeout) would land after it.
     assert_eq!(refused.load(Ordering::SeqCst), 1, "{report:?}");
     assert!(
-        table
-            .get::<Properties>(("p", "1"))
-            .await
-            .unwrap()
-            .is_none(),
+        table.get::<Properties>(("p", "1")).await.unwrap().is_none(),
         "nothing written"
     );
     queue.delete().await.unwrap();
@@ -105,7 +105,10 @@ async fn a_hold_not_longer_than_the_late_landing_is_refused_before_any_request()
         visibility_timeout: Duration::from_secs(2),
         ..quick_options()
     };
-    let e = Worker::new(queue, handler, options).drain().await.unwrap_err();
+    let e = Worker::new(queue, handler, options)
+        .drain()
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("visibility_timeout"), "{e}");
     assert_eq!(metrics.snapshot().requests(), 0);
@@ -216,10 +219,7 @@ async fn a_worker_runs_earlier_job_versions_and_leaves_later_ones_to_upgraded_wo
     assert!(record.reason.contains("version 2"), "{}", record.reason);
     assert_eq!(record.kind.as_deref(), Some("touch@2"));
     // Re-queued, an upgraded worker runs it — and would run a version-1 job as well.
-    let taken = old
-        .take_poisoned(1, Duration::from_secs(30))
-        .await
-        .unwrap();
+    let taken = old.take_poisoned(1, Duration::from_secs(30)).await.unwrap();
     old.requeue(&taken[0]).await.unwrap();
     old.enqueue(&Touch { id: 3 }).await.unwrap();
     let v2 = Arc::new(AtomicU64::new(0));
