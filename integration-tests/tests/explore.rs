@@ -54,6 +54,7 @@ macro_rules! modules {
 modules! {
     azure
     azure_more
+    cli
     encrypted
     eventual
     index

@@ -3,6 +3,7 @@
 
 pub mod azure;
 pub mod azure_more;
+pub mod cli;
 pub mod encrypted;
 pub mod eventual;
 pub mod index_inter;
@@ -27,6 +28,7 @@ pub fn modules() -> Vec<(&'static str, Vec<Entry>)> {
             vec![Entry::new(azure::Submit), Entry::new(azure::BulkWrite)],
         ),
         ("azure_more", azure_more::entries()),
+        ("cli", cli::entries()),
         ("encrypted", encrypted::entries()),
         ("eventual", eventual::entries()),
         (
