@@ -149,6 +149,8 @@ pub(crate) struct Field {
     pub(crate) property_type: Option<Type>,
     /// `#[table(encrypt)]`: stored encrypted by client-side encryption.
     pub(crate) encrypt: Option<Span>,
+    /// `#[serde(alias = "x")]`: also read from another property.
+    pub(crate) alias: Option<Span>,
 }
 
 pub(crate) fn field(attrs: &[Attribute]) -> Result<Field> {
@@ -215,6 +217,9 @@ fn serde_field_meta(meta: &ParseNestedMeta<'_>, out: &mut Field) -> Result<()> {
     } else if meta.path.is_ident("flatten") {
         out.flatten = true;
         Ok(())
+    } else if meta.path.is_ident("alias") {
+        out.alias = Some(span);
+        skip_value(meta.input)
     } else {
         if meta.path.is_ident("with") || meta.path.is_ident("serialize_with") {
             out.custom_serializer = true;

@@ -249,7 +249,10 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
 
 /// Refuses `#[table(encrypt)]` where it cannot hold: on a key field (keys are never
 /// encrypted, so the value would be stored in the clear in the key), on a field serde does
-/// not write, and on a flattened field (its properties are another type's).
+/// not write, on a flattened field (its properties are another type's), and on a field read
+/// from a property other than the one it is written to (a serde `alias`, or a rename for
+/// deserializing only): the encryption policy decrypts the property it encrypted, and a
+/// plain property stored under the other name would fill the "encrypted" field unchecked.
 fn check_encrypt(field: &FieldInfo<'_>, container: &attrs::Container) -> Result<()> {
     let Some(span) = field.settings.encrypt else {
         return Ok(());
@@ -265,6 +268,28 @@ fn check_encrypt(field: &FieldInfo<'_>, container: &attrs::Container) -> Result<
             span,
             "#[table(encrypt)] on a field serde skips: it is not stored, so there is nothing to \
              encrypt",
+        ));
+    }
+    if let Some(alias) = field.settings.alias {
+        return Err(Error::new(
+            alias,
+            format!(
+                "`{}` is encrypted: it cannot also be read from an alias, which would fill it \
+                 from a property stored in the clear, unchecked; read old names in a \
+                 migration instead",
+                field.name
+            ),
+        ));
+    }
+    if field.ser_name != field.de_name {
+        return Err(Error::new(
+            span,
+            format!(
+                "`{}` is encrypted as `{}` but would be read from `{}`: an encrypted field is \
+                 written and read under one name (use `#[serde(rename = \"...\")]`, not a \
+                 rename for one direction)",
+                field.name, field.ser_name, field.de_name
+            ),
         ));
     }
     let in_key = [&container.partition_key, &container.row_key]
