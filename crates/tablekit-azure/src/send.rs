@@ -126,6 +126,10 @@ pub(crate) struct Outcome<T> {
 /// connection, a timeout, a 500 `OperationTimedOut`, a gateway error — leaves the outcome
 /// unknown.
 pub(crate) fn may_have_applied(error: &Error) -> bool {
+    // No connection, nothing sent.
+    if matches!(error, Error::Connection { .. }) {
+        return false;
+    }
     !matches!(error.status(), Some(429 | 503))
 }
 
@@ -176,7 +180,14 @@ pub(crate) fn map_error(error: azure_core::Error, target: &Target) -> Error {
                 None,
             )
         }
-        K::Io => Error::transport("the request did not complete", error),
+        K::Io => match error.downcast_ref::<crate::transport::ConnectionProblem>() {
+            Some(problem) => Error::Connection {
+                failure: problem.problem.0,
+                message: problem.problem.1.clone(),
+                source: Some(Box::new(error)),
+            },
+            None => Error::transport("the request did not complete", error),
+        },
         K::Credential => Error::InvalidConfig {
             part: "credentials".into(),
             reason: error.to_string(),

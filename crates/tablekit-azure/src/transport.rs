@@ -8,7 +8,7 @@ use std::time::Duration;
 use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::headers::{HeaderName, HeaderValue, Headers};
 use azure_core::{Body, Context, Policy, PolicyResult, Request, Response, StatusCode};
-use tablekit_core::{Error, Result};
+use tablekit_core::{ConnectionFailure, Error, Result};
 
 use crate::account::Bearer;
 use crate::metrics::{Metrics, RequestKind};
@@ -126,8 +126,15 @@ impl Policy for Transport {
             builder = builder.header(reqwest::header::AUTHORIZATION, value);
         }
         // `without_url`: reqwest errors otherwise quote the URL, SAS signature included.
-        let io = |e: reqwest::Error| {
-            azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed")
+        let io = |e: reqwest::Error| match connection_failure(&e) {
+            Some(problem) => azure_core::Error::new(
+                AzureErrorKind::Io,
+                ConnectionProblem {
+                    problem,
+                    source: e.without_url(),
+                },
+            ),
+            None => azure_core::Error::full(AzureErrorKind::Io, e.without_url(), "request failed"),
         };
         // The last check before the wire: waits for a token (or anything else) may have
         // taken the attempt past the instant after which it could land too late.
@@ -183,5 +190,83 @@ impl Policy for Transport {
         self.metrics.received(bytes.len());
         let stream = futures::stream::once(async move { Ok::<_, azure_core::Error>(bytes) });
         Ok(Response::new(status, headers, Box::pin(stream)))
+    }
+}
+
+/// A connection that could not be made, and why: carried inside the SDK's error so that the
+/// error mapping can name it ([`Error::Connection`]).
+#[derive(Debug)]
+pub(crate) struct ConnectionProblem {
+    pub(crate) problem: (ConnectionFailure, String),
+    source: reqwest::Error,
+}
+
+impl std::fmt::Display for ConnectionProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.problem.0, self.problem.1)
+    }
+}
+
+impl std::error::Error for ConnectionProblem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Why `error` could not connect, when it says: a TLS certificate the client refused, a host
+/// name that did not resolve, a refused connection. Other failures (a reset, a timeout) are
+/// not connection failures: the request may have been sent.
+fn connection_failure(error: &reqwest::Error) -> Option<(ConnectionFailure, String)> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut dns = false;
+    while let Some(e) = next {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some((tls_failure(tls), tls.to_string()));
+        }
+        // hyper's connector names a failed lookup "dns error" and wraps the resolver's.
+        dns |= e.to_string().contains("dns error");
+        next = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => {
+                if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                    return Some((ConnectionFailure::Refused, io.to_string()));
+                }
+                // An I/O error's `source` skips what it wraps (the TLS stack's error, or
+                // another I/O error around it): look inside instead.
+                match io.get_ref() {
+                    Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                    None => e.source(),
+                }
+            }
+            None => e.source(),
+        };
+    }
+    (dns && error.is_connect()).then(|| {
+        (
+            ConnectionFailure::Dns,
+            "the host name did not resolve".to_owned(),
+        )
+    })
+}
+
+fn tls_failure(error: &rustls::Error) -> ConnectionFailure {
+    use rustls::CertificateError as C;
+    match error {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => ConnectionFailure::UntrustedCertificate,
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                ConnectionFailure::NameMismatch
+            }
+            C::Expired
+            | C::ExpiredContext { .. }
+            | C::NotValidYet
+            | C::NotValidYetContext { .. } => ConnectionFailure::ExpiredCertificate,
+            // webpki's refusal of an authority's certificate presented as a server's reaches
+            // rustls as an opaque "other" error.
+            other if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+                ConnectionFailure::CaCertificateAsServer
+            }
+            _ => ConnectionFailure::Tls,
+        },
+        _ => ConnectionFailure::Tls,
     }
 }

@@ -378,7 +378,22 @@ pub enum Error {
         /// The service's message.
         message: String,
     },
-    /// The request did not complete: connection refused or reset, timeout, body error.
+    /// No connection could be made to the service, for a named reason: its TLS certificate
+    /// was refused, its host name did not resolve, or it refused the connection. Nothing was
+    /// sent. TLS failures are not retried (the same certificate will be refused again);
+    /// [`ConnectionFailure::Dns`] and [`ConnectionFailure::Refused`] are, as transport errors
+    /// are (a service restarting refuses connections for a moment).
+    #[error("cannot connect to the service ({failure}): {message}")]
+    Connection {
+        /// What failed.
+        failure: ConnectionFailure,
+        /// The underlying reason, as the TLS stack or the resolver gave it.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The request did not complete: connection reset, timeout, body error.
     #[error("transport error: {message}")]
     Transport {
         /// What happened.
@@ -408,6 +423,52 @@ pub enum Error {
         /// Which deadline, and how far it was.
         reason: String,
     },
+}
+
+/// Why no connection could be made ([`Error::Connection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectionFailure {
+    /// The server's certificate is not signed by an authority the client trusts (a private
+    /// or emulator authority that was not added with the account's root certificates).
+    UntrustedCertificate,
+    /// The server presented a certificate authority's own certificate (`CA:TRUE`, what
+    /// `openssl req -x509` makes) as its certificate: make a server certificate signed by
+    /// that authority, and trust the authority.
+    CaCertificateAsServer,
+    /// The certificate is not valid for the host name the client connected to.
+    NameMismatch,
+    /// The certificate has expired, or is not valid yet.
+    ExpiredCertificate,
+    /// Another TLS failure (handshake, protocol, a certificate refused for another reason).
+    Tls,
+    /// The host name did not resolve.
+    Dns,
+    /// The host refused the connection (nothing listens on the port).
+    Refused,
+}
+
+impl ConnectionFailure {
+    /// Whether this is a TLS failure (never retried).
+    pub fn is_tls(self) -> bool {
+        !matches!(self, ConnectionFailure::Dns | ConnectionFailure::Refused)
+    }
+}
+
+impl fmt::Display for ConnectionFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnectionFailure::UntrustedCertificate => "untrusted TLS certificate",
+            ConnectionFailure::CaCertificateAsServer => {
+                "TLS certificate of an authority used as the server's"
+            }
+            ConnectionFailure::NameMismatch => "TLS certificate for another host name",
+            ConnectionFailure::ExpiredCertificate => "expired or not yet valid TLS certificate",
+            ConnectionFailure::Tls => "TLS failure",
+            ConnectionFailure::Dns => "host name not found",
+            ConnectionFailure::Refused => "connection refused",
+        })
+    }
 }
 
 /// A stable classification of [`Error`]s.
@@ -442,6 +503,8 @@ pub enum ErrorKind {
     Service,
     /// Network failure or timeout.
     Transport,
+    /// The server's TLS certificate was refused ([`Error::Connection`] with a TLS failure).
+    Tls,
     /// The outcome of a write is unknown.
     Indeterminate,
     /// A request was not sent: it could have landed after its deadline.
@@ -473,6 +536,8 @@ impl Error {
             Error::Forbidden { .. } => ErrorKind::Forbidden,
             Error::Service { .. } => ErrorKind::Service,
             Error::Transport { .. } => ErrorKind::Transport,
+            Error::Connection { failure, .. } if failure.is_tls() => ErrorKind::Tls,
+            Error::Connection { .. } => ErrorKind::Transport,
             Error::Indeterminate { .. } => ErrorKind::Indeterminate,
             Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
         }
@@ -484,6 +549,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Throttled { .. } | Error::Transport { .. } => true,
+            Error::Connection { failure, .. } => !failure.is_tls(),
             Error::Service { status, .. } => is_retryable_status(*status),
             Error::BatchFailed { source, .. } => source.is_retryable(),
             _ => false,

@@ -22,7 +22,9 @@ pub mod __private;
 pub use batch::{BatchPlan, Operation, OperationKind};
 pub use edm::{EdmType, EdmValue, Properties};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
-pub use error::{Error, ErrorKind, KeyKind, Limit, NameKind, ResourceKind, Result, Target};
+pub use error::{
+    ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, ResourceKind, Result, Target,
+};
 pub use filter::QueryShape;
 pub use keys::{Keys, PartitionKey, RowKey};
 pub use table_entity::{AsEntity, IntoKeys, TableEntity};

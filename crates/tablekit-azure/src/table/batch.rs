@@ -440,6 +440,13 @@ pub(crate) fn clone_error(e: &Error) -> Error {
             message: message.clone(),
             source: None,
         },
+        Error::Connection {
+            failure, message, ..
+        } => Error::Connection {
+            failure: *failure,
+            message: message.clone(),
+            source: None,
+        },
         Error::Throttled {
             status,
             code,
