@@ -9,6 +9,9 @@ use tablekit_core::{Error, Result};
 use crate::reference::Names;
 use crate::store::LargeEntities;
 
+/// The default grace period of a store: one hour, whatever the settings of its handles.
+const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
+
 /// Builds a [`LargeEntities`] store; see its setters for the defaults.
 #[derive(Debug, Clone)]
 pub struct LargeEntitiesBuilder {
@@ -19,6 +22,7 @@ pub struct LargeEntitiesBuilder {
     inline_max: usize,
     commit_deadline: Duration,
     clock_allowance: Duration,
+    grace: Duration,
     content_type: Option<String>,
 }
 
@@ -49,21 +53,40 @@ impl LargeEntitiesBuilder {
     /// How long after its upload started a blob may still be offered to an entity write
     /// (default 10 minutes, at least 1 second). When the upload and whatever delays the
     /// process between it and the entity write take longer, the blob is dropped and the
-    /// attempt starts again with a new one. Part of [`LargeEntities::min_sweep_grace`].
+    /// attempt starts again with a new one. Part of [`LargeEntities::required_grace`].
     #[must_use]
     pub fn with_commit_deadline(mut self, deadline: Duration) -> Self {
         self.commit_deadline = deadline;
         self
     }
 
-    /// The margin [`LargeEntities::min_sweep_grace`] adds for the service's clocks (default
-    /// 1 minute, at least 1 second). The sweeper measures a blob's age between two readings
-    /// of the service's clock — the blob's `Last-Modified` and the listing response's `Date`
-    /// — which have a resolution of one second and may come from different servers of the
-    /// service; this machine's clock is not involved.
+    /// The margin kept between a write's last possible landing and the end of the grace
+    /// period, for the service's clocks (default 1 minute, at least 1 second): an entity write
+    /// lands at the latest the grace period *less this* after its blob's upload started. The
+    /// sweeper measures a blob's age between two readings of the service's clock — the blob's
+    /// `Last-Modified` and the listing response's `Date` — which have a resolution of one
+    /// second and may come from different servers of the service; this machine's clock is
+    /// not involved. Part of [`LargeEntities::required_grace`].
     #[must_use]
     pub fn with_clock_allowance(mut self, allowance: Duration) -> Self {
         self.clock_allowance = allowance;
+        self
+    }
+
+    /// The store's grace period (default 1 hour): how long after its upload a blob is left
+    /// alone by [`LargeEntities::sweep`], and the bound every entity write of this handle
+    /// keeps — it lands, if ever, within the grace period less the clock allowance after the
+    /// upload of the blob it references started.
+    ///
+    /// It is a property of the store, not of one process: give every handle of a store — its
+    /// writers and its sweepers — the same value. Each blob records the grace its writer
+    /// used ([`GRACE_METADATA`](crate::GRACE_METADATA)), and a sweep never applies a shorter
+    /// one to it, so a sweeper configured with less still waits for a writer configured
+    /// with more. A handle whose own writes could land later — its
+    /// [`LargeEntities::required_grace`] exceeds this — refuses to write.
+    #[must_use]
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
         self
     }
 
@@ -80,7 +103,8 @@ impl LargeEntitiesBuilder {
     /// [`Error::InvalidName`] when the property name does not make valid property names or
     /// the prefix is not a valid start of a blob name; [`Error::InvalidArgument`] for an inline
     /// limit above 64 KiB; [`Error::InvalidConfig`] for a commit deadline or a clock allowance
-    /// under 1 second.
+    /// under 1 second, or a grace period no longer than the two together (no write could
+    /// ever fit in it).
     pub fn build(self) -> Result<LargeEntities> {
         let names = Names::new(&self.property);
         for name in names.all() {
@@ -103,6 +127,15 @@ impl LargeEntitiesBuilder {
                     .into(),
             });
         }
+        if self.grace <= self.commit_deadline.saturating_add(self.clock_allowance) {
+            return Err(Error::InvalidConfig {
+                part: "grace".into(),
+                reason: format!(
+                    "{:?} leaves no time for an entity write after the commit deadline ({:?}) and the clock allowance ({:?})",
+                    self.grace, self.commit_deadline, self.clock_allowance
+                ),
+            });
+        }
         if self.inline_max > tablekit_core::limits::MAX_PROPERTY_BYTES {
             return Err(Error::invalid_argument(
                 "inline_max",
@@ -117,6 +150,7 @@ impl LargeEntitiesBuilder {
             inline_max: self.inline_max,
             commit_deadline: self.commit_deadline,
             clock_allowance: self.clock_allowance,
+            grace: self.grace,
             content_type: self.content_type,
         })
     }
@@ -160,6 +194,7 @@ impl LargeEntities {
             inline_max: 0,
             commit_deadline: Duration::from_secs(600),
             clock_allowance: Duration::from_secs(60),
+            grace: DEFAULT_GRACE,
             content_type: None,
         }
     }

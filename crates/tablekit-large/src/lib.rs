@@ -9,6 +9,6 @@ mod sweep;
 
 pub use builder::LargeEntitiesBuilder;
 pub use read::Large;
-pub use reference::{BlobRef, PK_METADATA, RK_METADATA};
+pub use reference::{BlobRef, GRACE_METADATA, PK_METADATA, RK_METADATA};
 pub use store::{LargeEntities, LargeWritten};
 pub use sweep::{SweepOptions, SweepReport};

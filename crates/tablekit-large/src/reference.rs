@@ -1,6 +1,7 @@
 //! What an entity stores about its payload, and how a blob names the entity it belongs to.
 
 use std::fmt;
+use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use tablekit_core::edm::{EdmValue, Properties};
@@ -10,6 +11,26 @@ use tablekit_core::{Error, Keys, ResourceKind, Result, Target};
 pub const PK_METADATA: &str = "tablekit_pk";
 /// Blob metadata naming the RowKey of the entity a blob was uploaded for.
 pub const RK_METADATA: &str = "tablekit_rk";
+/// Blob metadata with the grace period, in whole seconds, of the store handle that uploaded
+/// the blob: its entity write lands within it after the upload started, and a sweep leaves
+/// the blob alone at least that long, whatever grace the sweeper itself was given.
+pub const GRACE_METADATA: &str = "tablekit_grace";
+
+/// The [`GRACE_METADATA`] value of `grace`: whole seconds, rounded up so that a sweeper
+/// never waits less than the writer's grace.
+pub(crate) fn encode_grace(grace: Duration) -> String {
+    let secs = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
+    secs.to_string()
+}
+
+/// The grace a blob's metadata records: `None` when absent, `Some(None)` when malformed.
+pub(crate) fn decode_grace(
+    metadata: &std::collections::BTreeMap<String, String>,
+) -> Option<Option<Duration>> {
+    metadata
+        .get(GRACE_METADATA)
+        .map(|v| v.parse::<u64>().ok().map(Duration::from_secs))
+}
 
 /// Where an entity's payload lives: the blob's name, its length and its SHA-256. Blob names
 /// are never reused, so a reference always means one immutable content.
@@ -221,6 +242,17 @@ mod tests {
         }
         assert_eq!(decode_key("%zz"), None);
         assert_eq!(decode_key("%4"), None);
+    }
+
+    #[test]
+    fn graces_are_recorded_in_whole_seconds_rounded_up() {
+        assert_eq!(encode_grace(Duration::from_secs(3600)), "3600");
+        assert_eq!(encode_grace(Duration::from_millis(8_001)), "9");
+        let meta =
+            |v: &str| std::collections::BTreeMap::from([(GRACE_METADATA.to_owned(), v.to_owned())]);
+        assert_eq!(decode_grace(&meta("9")), Some(Some(Duration::from_secs(9))));
+        assert_eq!(decode_grace(&meta("9.5")), Some(None));
+        assert_eq!(decode_grace(&std::collections::BTreeMap::new()), None);
     }
 
     #[test]

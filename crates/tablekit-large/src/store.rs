@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::Serialize;
-use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
+use tablekit_azure::{BlobCondition, Container, Deadline, PutBlob, Table, track_landing};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, to_properties};
 use tablekit_core::{
@@ -14,7 +15,9 @@ use tablekit_core::{
 };
 use tracing::Instrument as _;
 
-use crate::reference::{BlobRef, Names, PK_METADATA, Payload, RK_METADATA, encode_key};
+use crate::reference::{
+    BlobRef, GRACE_METADATA, Names, PK_METADATA, Payload, RK_METADATA, encode_grace, encode_key,
+};
 
 /// How often a write uploads its payload again after missing its commit deadline.
 const MAX_STALLS: usize = 3;
@@ -54,6 +57,7 @@ pub struct LargeEntities {
     pub(crate) inline_max: usize,
     pub(crate) commit_deadline: Duration,
     pub(crate) clock_allowance: Duration,
+    pub(crate) grace: Duration,
     pub(crate) content_type: Option<String>,
 }
 
@@ -67,6 +71,7 @@ impl fmt::Debug for LargeEntities {
             .field("inline_max", &self.inline_max)
             .field("commit_deadline", &self.commit_deadline)
             .field("clock_allowance", &self.clock_allowance)
+            .field("grace", &self.grace)
             .finish()
     }
 }
@@ -99,24 +104,51 @@ impl LargeEntities {
         &self.prefix
     }
 
-    /// The shortest grace period [`LargeEntities::sweep`] accepts: the commit deadline, plus
-    /// the longest an entity write may take to land after it starts
+    /// The store's grace period ([`LargeEntitiesBuilder::with_grace`](crate::LargeEntitiesBuilder::with_grace),
+    /// default 1 hour): a blob is swept only once it is at least this old by the service's
+    /// clock, and every entity write of this handle lands, if ever, within it less the clock
+    /// allowance after the upload of its blob started. No request is sent.
+    ///
+    /// Why a sweep after it is safe: a blob's `Last-Modified` is stamped after its upload
+    /// started, so once the service's clock reads `Last-Modified` + the grace, every entity
+    /// write that could reference the blob has landed or never will — and a read of the
+    /// entity then tells for good whether it does. The clock allowance covers the one-second
+    /// resolution of the service's timestamps and differences between its servers' clocks.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// The shortest grace period this handle's writes fit in: the commit deadline, plus the
+    /// longest an entity write may take to land after it starts
     /// ([`Settings::write_settles_within`](tablekit_azure::Settings::write_settles_within) of
     /// the table's account), plus the clock allowance. No request is sent.
     ///
-    /// Why it suffices: a writer offers a blob to an entity write only within the commit
-    /// deadline after the blob's upload started, and that write has landed or never will
-    /// within `write_settles_within` after it started. A blob's `Last-Modified` is set after
-    /// its upload started, so once the service's clock reads `Last-Modified` + this grace,
-    /// every write that could reference the blob has landed — and a read of the entity then
-    /// tells for good whether it does. The clock allowance covers the one-second resolution
-    /// of the service's timestamps and differences between its servers' clocks.
-    ///
-    /// With the default settings, about 15 min 25 s: 10 min + 4 min 25 s + 1 min.
-    pub fn min_sweep_grace(&self) -> Duration {
+    /// [`LargeEntities::put`] and [`LargeEntities::insert`] refuse to write, before any
+    /// request, when this exceeds [`LargeEntities::grace`]. With the default settings, about
+    /// 15 min 25 s (10 min + 4 min 25 s + 1 min) against the default grace of 1 hour.
+    pub fn required_grace(&self) -> Duration {
         self.commit_deadline
             .saturating_add(self.table.account().settings().write_settles_within())
             .saturating_add(self.clock_allowance)
+    }
+
+    /// Refuses a write from a handle whose entity writes could land after the grace period:
+    /// a sweep could then delete a blob before the write that references it lands.
+    fn check_grace(&self) -> Result<()> {
+        let required = self.required_grace();
+        if required <= self.grace {
+            return Ok(());
+        }
+        Err(Error::InvalidConfig {
+            part: "grace".into(),
+            reason: format!(
+                "an entity write of this handle may land up to {required:?} after its blob's upload starts (commit deadline {:?} + Settings::write_settles_within {:?} + clock allowance {:?}), later than the store's grace period of {:?} allows: a sweep could delete the blob first. Lengthen the grace period (LargeEntitiesBuilder::with_grace, the same for every handle of the store) or shorten the settings",
+                self.commit_deadline,
+                self.table.account().settings().write_settles_within(),
+                self.clock_allowance,
+                self.grace
+            ),
+        })
     }
 
     /// The entity's properties with `payload` in place, checked against every entity limit.
@@ -163,6 +195,7 @@ impl LargeEntities {
         let metadata = BTreeMap::from([
             (PK_METADATA.to_owned(), encode_key(keys.pk())),
             (RK_METADATA.to_owned(), encode_key(keys.rk())),
+            (GRACE_METADATA.to_owned(), encode_grace(self.grace)),
         ]);
         let options = PutBlob {
             content_type: self.content_type.clone(),
@@ -212,13 +245,22 @@ impl LargeEntities {
     /// applies after the client stopped waiting for it can recreate an entity a later delete
     /// removed ("What does not hold" in the crate documentation).
     ///
+    /// **Grace:** the entity write runs under a [`Deadline`] at the upload's start plus the
+    /// store's [`LargeEntities::grace`] less the clock allowance, so it never lands after a
+    /// sweep may have deleted its blob.
+    ///
     /// # Errors
     /// Before any request: the entity's key errors, encoding errors of its value, a property
-    /// name the reference uses, and entity limits with the reference included. Then transport and service errors of
-    /// any step; a failed write leaves the old value (and possibly an unreferenced blob for
-    /// the sweeper). [`Error::PreconditionFailed`] when conflicts outlast the account's
-    /// conflict-retry limit; [`Error::Transport`] when the upload outlasts the commit deadline
-    /// 3 times in a row. A failure to delete the *old* blob is not an error: see
+    /// name the reference uses, and entity limits with the reference included;
+    /// [`Error::InvalidConfig`] (part `grace`) when this handle's
+    /// [`LargeEntities::required_grace`] exceeds the store's [`LargeEntities::grace`]. Then
+    /// transport and service errors of any step; a failed write leaves the old value (or, after
+    /// an error that leaves its outcome unknown, possibly the new one), and possibly an
+    /// unreferenced blob for the sweeper. [`Error::PreconditionFailed`] when conflicts outlast
+    /// the account's conflict-retry limit; [`Error::Transport`] when the upload outlasts the
+    /// commit deadline 3 times in a row; [`Error::DeadlineExceeded`] when the entity write was
+    /// delayed past its deadline (its blob is then deleted, unless an earlier attempt may still
+    /// land). A failure to delete the *old* blob is not an error: see
     /// [`LargeWritten::orphaned`].
     pub async fn put(
         &self,
@@ -230,6 +272,7 @@ impl LargeEntities {
         let data: Bytes = payload.into();
         // Validates everything before the first request; each attempt makes its own name.
         self.prepare(keys, value, &data)?;
+        self.check_grace()?;
         let span = tracing::debug_span!("tablekit.large.put", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
         async {
             let mut conflicts = self.table.account().conflict_loop();
@@ -262,20 +305,27 @@ impl LargeEntities {
                 for (unreferenced, _) in sent.drain(..) {
                     self.discard_payload(&unreferenced).await;
                 }
-                let (entity, payload) = self.stage(keys, value, &data).await?;
-                let written = match current {
-                    Some(stored) => self
-                        .table
-                        .replace(&entity, stored.if_match())
-                        .await
-                        .map_err(deleted_is_a_conflict),
-                    None => self.table.insert(&entity).await,
-                };
+                let staged = self.stage(keys, value, &data).await?;
+                let entity = &staged.entity;
+                let (written, unsettled) = staged
+                    .bound(async {
+                        match &current {
+                            Some(stored) => self
+                                .table
+                                .replace(entity, stored.if_match())
+                                .await
+                                .map_err(deleted_is_a_conflict),
+                            None => self.table.insert(entity).await,
+                        }
+                    })
+                    .await;
                 match written {
-                    Ok(etag) => return Ok(self.finish(etag, &payload, current_blob).await),
+                    Ok(etag) => {
+                        return Ok(self.finish(etag, &staged.payload, current_blob).await);
+                    }
                     Err(e) => {
-                        let refused = e.status().is_some_and(|s| (400..500).contains(&s));
-                        sent.push((payload, current_blob));
+                        let refused = never_applied(&e, unsettled);
+                        sent.push((staged.payload, current_blob));
                         if let Err(e) = conflicts.retry(e).await {
                             if refused {
                                 // The service refused it: the entity does not reference it.
@@ -313,28 +363,41 @@ impl LargeEntities {
     }
 
     /// Uploads the payload under a new name (nothing for an inline payload) and returns the
-    /// entity that references it, for a write that must start at once.
+    /// entity that references it, for a write that must start at once, with the deadline that
+    /// write must land by.
     ///
-    /// The commit deadline runs from the moment the upload *starts*, which is before the
-    /// service stamps the blob's `Last-Modified`: the sweeper's grace period, measured from
-    /// that stamp, then covers the deadline and the write that follows. When the deadline
-    /// has passed by the time the write could start (a slow upload, a stalled process), the
-    /// blob is deleted and a new one uploaded, [`MAX_STALLS`] times at most.
+    /// The commit deadline and the grace period run from the moment the upload *starts*,
+    /// which is before the service stamps the blob's `Last-Modified`: the sweeper's grace
+    /// period, measured from that stamp, then covers the write that follows. When the commit
+    /// deadline has passed by the time the write could start (a slow upload, a stalled
+    /// process), the blob is deleted and a new one uploaded, [`MAX_STALLS`] times at most.
+    /// Whatever delays the write after that (a codec waiting for its key store, a frozen
+    /// process), its attempts are sent only if they land by the upload's start plus the
+    /// grace period less the clock allowance.
     async fn stage<M: Serialize + ?Sized>(
         &self,
         keys: &Keys,
         value: &M,
         data: &Bytes,
-    ) -> Result<(Entity<Properties>, Payload)> {
+    ) -> Result<Staged> {
         for _ in 0..MAX_STALLS {
             let (entity, payload) = self.prepare(keys, value, data)?;
             let Payload::Blob(reference) = &payload else {
-                return Ok((entity, payload));
+                return Ok(Staged {
+                    entity,
+                    payload,
+                    deadline: None,
+                });
             };
             let started = Instant::now();
             self.upload(keys, reference, data).await?;
             if started.elapsed() <= self.commit_deadline {
-                return Ok((entity, payload));
+                let lands_by = started + self.grace.saturating_sub(self.clock_allowance);
+                return Ok(Staged {
+                    entity,
+                    payload,
+                    deadline: Some(Deadline::at(lands_by)),
+                });
             }
             // Too late: a sweeper may already count this blob as abandoned.
             self.discard(&reference.name).await;
@@ -355,8 +418,9 @@ impl LargeEntities {
     /// payload or not at all.
     ///
     /// # Errors
-    /// As [`LargeEntities::put`]; [`Error::AlreadyExists`] if the entity exists (the uploaded
-    /// blob is deleted again: 1 more request).
+    /// As [`LargeEntities::put`] (the grace check and the deadline included);
+    /// [`Error::AlreadyExists`] if the entity exists (the uploaded blob is deleted again:
+    /// 1 more request).
     pub async fn insert(
         &self,
         entity: &impl AsEntity,
@@ -367,21 +431,23 @@ impl LargeEntities {
         let data: Bytes = payload.into();
         // Validates everything before the first request.
         self.prepare(keys, value, &data)?;
+        self.check_grace()?;
         let span = tracing::debug_span!("tablekit.large.insert", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
         async {
-            let (entity, payload) = self.stage(keys, value, &data).await?;
-            match self.table.insert(&entity).await {
+            let staged = self.stage(keys, value, &data).await?;
+            let (written, unsettled) = staged.bound(self.table.insert(&staged.entity)).await;
+            match written {
                 Ok(etag) => Ok(LargeWritten {
                     etag,
-                    reference: reference(&payload),
+                    reference: reference(&staged.payload),
                     orphaned: None,
                 }),
                 Err(e) => {
-                    // Refused (409, 4xx): unreferenced. Otherwise the insert may have been
-                    // applied, and the blob stays until the sweeper sees whether it is
-                    // referenced.
-                    if e.status().is_some_and(|s| (400..500).contains(&s)) {
-                        self.discard_payload(&payload).await;
+                    // Refused (409, 4xx) or never sent: unreferenced. Otherwise the insert
+                    // may have been applied, and the blob stays until the sweeper sees
+                    // whether it is referenced.
+                    if never_applied(&e, unsettled) {
+                        self.discard_payload(&staged.payload).await;
                     }
                     Err(e)
                 }
@@ -525,6 +591,39 @@ impl LargeEntities {
         }
         self.table.merge(&Entity::new(keys, props), if_match).await
     }
+}
+
+/// A staged write: the entity referencing an uploaded payload, and the deadline its write
+/// must land by (none for an inline payload: no blob can be swept from under it).
+struct Staged {
+    entity: Entity<Properties>,
+    payload: Payload,
+    deadline: Option<Deadline>,
+}
+
+impl Staged {
+    /// Runs the entity write `write` under the deadline. Returns its result, and the instant
+    /// by which those of its attempts that got no definite answer have landed or never will
+    /// (`None` when every attempt got one, or none was sent).
+    async fn bound<T>(
+        &self,
+        write: impl Future<Output = Result<T>>,
+    ) -> (Result<T>, Option<Instant>) {
+        match &self.deadline {
+            Some(deadline) => track_landing(deadline.scope(write)).await,
+            None => track_landing(write).await,
+        }
+    }
+}
+
+/// Whether a failed entity write certainly did not store its entity: the service refused it
+/// (4xx; an earlier attempt whose outcome was unknown cannot land after a conflict, as its
+/// condition no longer holds), or an attempt was refused unsent for its deadline and no
+/// earlier attempt is left without a definite answer.
+fn never_applied(error: &Error, unsettled: Option<Instant>) -> bool {
+    let refused = error.status().is_some_and(|s| (400..500).contains(&s));
+    let unsent = matches!(error, Error::DeadlineExceeded { .. }) && unsettled.is_none();
+    refused || unsent
 }
 
 /// A conditional replace that finds the entity gone met a concurrent delete: like a 412, the

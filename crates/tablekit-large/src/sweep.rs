@@ -8,7 +8,7 @@ use tablekit_core::edm::Properties;
 use tablekit_core::{Error, Keys, Result};
 use tracing::Instrument as _;
 
-use crate::reference::{PK_METADATA, Payload, RK_METADATA, decode_key};
+use crate::reference::{PK_METADATA, Payload, RK_METADATA, decode_grace, decode_key};
 use crate::store::LargeEntities;
 
 /// Options of [`LargeEntities::sweep`].
@@ -16,17 +16,17 @@ use crate::store::LargeEntities;
 pub struct SweepOptions {
     /// Blobs younger than this, by the service's clock, are left alone: a write may still
     /// come to reference them. `None` (the default) is the store's
-    /// [`LargeEntities::min_sweep_grace`]; a shorter period is refused unless
-    /// `allow_unsafe_grace` is set.
+    /// [`LargeEntities::grace`]; a shorter period is refused unless `allow_unsafe_grace` is
+    /// set. A blob whose writer recorded a longer grace ([`GRACE_METADATA`](crate::GRACE_METADATA))
+    /// is left alone for that long.
     pub grace: Option<Duration>,
     /// Report what would be deleted without deleting it.
     pub dry_run: bool,
-    /// Accept a `grace` shorter than [`LargeEntities::min_sweep_grace`]. **Unsafe while
-    /// writers of the store run**: the sweep can delete a blob whose entity write is still in
-    /// flight, and the entity then references a missing blob. Only for maintenance windows
-    /// in which no `put` or `insert` of the store has started for at least
-    /// [`Settings::write_settles_within`](tablekit_azure::Settings::write_settles_within) plus
-    /// the commit deadline, and for tests.
+    /// Accept a `grace` shorter than [`LargeEntities::grace`], and apply it to every blob,
+    /// ignoring the grace its writer recorded. **Unsafe while writers of the store run**: the
+    /// sweep can delete a blob whose entity write is still in flight, and the entity then
+    /// references a missing blob. Only for maintenance windows in which no `put` or `insert`
+    /// of the store has started for at least the grace period, and for tests.
     pub allow_unsafe_grace: bool,
 }
 
@@ -48,7 +48,9 @@ impl SweepOptions {
 pub struct SweepReport {
     /// Blobs listed under the store's prefix.
     pub listed: usize,
-    /// Blobs skipped because they are younger than the grace period.
+    /// Blobs skipped because they are younger than the grace period: the sweep's, or the
+    /// longer one their writer recorded (a blob whose recorded grace cannot be read is
+    /// counted here too, and never swept).
     pub young: usize,
     /// Blobs skipped because their metadata names no entity (not written by this store).
     pub foreign: usize,
@@ -61,7 +63,7 @@ pub struct SweepReport {
     pub deleted: Vec<String>,
     /// Entities read to decide.
     pub entities_read: usize,
-    /// The grace period applied.
+    /// The grace period applied (at least; a blob's writer may have recorded a longer one).
     pub grace: Duration,
     /// The service's clock when it listed the blobs (the listing response's `Date`): ages
     /// are this minus each blob's `Last-Modified`.
@@ -77,9 +79,11 @@ impl LargeEntities {
     /// that entity (once per entity, however many of its blobs are listed) and deletes the
     /// blob unless the entity references it. A blob's age is the service's clock at the
     /// listing (the response's `Date`) minus the blob's `Last-Modified`, both stamped by the
-    /// service, so a wrong clock on this machine cannot make a young blob look old. Past
-    /// [`LargeEntities::min_sweep_grace`], no write can still come to reference a blob, so
-    /// one the entity does not reference is garbage for good.
+    /// service, so a wrong clock on this machine cannot make a young blob look old. Past the
+    /// store's [`LargeEntities::grace`] — and past the grace its writer recorded in the blob,
+    /// when that is longer — no write can still come to reference a blob, so one the entity
+    /// does not reference is garbage for good. The settings of this handle play no part: a
+    /// sweeper with short timeouts is as safe as one with long ones.
     ///
     /// **Requests:** 1 per 5,000 blobs listed + 1 point read per entity with a blob past the
     /// grace period + 1 delete per orphan; none when the options are refused.
@@ -88,18 +92,18 @@ impl LargeEntities {
     ///
     /// # Errors
     /// Before any request: [`Error::InvalidConfig`] when `options.grace` is shorter than
-    /// [`LargeEntities::min_sweep_grace`] and `options.allow_unsafe_grace` is not set. Then
+    /// [`LargeEntities::grace`] and `options.allow_unsafe_grace` is not set. Then
     /// transport and service errors of the listing and the reads, and [`Error::Transport`]
     /// when the listing response carries no `Date` (ages cannot be measured); a failed delete
     /// of one orphan is an error too (the next sweep retries it).
     pub async fn sweep(&self, options: &SweepOptions) -> Result<SweepReport> {
-        let min = self.min_sweep_grace();
-        let grace = options.grace.unwrap_or(min);
-        if grace < min && !options.allow_unsafe_grace {
+        let store = self.grace();
+        let grace = options.grace.unwrap_or(store);
+        if grace < store && !options.allow_unsafe_grace {
             return Err(Error::InvalidConfig {
                 part: "SweepOptions::grace".into(),
                 reason: format!(
-                    "{grace:?} is shorter than this store's minimum of {min:?} (commit deadline + the longest a write may take to land + clock allowance): a write in flight could still reference a blob that old. Use SweepOptions::immediate() only while no writer runs"
+                    "{grace:?} is shorter than this store's grace period of {store:?}: an entity write in flight could still reference a blob that old. Use SweepOptions::immediate() only while no writer runs"
                 ),
             });
         }
@@ -120,7 +124,14 @@ impl LargeEntities {
             };
             let mut references: HashMap<Keys, Reference> = HashMap::new();
             for blob in blobs {
-                if !past_grace(blob.last_modified, service_time, grace) {
+                let applies = if options.allow_unsafe_grace {
+                    Some(grace)
+                } else {
+                    blob_grace(&blob.metadata, grace)
+                };
+                let old_enough = applies
+                    .is_some_and(|grace| past_grace(blob.last_modified, service_time, grace));
+                if !old_enough {
                     report.young += 1;
                     continue;
                 }
@@ -179,6 +190,20 @@ enum Reference {
     Unreadable,
 }
 
+/// The grace period a blob gets: the sweep's, or the longer one its writer recorded; the
+/// sweep's alone when the writer recorded none (a blob written before graces were recorded).
+/// `None` when the record is malformed: the blob is then never old enough.
+fn blob_grace(
+    metadata: &std::collections::BTreeMap<String, String>,
+    sweep: Duration,
+) -> Option<Duration> {
+    match decode_grace(metadata) {
+        None => Some(sweep),
+        Some(Some(writer)) => Some(sweep.max(writer)),
+        Some(None) => None,
+    }
+}
+
 /// The entity a blob was uploaded for, from its metadata.
 fn owner(metadata: &std::collections::BTreeMap<String, String>) -> Option<Keys> {
     let pk = decode_key(metadata.get(PK_METADATA)?)?;
@@ -222,6 +247,21 @@ mod tests {
                 "{service_offset}: old"
             );
         }
+    }
+
+    #[test]
+    fn a_blob_gets_the_longer_of_the_sweep_grace_and_its_writer_grace() {
+        use crate::reference::GRACE_METADATA;
+        let sweep = Duration::from_secs(60);
+        let recorded =
+            |v: &str| std::collections::BTreeMap::from([(GRACE_METADATA.to_owned(), v.to_owned())]);
+        assert_eq!(
+            blob_grace(&recorded("3600"), sweep),
+            Some(Duration::from_secs(3600))
+        );
+        assert_eq!(blob_grace(&recorded("10"), sweep), Some(sweep));
+        assert_eq!(blob_grace(&Default::default(), sweep), Some(sweep));
+        assert_eq!(blob_grace(&recorded("an hour"), sweep), None, "never swept");
     }
 
     #[test]

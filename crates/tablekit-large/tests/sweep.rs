@@ -1,6 +1,7 @@
-//! The sweeper never deletes a blob a write will still reference: its grace period covers
-//! the commit deadline and the longest a write may take to land, ages come from the
-//! service's clock, and a configuration that breaks the rule is refused before any request.
+//! The sweeper never deletes a blob a write will still reference: every entity write lands
+//! within the store's grace period after its blob's upload started, every sweep waits at
+//! least that long (and as long as the blob's writer recorded), ages come from the service's
+//! clock, and a configuration that breaks the rule is refused before any request.
 
 mod common;
 
@@ -48,18 +49,19 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
     };
     let proxied = tablekit_testkit::fixtures::proxied(settings);
     let (table, container) = common::resources(&proxied.account, "largelate").await;
-    let store = LargeEntities::builder(table, container)
+    let builder = LargeEntities::builder(table, container)
         .with_commit_deadline(Duration::from_secs(1))
-        .with_clock_allowance(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let min = store.min_sweep_grace();
+        .with_clock_allowance(Duration::from_secs(1));
+    let required = builder.clone().build().unwrap().required_grace();
     assert_eq!(
-        min,
+        required,
         Duration::from_secs(1)
-            + store.table().account().settings().write_settles_within()
+            + proxied.account.settings().write_settles_within()
             + Duration::from_secs(1)
     );
+    // The shortest grace period these writes fit in.
+    let store = builder.with_grace(required).build().unwrap();
+    let min = store.grace();
     let old = store
         .put(&bare(), payload(10_000, 1))
         .await
@@ -80,7 +82,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
         .add_rule(table_puts(Occurrences::FromNth(1), Fault::Reset));
 
     // A grace above the commit deadline plus a second would delete the blob before the
-    // write lands; it is refused. The sweeps run with the minimum.
+    // write lands; it is refused. The sweeps run with the store's.
     let too_short = SweepOptions {
         grace: Some(Duration::from_secs(2)),
         ..SweepOptions::default()
@@ -149,13 +151,14 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
 }
 
 #[tokio::test]
-async fn a_grace_under_the_safe_minimum_is_refused_before_any_request() {
+async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
     let account = common::account();
     let store = common::store(&account, "largegrace").await;
+    assert_eq!(store.grace(), Duration::from_secs(3600), "the default");
     store.put(&bare(), payload(1_000, 1)).await.unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
-    // Above the commit deadline (10 minutes) plus a minute: what the old rule allowed.
+    // Above the commit deadline (10 minutes) plus a minute: what an old rule allowed.
     let err = store
         .sweep(&SweepOptions {
             grace: Some(Duration::from_secs(660)),
@@ -166,7 +169,7 @@ async fn a_grace_under_the_safe_minimum_is_refused_before_any_request() {
     assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("SweepOptions::grace"), "{err}");
     let just_under = SweepOptions {
-        grace: Some(store.min_sweep_grace() - Duration::from_millis(1)),
+        grace: Some(store.grace() - Duration::from_millis(1)),
         dry_run: true,
         ..SweepOptions::default()
     };
@@ -177,10 +180,10 @@ async fn a_grace_under_the_safe_minimum_is_refused_before_any_request() {
         "refused before any request"
     );
 
-    // The minimum itself, and the explicit escape hatch, are accepted.
+    // The store's grace itself, and the explicit escape hatch, are accepted.
     let at_min = store
         .sweep(&SweepOptions {
-            grace: Some(store.min_sweep_grace()),
+            grace: Some(store.grace()),
             ..SweepOptions::default()
         })
         .await
@@ -202,8 +205,12 @@ async fn a_grace_under_the_safe_minimum_is_refused_before_any_request() {
 #[tokio::test]
 async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() {
     // The deadline runs from the start of the upload, before the service stamps the blob's
-    // Last-Modified; an upload slower than the deadline is dropped and made again.
-    let proxied = common::proxied();
+    // Last-Modified; an upload slower than the deadline is dropped and made again. The
+    // client and server timeouts (5 s) let the held upload finish in one attempt.
+    let proxied = tablekit_testkit::fixtures::proxied(Settings {
+        request_timeout: Duration::from_secs(5),
+        ..common::fast_retries()
+    });
     let (table, container) = common::resources(&proxied.account, "largeslow").await;
     let store = LargeEntities::builder(table, container)
         .with_commit_deadline(Duration::from_secs(1))
@@ -246,5 +253,250 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
             .payload,
         new
     );
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
+    // The writer's first entity write is refused with 503 and retried 8 s later: by its own
+    // settings it may land up to 2 × 1 s + 8 s + 1 s after it starts.
+    let writer_settings = Settings {
+        retry: RetryPolicy {
+            schedule: vec![Duration::from_secs(8)],
+            jitter: 0.0,
+            immediate_first_retry_on_connection_error: false,
+            max_retry_after: Duration::ZERO,
+        },
+        request_timeout: Duration::from_secs(1),
+        ..common::fast_retries()
+    };
+    let proxied = tablekit_testkit::fixtures::proxied(writer_settings);
+    let (table, container) = common::resources(&proxied.account, "largewriter").await;
+    let writer = LargeEntities::builder(table.clone(), container.clone())
+        .with_commit_deadline(Duration::from_secs(1))
+        .with_clock_allowance(Duration::from_secs(1))
+        .with_grace(Duration::from_secs(13))
+        .build()
+        .unwrap();
+    assert_eq!(writer.required_grace(), Duration::from_secs(13));
+    // The sweeper is another process of the same store, with quick settings of its own (two
+    // attempts of 1 s, 10 ms apart: its own writes would need 5.01 s) and, wrongly, a
+    // shorter grace: it still leaves the blob alone as long as its writer said.
+    let sweeper_account = tablekit_testkit::fixtures::account_with(Settings {
+        retry: RetryPolicy {
+            schedule: vec![Duration::from_millis(10)],
+            jitter: 0.0,
+            immediate_first_retry_on_connection_error: false,
+            max_retry_after: Duration::ZERO,
+        },
+        request_timeout: Duration::from_secs(1),
+        ..common::fast_retries()
+    });
+    let sweeper = LargeEntities::builder(
+        sweeper_account.table(table.name()).unwrap(),
+        sweeper_account.container(container.name()).unwrap(),
+    )
+    .with_commit_deadline(Duration::from_secs(1))
+    .with_clock_allowance(Duration::from_secs(1))
+    .with_grace(Duration::from_secs(6))
+    .build()
+    .unwrap();
+    writer.put(&bare(), payload(10_000, 1)).await.unwrap();
+
+    proxied
+        .table
+        .add_rule(table_puts(Occurrences::Nth(1), Fault::Status(503)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sweeps = {
+        let (sweeper, stop) = (sweeper.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut reports = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(report) = sweeper.sweep(&SweepOptions::default()).await {
+                    reports.push(report);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            reports
+        })
+    };
+    let new = payload(10_000, 2);
+    let written = writer.put(&bare(), new.clone()).await;
+    stop.store(true, Ordering::SeqCst);
+    let reports = sweeps.await.unwrap();
+    proxied.table.clear();
+    let written = written.expect("the retry succeeded");
+    let blob = written.reference.unwrap().name;
+    for report in &reports {
+        assert!(
+            !report.deleted.contains(&blob),
+            "a sweep deleted the blob of a write in flight: {report:?}"
+        );
+    }
+    let read = common::read_raw(&writer, KEYS)
+        .await
+        .unwrap_or_else(|e| panic!("the entity references a missing blob: {e}"))
+        .unwrap();
+    assert_eq!(read.payload, new);
+    common::cleanup(&writer).await;
+}
+
+/// A codec that passes entities through unchanged, but takes `stall` to encode a write while
+/// `slow` is set: a key store that answers late, between a writer's commit-deadline check and
+/// its entity write.
+#[derive(Debug)]
+struct SlowCodec {
+    slow: AtomicBool,
+    stall: Duration,
+}
+
+impl tablekit_azure::EntityCodec for SlowCodec {
+    fn encode<'a>(
+        &'a self,
+        _table: &'a str,
+        _keys: &'a tablekit_core::Keys,
+        properties: Properties,
+        _kind: tablekit_core::batch::OperationKind,
+    ) -> futures::future::BoxFuture<'a, tablekit_core::Result<Properties>> {
+        Box::pin(async move {
+            if self.slow.load(Ordering::SeqCst) {
+                tokio::time::sleep(self.stall).await;
+            }
+            Ok(properties)
+        })
+    }
+
+    fn decode<'a>(
+        &'a self,
+        _table: &'a str,
+        _keys: &'a tablekit_core::Keys,
+        properties: Properties,
+    ) -> futures::future::BoxFuture<'a, tablekit_core::Result<Properties>> {
+        Box::pin(async move { Ok(properties) })
+    }
+}
+
+#[tokio::test]
+async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_after_a_sweep() {
+    // One retry 10 ms apart: a write lands at the latest 2 × 1 s + 10 ms + 1 s after it
+    // starts. The codec then holds the entity write for 7 s after the upload, past the
+    // commit deadline (1 s) plus that.
+    let settings = Settings {
+        retry: RetryPolicy {
+            schedule: vec![Duration::from_millis(10)],
+            jitter: 0.0,
+            immediate_first_retry_on_connection_error: false,
+            max_retry_after: Duration::ZERO,
+        },
+        request_timeout: Duration::from_secs(1),
+        ..common::fast_retries()
+    };
+    let account = tablekit_testkit::fixtures::account_with(settings);
+    let (table, container) = common::resources(&account, "largestall").await;
+    let codec = Arc::new(SlowCodec {
+        slow: AtomicBool::new(false),
+        stall: Duration::from_secs(7),
+    });
+    let writer = LargeEntities::builder(table.with_codec(codec.clone()), container.clone())
+        .with_commit_deadline(Duration::from_secs(1))
+        .with_clock_allowance(Duration::from_secs(1))
+        .with_grace(Duration::from_secs(6))
+        .build()
+        .unwrap();
+    let sweeper = LargeEntities::builder(table.clone(), container.clone())
+        .with_commit_deadline(Duration::from_secs(1))
+        .with_clock_allowance(Duration::from_secs(1))
+        .with_grace(Duration::from_secs(6))
+        .build()
+        .unwrap();
+    let old = payload(10_000, 1);
+    writer.put(&bare(), old.clone()).await.unwrap();
+
+    codec.slow.store(true, Ordering::SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sweeps = {
+        let (sweeper, stop) = (sweeper.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut deleted = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(report) = sweeper.sweep(&SweepOptions::default()).await {
+                    deleted.extend(report.deleted);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            deleted
+        })
+    };
+    let written = writer.put(&bare(), payload(10_000, 2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let deleted = sweeps.await.unwrap();
+    codec.slow.store(false, Ordering::SeqCst);
+
+    // Either the write was refused unsent (the entity keeps its old value), or it landed
+    // and its blob is there: never a reference to a swept blob.
+    let read = common::read_raw(&writer, KEYS)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "the entity references a missing blob: {e} (put: {written:?}, swept: {deleted:?})"
+            )
+        })
+        .unwrap();
+    assert_eq!(read.payload, old, "put: {written:?}");
+    // Refused unsent: the write fails, and its blob, which nothing references, is deleted.
+    let err = written.unwrap_err();
+    assert_eq!(
+        err.kind(),
+        tablekit_core::ErrorKind::DeadlineExceeded,
+        "{err}"
+    );
+    assert_eq!(
+        common::blob_names(&sweeper).await,
+        [read.reference.unwrap().name],
+        "only the old blob is left"
+    );
+    common::cleanup(&sweeper).await;
+}
+
+#[tokio::test]
+async fn a_writer_whose_writes_could_outlast_the_grace_is_refused_before_any_request() {
+    let account = common::account();
+    let (table, container) = common::resources(&account, "largerefused").await;
+    // The default commit deadline (10 minutes) and allowance (1 minute) with a grace of
+    // 11 minutes leave no room for the write itself.
+    let store = LargeEntities::builder(table, container)
+        .with_grace(Duration::from_secs(11 * 60 + 1))
+        .build()
+        .unwrap();
+    assert!(store.required_grace() > store.grace());
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    for err in [
+        store.put(&bare(), payload(1_000, 1)).await.unwrap_err(),
+        store.insert(&bare(), payload(1_000, 1)).await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, tablekit_core::Error::InvalidConfig { part, .. } if part == "grace"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("with_grace"), "{err}");
+    }
+    assert_eq!(
+        metrics.snapshot().requests(),
+        0,
+        "refused before any request"
+    );
+    // The same handle still sweeps: a sweep's safety does not depend on its settings.
+    assert_eq!(
+        store.sweep(&SweepOptions::default()).await.unwrap().listed,
+        0
+    );
+    // A grace that leaves no time for any write is refused when the store is built.
+    let (table, container) = (store.table().clone(), store.container().clone());
+    let err = LargeEntities::builder(table, container)
+        .with_grace(Duration::from_secs(11 * 60))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput, "{err}");
     common::cleanup(&store).await;
 }
