@@ -242,6 +242,7 @@ mod tests {
             status: 429,
             code: None,
             retry_after: Some(Duration::from_millis(ms)),
+            ids: tablekit_core::RequestIds::default(),
         };
         assert!(p.delay(1, &hinted(300)).unwrap() >= Duration::from_millis(300));
         assert_eq!(p.delay(1, &hinted(60_000)).unwrap(), Duration::from_secs(5));

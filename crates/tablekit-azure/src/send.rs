@@ -9,7 +9,7 @@ use azure_core::headers::Headers;
 use azure_core::{Context, Pipeline, Request};
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
-use tablekit_core::{Error, ResourceKind, Result, Target};
+use tablekit_core::{Error, RequestIds, ResourceKind, Result, Target};
 
 use crate::account::Account;
 use crate::governor::Charge;
@@ -23,7 +23,12 @@ pub(crate) struct ResponseNotes {
     retry_after: Mutex<Option<Duration>>,
     sent_at: Mutex<Option<Instant>>,
     refused: AtomicBool,
+    /// The service's id of the request (`x-ms-request-id`), when it answered.
+    request_id: Mutex<Option<String>>,
 }
+
+/// The header carrying the client's id of a request.
+const CLIENT_REQUEST_ID: &str = "x-ms-client-request-id";
 
 /// The latest instant an attempt may be put on the wire: later, it could land after a
 /// deadline. In the request's context; the transport checks it last, just before sending.
@@ -77,6 +82,21 @@ impl ResponseNotes {
     pub(crate) fn refuse(&self) {
         self.refused.store(true, Ordering::Relaxed);
     }
+
+    /// The service answered with this request id.
+    pub(crate) fn answered_as(&self, request_id: Option<String>) {
+        *self
+            .request_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = request_id;
+    }
+
+    fn request_id(&self) -> Option<String> {
+        self.request_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// The default charge of a request: one entity in its entity's partition for an operation on
@@ -98,6 +118,8 @@ fn default_charge(service: ServiceType, kind: RequestKind, target: &Target) -> C
 pub(crate) struct Collected {
     pub(crate) headers: Headers,
     pub(crate) body: Bytes,
+    /// The request's ids: errors found in the body (a transaction's) carry them.
+    pub(crate) ids: RequestIds,
 }
 
 impl Collected {
@@ -234,6 +256,8 @@ impl Account {
         let late = settings.late_landing();
         let own = Instant::now() + settings.write_settles_within();
         let server_timeout = settings.server_timeout().as_secs().to_string();
+        // One id for every attempt of this request, to follow it into the service's logs.
+        let client_id = uuid::Uuid::new_v4().to_string();
         let mut attempts = 0;
         let mut maybe_applied = false;
         let mut lands_by: Option<Instant> = None;
@@ -252,6 +276,7 @@ impl Account {
                 .url_mut()
                 .query_pairs_mut()
                 .append_pair("timeout", &server_timeout);
+            request.insert_header(CLIENT_REQUEST_ID, client_id.clone());
             let land_by = crate::deadline::current().map_or(own, |d| d.min(own));
             let send_by = land_by.checked_sub(late);
             let admitted = match send_by {
@@ -263,7 +288,16 @@ impl Account {
             let result = match (admitted, send_by) {
                 (true, Some(send_by)) => {
                     let send = (send_by, late);
-                    attempt(pipeline, service, kind, target, &mut request, send).await
+                    attempt(
+                        pipeline,
+                        service,
+                        kind,
+                        target,
+                        &mut request,
+                        send,
+                        &client_id,
+                    )
+                    .await
                 }
                 _ => Err(AttemptError::refused(target, late)),
             };
@@ -344,6 +378,7 @@ async fn attempt(
     target: &Target,
     request: &mut Request,
     (send_by, late): (Instant, Duration),
+    client_id: &str,
 ) -> std::result::Result<Collected, AttemptError> {
     let notes = std::sync::Arc::new(ResponseNotes::default());
     let mut ctx = Context::new();
@@ -351,12 +386,13 @@ async fn attempt(
     ctx.insert(kind);
     ctx.insert(SendBy(send_by));
     ctx.insert(notes.clone());
+    let ids = || RequestIds::new(notes.request_id(), Some(client_id.to_owned()));
     let failed = |error: Error| {
         if notes.refused.load(Ordering::Relaxed) {
             AttemptError::refused(target, late)
         } else {
             AttemptError::Failed {
-                error,
+                error: error.with_request_ids(ids()),
                 sent_at: notes.sent_at(),
             }
         }
@@ -378,7 +414,11 @@ async fn attempt(
         .collect()
         .await
         .map_err(|e| failed(map_error(e, target)))?;
-    Ok(Collected { headers, body })
+    Ok(Collected {
+        headers,
+        body,
+        ids: ids(),
+    })
 }
 
 /// A request signed when sent: the storage headers every request needs (date, version,

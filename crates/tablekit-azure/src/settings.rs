@@ -184,8 +184,10 @@ impl Settings {
 
     /// The longest a single write may take to land after it is started, by these settings:
     /// every attempt running into [`request_timeout`](Self::request_timeout), every retry
-    /// delay at the top of its jitter, and the last attempt's [`server_timeout`](Self::server_timeout)
-    /// for the service to finish it after the client gave up.
+    /// delay at the top of its jitter, the last attempt's [`server_timeout`](Self::server_timeout)
+    /// for the service to finish it after the client gave up, and one more request timeout
+    /// of room for the waits before attempts (for throughput budget, for a token, for the
+    /// runtime).
     ///
     /// It is a bound, not an estimate: every request has this deadline from its start, and
     /// an attempt that could land after it — because the request waited for throughput
@@ -196,7 +198,7 @@ impl Settings {
     /// only on the settings, not on the clocks of the machines involved; callers that compare
     /// times taken on different machines add an allowance for clock skew.
     pub fn write_settles_within(&self) -> Duration {
-        let attempts = self.retry.max_attempts();
+        let attempts = self.retry.max_attempts().saturating_add(1);
         self.request_timeout
             .saturating_mul(attempts)
             .saturating_add(self.retry.max_total_delay())
@@ -225,8 +227,9 @@ mod tests {
     #[test]
     fn a_write_settles_within_every_attempt_the_delays_and_one_server_timeout() {
         let s = Settings::default();
-        // 6 attempts of 30 s, 46 s of delays at +20 %, and the last one's 30 s server timeout.
-        let expected = 6.0 * 30.0 + 46.0 * 1.2 + 30.0;
+        // 6 attempts of 30 s, 46 s of delays at +20 %, the last one's 30 s server timeout and
+        // 30 s of room for waits.
+        let expected = 7.0 * 30.0 + 46.0 * 1.2 + 30.0;
         assert!((s.write_settles_within().as_secs_f64() - expected).abs() < 1e-6);
         assert_eq!(s.server_timeout(), Duration::from_secs(30));
         assert_eq!(s.late_landing(), Duration::from_secs(60));
@@ -237,7 +240,7 @@ mod tests {
         };
         // Server timeouts are whole seconds, rounded up.
         assert_eq!(fast.server_timeout(), Duration::from_secs(1));
-        assert_eq!(fast.write_settles_within(), Duration::from_millis(1_600));
+        assert_eq!(fast.write_settles_within(), Duration::from_millis(2_200));
         let slow = Settings {
             request_timeout: Duration::from_secs(90),
             ..Settings::default()

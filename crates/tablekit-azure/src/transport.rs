@@ -176,6 +176,9 @@ impl Policy for Transport {
             }
         }
         let header = |name: &str| headers.get_optional_string(&HeaderName::from(name.to_owned()));
+        if let Some(notes) = ctx.get::<Arc<ResponseNotes>>() {
+            notes.answered_as(header("x-ms-request-id"));
+        }
         if let Some(charge) =
             header("x-ms-request-charge").and_then(|v| v.trim().parse::<f64>().ok())
         {

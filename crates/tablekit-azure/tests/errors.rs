@@ -109,3 +109,93 @@ async fn an_argument_outside_its_domain_is_refused_before_any_request() {
     assert_eq!(metrics.snapshot().requests(), 0);
     table.delete_table().await.unwrap();
 }
+
+/// Records the client request id of every request a proxy sees.
+#[derive(Default)]
+struct ClientIds(std::sync::Mutex<Vec<Option<String>>>);
+
+impl tablekit_testkit::Intercept for ClientIds {
+    fn request(&self, request: &tablekit_testkit::RequestInfo) -> tablekit_testkit::Decision {
+        let id = request.header("x-ms-client-request-id").map(str::to_owned);
+        self.0.lock().unwrap().push(id);
+        Box::pin(async { None })
+    }
+
+    fn finished(&self, _: &tablekit_testkit::RequestInfo, _: tablekit_testkit::Answer) {}
+}
+
+#[tokio::test]
+async fn errors_of_answered_requests_carry_the_service_and_client_request_ids() {
+    use std::sync::Arc;
+    use tablekit_testkit::{Fault, fixtures};
+
+    // Every attempt refused: the error names the last answer's request id and the client id
+    // every attempt of the request carried.
+    let p = fixtures::proxied(fixtures::fast_retries());
+    let table = p.account.table("RequestIds").unwrap();
+    let seen = Arc::new(ClientIds::default());
+    p.table.set_intercept("table", seen.clone());
+    p.table.add_rule(tablekit_testkit::Rule {
+        matcher: tablekit_testkit::Matcher::any(),
+        occurrences: tablekit_testkit::Occurrences::All,
+        fault: Fault::Status(503),
+    });
+    let e = table
+        .get::<Properties>(&Keys::new("p", "r").unwrap())
+        .await
+        .unwrap_err();
+    let ids = e
+        .request_ids()
+        .expect("an answered request's error")
+        .clone();
+    let sent = seen.0.lock().unwrap().clone();
+    assert_eq!(sent.len(), 5, "the first attempt and 4 retries: {sent:?}");
+    assert!(
+        sent.iter().all(|id| id.is_some() && *id == sent[0]),
+        "{sent:?}"
+    );
+    assert_eq!(ids.client(), sent[0].as_deref());
+    assert!(ids.service().is_some(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "client request id {}",
+            sent[0].as_deref().unwrap()
+        )),
+        "{text}"
+    );
+    // Another request has another client id.
+    seen.0.lock().unwrap().clear();
+    let _ = table.get::<Properties>(&Keys::new("p", "r").unwrap()).await;
+    assert_ne!(seen.0.lock().unwrap()[0], sent[0]);
+
+    // Azurite's own answer: the service's request id is its `x-ms-request-id`. A read-only
+    // SAS asked to write is refused with 403.
+    let table = common::table("errids").await;
+    let account = table.account().clone();
+    let expiry = chrono::Utc::now() + chrono::Duration::minutes(10);
+    let token =
+        tablekit_azure::TableSas::new(table.name(), tablekit_azure::TablePermissions::READ, expiry)
+            .with_protocol(tablekit_azure::SasProtocol::HttpsAndHttp)
+            .sign(&account)
+            .unwrap();
+    let reader = tablekit_azure::Account::from_sas(
+        account.name(),
+        account.endpoints().clone(),
+        &token.to_query(),
+    )
+    .unwrap();
+    let e = reader
+        .table(table.name())
+        .unwrap()
+        .insert(&Entity::new(
+            Keys::new("p", "r").unwrap(),
+            Properties::new().with("V", 1),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Forbidden, "{e}");
+    let ids = e.request_ids().expect("ids of Azurite's answer");
+    assert!(ids.service().is_some() && ids.client().is_some(), "{e}");
+    assert!(e.to_string().contains("request id"), "{e}");
+}

@@ -197,7 +197,7 @@ pub enum Error {
         target: Target,
     },
     /// The service is throttling or timed out (HTTP 503, 500 OperationTimedOut, 429).
-    #[error("throttled by the service (HTTP {status}{})", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    #[error("throttled by the service (HTTP {status}{}){ids}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
     Throttled {
         /// The HTTP status.
         status: u16,
@@ -205,6 +205,8 @@ pub enum Error {
         code: Option<String>,
         /// How long the service asked us to wait, if it said.
         retry_after: Option<Duration>,
+        /// The request's ids, to follow it into the service's logs.
+        ids: RequestIds,
     },
     /// A PartitionKey or RowKey contains a character the service does not allow.
     #[error(
@@ -341,7 +343,7 @@ pub enum Error {
     /// an expired or malformed token, a token for another audience, a bad key or SAS
     /// signature, an expired SAS, Shared Key access disabled on the account. Fix the
     /// credentials; retrying the same request cannot succeed.
-    #[error("credentials not accepted for {target} (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    #[error("credentials not accepted for {target} (HTTP {status}{}): {message}{ids}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
     Unauthorized {
         /// What was addressed.
         target: Target,
@@ -351,11 +353,13 @@ pub enum Error {
         code: Option<String>,
         /// The service's message.
         message: String,
+        /// The request's ids, to follow it into the service's logs.
+        ids: RequestIds,
     },
     /// The credentials were accepted but do not allow the request (HTTP 403): a principal
     /// without the needed role assignment, a SAS without the permission or outside its key
     /// range, a firewall or protocol rule. Fix the grant; retrying cannot succeed.
-    #[error("not permitted on {target} (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    #[error("not permitted on {target} (HTTP {status}{}): {message}{ids}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
     Forbidden {
         /// What was addressed.
         target: Target,
@@ -365,9 +369,11 @@ pub enum Error {
         code: Option<String>,
         /// The service's message.
         message: String,
+        /// The request's ids, to follow it into the service's logs.
+        ids: RequestIds,
     },
     /// Any other error response from the service.
-    #[error("service error on {target} (HTTP {status}{}): {message}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    #[error("service error on {target} (HTTP {status}{}): {message}{ids}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
     Service {
         /// What was addressed.
         target: Target,
@@ -377,6 +383,8 @@ pub enum Error {
         code: Option<String>,
         /// The service's message.
         message: String,
+        /// The request's ids, to follow it into the service's logs.
+        ids: RequestIds,
     },
     /// No connection could be made to the service, for a named reason: its TLS certificate
     /// was refused, its host name did not resolve, or it refused the connection. Nothing was
@@ -423,6 +431,57 @@ pub enum Error {
         /// Which deadline, and how far it was.
         reason: String,
     },
+}
+
+/// The ids of a request, to follow it into the service's logs (what Azure support asks for):
+/// the one the service gave it (`x-ms-request-id`) and the one the client sent
+/// (`x-ms-client-request-id`). Shown by the errors that carry them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct RequestIds(Option<Box<Ids>>);
+
+/// The ids themselves, boxed: most errors carry none, and every error stays small.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Ids {
+    service: Option<String>,
+    client: Option<String>,
+}
+
+impl RequestIds {
+    /// Ids of a request: the service's (if it answered) and the client's.
+    pub fn new(service: Option<String>, client: Option<String>) -> Self {
+        if service.is_none() && client.is_none() {
+            return Self(None);
+        }
+        Self(Some(Box::new(Ids { service, client })))
+    }
+
+    /// The service's id of the request (`x-ms-request-id`), when it answered.
+    pub fn service(&self) -> Option<&str> {
+        self.0.as_ref().and_then(|ids| ids.service.as_deref())
+    }
+
+    /// The id the client sent (`x-ms-client-request-id`), the same for every attempt of
+    /// one operation.
+    pub fn client(&self) -> Option<&str> {
+        self.0.as_ref().and_then(|ids| ids.client.as_deref())
+    }
+
+    /// Whether neither is known.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl fmt::Display for RequestIds {
+    /// ` (request id …, client request id …)`, or nothing when neither is known.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.service(), self.client()) {
+            (None, None) => Ok(()),
+            (Some(s), None) => write!(f, " (request id {s})"),
+            (None, Some(c)) => write!(f, " (client request id {c})"),
+            (Some(s), Some(c)) => write!(f, " (request id {s}, client request id {c})"),
+        }
+    }
 }
 
 /// Why no connection could be made ([`Error::Connection`]).
@@ -569,6 +628,44 @@ impl Error {
             Error::BatchFailed { source, .. } => source.status(),
             _ => None,
         }
+    }
+
+    /// The ids of the request behind this error, when the service answered it
+    /// ([`Error::Service`], [`Error::Throttled`], [`Error::Unauthorized`],
+    /// [`Error::Forbidden`], also inside [`Error::BatchFailed`]).
+    pub fn request_ids(&self) -> Option<&RequestIds> {
+        match self {
+            Error::Throttled { ids, .. }
+            | Error::Unauthorized { ids, .. }
+            | Error::Forbidden { ids, .. }
+            | Error::Service { ids, .. } => Some(ids),
+            Error::BatchFailed { source, .. } => source.request_ids(),
+            _ => None,
+        }
+    }
+
+    /// This error with the request's ids, for the variants that carry them (others are
+    /// returned unchanged).
+    #[must_use]
+    pub fn with_request_ids(mut self, request: RequestIds) -> Self {
+        match &mut self {
+            Error::Throttled { ids, .. }
+            | Error::Unauthorized { ids, .. }
+            | Error::Forbidden { ids, .. }
+            | Error::Service { ids, .. } => *ids = request,
+            Error::BatchFailed { source, .. } => {
+                let inner = std::mem::replace(
+                    source.as_mut(),
+                    Error::Transport {
+                        message: String::new(),
+                        source: None,
+                    },
+                );
+                **source = inner.with_request_ids(request);
+            }
+            _ => {}
+        }
+        self
     }
 
     /// A transport error with a message and its cause.
@@ -726,6 +823,41 @@ mod tests {
     use super::*;
     use crate::keys::Keys;
 
+    #[test]
+    fn errors_of_answered_requests_show_their_ids() {
+        let e = crate::wire::error_from_response(
+            500,
+            Some("InternalError".into()),
+            "boom".into(),
+            Target::table("T"),
+            None,
+        )
+        .with_request_ids(RequestIds::new(Some("srv-1".into()), Some("cli-2".into())));
+        assert!(
+            e.to_string()
+                .ends_with("(request id srv-1, client request id cli-2)"),
+            "{e}"
+        );
+        assert_eq!(e.request_ids().unwrap().service(), Some("srv-1"));
+        let inner =
+            crate::wire::error_from_response(403, None, "no".into(), Target::table("T"), None);
+        let batch = Error::BatchFailed {
+            index: 2,
+            source: Box::new(inner),
+        }
+        .with_request_ids(RequestIds::new(None, Some("cli-3".into())));
+        assert_eq!(batch.request_ids().unwrap().client(), Some("cli-3"));
+        assert!(
+            batch.to_string().contains("client request id cli-3"),
+            "{batch}"
+        );
+        // Errors of requests never answered carry none.
+        let none = Error::transport("reset", std::io::Error::other("x"))
+            .with_request_ids(RequestIds::new(Some("s".into()), None));
+        assert!(none.request_ids().is_none());
+        assert_eq!(RequestIds::default().to_string(), "");
+    }
+
     fn keys() -> Keys {
         Keys::new("Sales", "000223").unwrap()
     }
@@ -758,6 +890,7 @@ mod tests {
                 status: 503,
                 code: None,
                 retry_after: None,
+                ids: RequestIds::default(),
             },
             Error::encode("P", "x"),
         ] {
@@ -880,8 +1013,10 @@ mod tests {
 
     #[test]
     fn errors_stay_small() {
+        // The largest variants: a target, a status, a code, a message and the request ids
+        // (one pointer: boxed, as most errors carry none).
         assert!(
-            std::mem::size_of::<Error>() <= 96,
+            std::mem::size_of::<Error>() <= 104,
             "{}",
             std::mem::size_of::<Error>()
         );

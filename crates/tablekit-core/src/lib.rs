@@ -23,7 +23,8 @@ pub use batch::{BatchPlan, Operation, OperationKind};
 pub use edm::{EdmType, EdmValue, Properties};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{
-    ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, ResourceKind, Result, Target,
+    ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, RequestIds, ResourceKind,
+    Result, Target,
 };
 pub use filter::QueryShape;
 pub use keys::{Keys, PartitionKey, RowKey};

@@ -241,12 +241,15 @@ impl Table {
                             parts.len(),
                             tx.indices.len()
                         ),
+                        ids: response.ids.clone(),
                     }),
                     open: true,
                     lands_by,
                 };
             }
-            Some((slot, part)) => Err(self.part_error(plan, tx, slot, part)),
+            Some((slot, part)) => Err(self
+                .part_error(plan, tx, slot, part)
+                .with_request_ids(response.ids.clone())),
         };
         match result {
             Ok(done) => {
@@ -451,21 +454,25 @@ pub(crate) fn clone_error(e: &Error) -> Error {
             status,
             code,
             retry_after,
+            ids,
         } => Error::Throttled {
             status: *status,
             code: code.clone(),
             retry_after: *retry_after,
+            ids: ids.clone(),
         },
         Error::Service {
             target,
             status,
             code,
             message,
+            ids,
         } => Error::Service {
             target: target.clone(),
             status: *status,
             code: code.clone(),
             message: message.clone(),
+            ids: ids.clone(),
         },
         Error::NotFound { target } => Error::NotFound {
             target: target.clone(),
@@ -481,28 +488,33 @@ pub(crate) fn clone_error(e: &Error) -> Error {
             status,
             code,
             message,
+            ids,
         } => Error::Unauthorized {
             target: target.clone(),
             status: *status,
             code: code.clone(),
             message: message.clone(),
+            ids: ids.clone(),
         },
         Error::Forbidden {
             target,
             status,
             code,
             message,
+            ids,
         } => Error::Forbidden {
             target: target.clone(),
             status: *status,
             code: code.clone(),
             message: message.clone(),
+            ids: ids.clone(),
         },
         other => Error::Service {
             target: Target::default(),
             status: other.status().unwrap_or(0),
             code: None,
             message: other.to_string(),
+            ids: other.request_ids().cloned().unwrap_or_default(),
         },
     }
 }

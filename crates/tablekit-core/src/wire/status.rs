@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Target};
+use crate::error::{Error, RequestIds, Target};
 
 /// Maps an error response of the service to the matching [`Error`] variant.
 ///
@@ -34,6 +34,7 @@ pub fn error_from_response(
             status,
             code,
             message,
+            ids: RequestIds::default(),
         },
         // Azure answers 403 `AuthenticationFailed` for a bad signature or an expired SAS,
         // and Azurite also for a refused bearer token: those are credential failures, not
@@ -49,6 +50,7 @@ pub fn error_from_response(
                 status,
                 code,
                 message,
+                ids: RequestIds::default(),
             }
         }
         403 => Error::Forbidden {
@@ -56,22 +58,26 @@ pub fn error_from_response(
             status,
             code,
             message,
+            ids: RequestIds::default(),
         },
         429 | 503 => Error::Throttled {
             status,
             code,
             retry_after,
+            ids: RequestIds::default(),
         },
         500 if code_is("OperationTimedOut") || code_is("InternalError") => Error::Throttled {
             status,
             code,
             retry_after,
+            ids: RequestIds::default(),
         },
         _ => Error::Service {
             target,
             status,
             code,
             message,
+            ids: RequestIds::default(),
         },
     }
 }

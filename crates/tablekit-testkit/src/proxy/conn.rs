@@ -125,6 +125,7 @@ impl Connection {
                 method: request.method.clone(),
                 path: path.to_owned(),
                 query: query.to_owned(),
+                headers: request.headers.clone(),
             });
             let decided = match (&intercept, &info) {
                 (Some((_, intercept)), Some(info)) => intercept.request(info).await,

@@ -29,6 +29,8 @@ pub(crate) struct RequestHead {
     pub(crate) expect_continue: bool,
     /// The client will not send another request on this connection.
     pub(crate) close: bool,
+    /// Header fields, names in lower case.
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl RequestHead {
@@ -50,12 +52,14 @@ impl RequestHead {
         let expect_continue = fields
             .values("expect")
             .any(|v| v.eq_ignore_ascii_case("100-continue"));
+        let headers = fields.headers.clone();
         Ok(Self {
             method: method.to_owned(),
             target: target.to_owned(),
             body,
             expect_continue,
             close,
+            headers,
             raw,
         })
     }

@@ -23,6 +23,8 @@ pub struct RequestInfo {
     pub path: String,
     /// The query string, exactly as sent (without the `?`).
     pub query: String,
+    /// Header fields, names in lower case.
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl RequestInfo {
@@ -34,6 +36,14 @@ impl RequestInfo {
             && !self.path.ends_with("/Tables")
             && !self.path.contains("Tables(")
             && (self.path.ends_with("()") || !self.path.ends_with(')'))
+    }
+
+    /// The value of header `name` (any case), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// A short description: `table GET /devstoreaccount1/T()`.
@@ -109,6 +119,7 @@ mod tests {
             method: method.into(),
             path: path.into(),
             query: String::new(),
+            headers: Vec::new(),
         }
     }
 
