@@ -5,9 +5,11 @@ mod common;
 
 use std::time::Duration;
 
-use tablekit_azure::{BlobCondition, PutBlob, RequestKind};
+use tablekit_azure::{BlobCondition, PutBlob, RequestKind, RetryPolicy, Settings};
 use tablekit_core::ErrorKind;
 use tablekit_logtail::{BlobLogReader, BlobLogWriter, FlushPolicy, Level, LogRecord};
+use tablekit_testkit::fixtures::proxied;
+use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
 
 fn record(time: &str, level: Level, message: &str) -> LogRecord {
     LogRecord::new(common::at(time), level, message)
@@ -255,6 +257,86 @@ async fn a_restarted_writer_never_overwrites_a_file() {
         .unwrap();
     let messages: Vec<_> = all.iter().map(|r| r.message.as_str()).collect();
     assert_eq!(messages, ["one", "two", "three", "four", "other writer"]);
+    container.delete().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
+    // No retries: each upload is one attempt, and its fault is the flush's outcome.
+    let p = proxied(Settings {
+        retry: RetryPolicy::none(),
+        ..Settings::default()
+    });
+    let container = common::container_on(&p.account, "settleflush").await;
+    let metrics = container.account().metrics().clone();
+    let writer = BlobLogWriter::new(container.clone(), "queue", never()).unwrap();
+    let hour = "2014-07-31T18:10:00Z";
+    let put = |fault| Rule {
+        matcher: Matcher::any().with_method("PUT"),
+        occurrences: Occurrences::Nth(1),
+        fault,
+    };
+    writer
+        .append(&record(hour, Level::Error, "one"))
+        .await
+        .unwrap();
+    // The upload is applied and its response lost: the flush fails, yet file 1 exists.
+    p.blob.add_rule(put(Fault::DropResponse));
+    assert_eq!(
+        writer.flush().await.unwrap_err().kind(),
+        ErrorKind::Transport
+    );
+    p.blob.clear();
+    // The next append first sends the same records under the same name: the name is taken
+    // by that very file (one download tells), so it is counted written, not written again.
+    metrics.reset();
+    let settled = writer
+        .append(&record(hour, Level::Error, "two"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (settled.name.as_str(), settled.entries),
+        ("queue/2014/07/31/1800/000001.log", 1)
+    );
+    let spent = metrics.snapshot();
+    common::assert_requests(&spent, Some(RequestKind::BlobPut), 1);
+    common::assert_requests(&spent, Some(RequestKind::BlobGet), 1);
+    common::assert_requests(&spent, None, 2);
+
+    // An upload that never reached the service, and another writer takes its name: the
+    // download shows another writer's file, and the records go to the next name.
+    p.blob.add_rule(put(Fault::Reset));
+    assert!(writer.flush().await.is_err());
+    p.blob.clear();
+    container
+        .put(
+            "queue/2014/07/31/1800/000002.log",
+            "1.0;2014-07-31T18:11:00.000000000Z;error;other writer\n",
+            PutBlob {
+                condition: BlobCondition::IfNotExists,
+                ..PutBlob::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        writer.flush_if_due().await.unwrap().unwrap().name,
+        "queue/2014/07/31/1800/000003.log",
+        "a failed flush is due at once"
+    );
+
+    let reader = BlobLogReader::new(container.clone(), "queue").unwrap();
+    let all = reader
+        .read(
+            common::at("2014-07-31T18:00:00Z"),
+            common::at("2014-07-31T19:00:00Z"),
+        )
+        .await
+        .unwrap();
+    let messages: Vec<_> = all.iter().map(|r| r.message.as_str()).collect();
+    assert_eq!(messages, ["one", "two", "other writer"]);
+    assert_eq!(container.list("queue/").await.unwrap().len(), 3);
     container.delete().await.unwrap();
 }
 

@@ -61,6 +61,11 @@ struct Buffer {
     opened: Option<Instant>,
     /// The next free sequence number of an hour, once known.
     next_seq: Option<(DateTime<Utc>, u32)>,
+    /// The sequence number of the file an upload of exactly this buffer may have created: set
+    /// before each upload and cleared once the records are known to be in a file, so after a
+    /// failed (or abandoned) upload the next write sends the same records under the same name
+    /// and, finding the name taken, checks whether that file is this one.
+    unsettled: Option<u32>,
 }
 
 impl Buffer {
@@ -71,6 +76,7 @@ impl Buffer {
         self.first = None;
         self.last = None;
         self.opened = None;
+        self.unsettled = None;
     }
 }
 
@@ -84,9 +90,17 @@ impl Buffer {
 /// — or another writer sharing the prefix — never overwrites one: on a name conflict it moves
 /// to the next number.
 ///
+/// Every flushed record is in exactly one file. A flush whose upload fails keeps its records
+/// buffered, unchanged, until a later write settles them: that write sends the same file under
+/// the same name again, so if the failed upload was applied after all (its response lost, or
+/// held in the network past the client's timeout), the file it created is found — the same
+/// bytes and metadata — and counted as written, never written a second time under another
+/// name. Until then, [`BlobLogWriter::append`] writes them before buffering anything new.
+///
 /// Buffered records are lost if the process dies before a flush: that is the price of
 /// fewer, larger writes (§5.13 weighs reliability against cost). Call
-/// [`BlobLogWriter::flush`] before shutting down.
+/// [`BlobLogWriter::flush`] before shutting down. (A file whose upload was under way when the
+/// process died may still appear, once: its records are then in exactly one file.)
 ///
 /// Appends and flushes are serialized by an internal lock, held during the upload.
 pub struct BlobLogWriter {
@@ -153,7 +167,8 @@ impl BlobLogWriter {
     }
 
     /// Buffers a record. First, if the buffer holds records of another hour, would grow past
-    /// `max_bytes`, or has waited `max_age`, it is written out; that file is returned.
+    /// `max_bytes`, has waited `max_age`, or holds the records of a failed flush, it is
+    /// written out; that file is returned.
     ///
     /// Requests: 0 when the record is only buffered; a flush's requests otherwise (see
     /// [`BlobLogWriter::flush`]). Consistency: a buffered record is in memory only; it is
@@ -161,17 +176,20 @@ impl BlobLogWriter {
     ///
     /// # Errors
     /// Before any request: a time outside the years 1–9999. A failed flush's error; then the
-    /// record was **not** buffered and the earlier records are still buffered (append again
-    /// to retry).
+    /// record was **not** buffered and the earlier records are still buffered, unchanged
+    /// (append again to retry: that writes them first, as the same file).
     pub async fn append(&self, record: &LogRecord) -> Result<Option<Flushed>> {
         let hour = hour_start(record.time)?;
         let mut line = String::with_capacity(record.message.len() + 48);
         encode_line(record, &mut line);
         let mut buffer = self.buffer.lock().await;
+        // The records of a failed upload are written before the buffer changes: a file that
+        // upload created must hold exactly what is sent again.
         let must_flush = buffer.entries > 0
             && (buffer.hour != Some(hour)
                 || buffer.text.len() + line.len() > self.policy.max_bytes
-                || self.is_due(&buffer));
+                || self.is_due(&buffer)
+                || buffer.unsettled.is_some());
         let flushed = if must_flush {
             self.write(&mut buffer).await?
         } else {
@@ -192,20 +210,28 @@ impl BlobLogWriter {
     ///
     /// Requests: 0 with an empty buffer. Otherwise 1 upload, plus 1 listing of the hour's
     /// files the first time this writer writes to an hour (to continue after the files that
-    /// already exist), plus 1 upload per name found taken meanwhile by another writer.
+    /// already exist), plus 1 upload per name found taken meanwhile by another writer. After
+    /// a failed flush, the records go again under the name that flush used; if that name is
+    /// taken, +1 download to tell the failed upload's own file (then written: nothing more is
+    /// sent) from another writer's.
     /// Consistency: the file is written with one create-only upload, so it is complete or
-    /// absent, and readable when this returns; no existing file is ever overwritten.
+    /// absent, and readable when this returns; no existing file is ever overwritten, and no
+    /// record is written to two files.
     ///
     /// # Errors
     /// Transport and service errors ([`Error::NotFound`] for a missing container); the
-    /// records stay buffered. [`Error::LimitExceeded`] when an hour already has 999,999 files.
+    /// records stay buffered, unchanged, and the next flush (or [`BlobLogWriter::append`],
+    /// or a due [`BlobLogWriter::flush_if_due`]) sends them again as the same file: a file
+    /// the failed upload created anyway is found, not written twice. Flush again to retry.
+    /// [`Error::LimitExceeded`] when an hour already has 999,999 files.
     pub async fn flush(&self) -> Result<Option<Flushed>> {
         let mut buffer = self.buffer.lock().await;
         self.write(&mut buffer).await
     }
 
-    /// Flushes if the oldest buffered record has waited `max_age`: call it from a timer
-    /// (e.g. `tokio::time::interval`) so a quiet writer still writes its records out.
+    /// Flushes if the oldest buffered record has waited `max_age`, or a flush of the buffered
+    /// records failed: call it from a timer (e.g. `tokio::time::interval`) so a quiet writer
+    /// still writes its records out.
     ///
     /// Requests: as [`BlobLogWriter::flush`] when due, else 0.
     ///
@@ -213,7 +239,7 @@ impl BlobLogWriter {
     /// As [`BlobLogWriter::flush`].
     pub async fn flush_if_due(&self) -> Result<Option<Flushed>> {
         let mut buffer = self.buffer.lock().await;
-        if self.is_due(&buffer) {
+        if self.is_due(&buffer) || buffer.unsettled.is_some() {
             self.write(&mut buffer).await
         } else {
             Ok(None)
@@ -236,8 +262,11 @@ impl BlobLogWriter {
             return Ok(None);
         };
         let dir = hour_prefix(&self.prefix, hour);
-        let mut seq = match buffer.next_seq {
-            Some((h, seq)) if h == hour => seq,
+        // The name an earlier upload of these very records may have taken.
+        let resent = buffer.unsettled;
+        let mut seq = match (resent, buffer.next_seq) {
+            (Some(seq), _) => seq,
+            (None, Some((h, seq))) if h == hour => seq,
             _ => self.next_free(&dir).await?,
         };
         let metadata = BTreeMap::from([
@@ -256,31 +285,55 @@ impl BlobLogWriter {
                 metadata: metadata.clone(),
                 condition: BlobCondition::IfNotExists,
             };
-            match self.container.put(&name, data.clone(), options).await {
-                Ok(_) => {
-                    let flushed = Flushed {
-                        name,
-                        entries: buffer.entries,
-                        bytes: data.len(),
-                        first,
-                        last,
-                    };
-                    buffer.next_seq = Some((hour, seq + 1));
-                    buffer.clear();
-                    return Ok(Some(flushed));
-                }
+            // Marked before sending, so that an upload that fails — or whose future is
+            // dropped — leaves the name to check.
+            buffer.unsettled = Some(seq);
+            let written = match self.container.put(&name, data.clone(), options).await {
+                Ok(_) => true,
                 Err(e)
                     if matches!(
                         e.kind(),
                         ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
                     ) =>
                 {
-                    tracing::debug!(target: "tablekit", blob = %name, "log file name taken; trying the next");
-                    seq += 1;
+                    // A failed earlier write of these records may have created this file: it
+                    // is ours if it holds exactly these bytes and metadata. Another writer's
+                    // file means ours never landed there, and never will (create-only).
+                    resent == Some(seq) && self.is_own(&name, &data, &metadata).await?
                 }
                 Err(e) => return Err(e),
+            };
+            if written {
+                let flushed = Flushed {
+                    name,
+                    entries: buffer.entries,
+                    bytes: data.len(),
+                    first,
+                    last,
+                };
+                buffer.next_seq = Some((hour, seq + 1));
+                buffer.clear();
+                return Ok(Some(flushed));
             }
+            tracing::debug!(target: "tablekit", blob = %name, "log file name taken; trying the next");
+            buffer.unsettled = None;
+            seq += 1;
         }
+    }
+
+    /// Whether the file `name` holds exactly `data` with `metadata`: a file an earlier upload
+    /// of the same records created.
+    async fn is_own(
+        &self,
+        name: &str,
+        data: &[u8],
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<bool> {
+        Ok(self
+            .container
+            .get(name)
+            .await?
+            .is_some_and(|blob| blob.data == data && blob.info.metadata == *metadata))
     }
 
     /// One more than the highest sequence number listed under `dir` (1 when there is none).

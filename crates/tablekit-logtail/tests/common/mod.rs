@@ -3,7 +3,7 @@
 #![allow(dead_code, unused_imports, unreachable_pub)]
 
 use chrono::{DateTime, Utc};
-pub use tablekit_testkit::fixtures::{account, assert_requests, container, table};
+pub use tablekit_testkit::fixtures::{account, assert_requests, container, container_on, table};
 
 /// An instant from RFC 3339 text.
 pub fn at(text: &str) -> DateTime<Utc> {
