@@ -15,7 +15,7 @@ fn module(name: &str) {
         .into_iter()
         .find(|(m, _)| *m == name)
         .unwrap_or_else(|| panic!("no module of scenarios named {name}"));
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let runtime = explore::runtime();
     let mut failed = Vec::new();
     for entry in entries {
         let report = runtime.block_on(entry.explore(entry.suite_plan(), 6));

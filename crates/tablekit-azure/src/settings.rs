@@ -175,11 +175,13 @@ impl Settings {
         Duration::from_secs(seconds as u64)
     }
 
-    /// How long after it is sent an attempt can still land: it may reach the service as
-    /// late as the client gives up on it ([`request_timeout`](Self::request_timeout)), and
-    /// the service finishes it within its [`server_timeout`](Self::server_timeout).
+    /// How long after it is sent an attempt can still land: twice its
+    /// [`server_timeout`](Self::server_timeout). It may reach the service as late as the
+    /// client gives up on it — after the [`request_timeout`](Self::request_timeout), never
+    /// more than the server timeout (that timeout rounded up, at most 30 s) — and the service
+    /// finishes it within the server timeout.
     pub fn late_landing(&self) -> Duration {
-        self.request_timeout.saturating_add(self.server_timeout())
+        self.server_timeout().saturating_mul(2)
     }
 
     /// The longest a single write may take to land after it is started, by these settings:
@@ -238,8 +240,9 @@ mod tests {
             request_timeout: Duration::from_millis(600),
             ..Settings::default()
         };
-        // Server timeouts are whole seconds, rounded up.
+        // Server timeouts are whole seconds, rounded up; a late landing is two of them.
         assert_eq!(fast.server_timeout(), Duration::from_secs(1));
+        assert_eq!(fast.late_landing(), Duration::from_secs(2));
         assert_eq!(fast.write_settles_within(), Duration::from_millis(2_200));
         let slow = Settings {
             request_timeout: Duration::from_secs(90),

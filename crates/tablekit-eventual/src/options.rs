@@ -160,7 +160,7 @@ impl WorkerOptions {
             "visibility_timeout",
             &format!(
                 "{:?} is not longer than the queue account's late landing ({late:?}: the \
-                 request timeout plus the server timeout): a handler's writes are sent only \
+                 twice the server timeout): a handler's writes are sent only \
                  if they land while the worker holds the message, so none could be",
                 self.visibility_timeout
             ),

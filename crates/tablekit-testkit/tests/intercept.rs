@@ -129,7 +129,7 @@ fn a_hung_request_is_never_forwarded_and_ends_when_the_client_gives_up() {
 }
 
 #[test]
-fn a_delay_holds_a_request_at_most_its_server_timeout() {
+fn a_delay_holds_a_request_at_most_twice_its_server_timeout() {
     let upstream = ok_upstream();
     let proxy = FaultProxy::start(upstream.addr).unwrap();
     proxy.fail_nth(1, Fault::Delay(Duration::from_secs(30)));
@@ -144,8 +144,10 @@ fn a_delay_holds_a_request_at_most_its_server_timeout() {
         204
     );
     let held = started.elapsed();
+    // At most twice the server timeout, less a moment: the latest a request carrying it can
+    // be applied (it may reach the service until the client gives up, then take as long).
     assert!(
-        (Duration::from_secs(1)..Duration::from_secs(5)).contains(&held),
+        (Duration::from_millis(1_900)..Duration::from_secs(5)).contains(&held),
         "{held:?}"
     );
     // Without a timeout the whole delay is served.

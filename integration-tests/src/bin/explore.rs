@@ -128,7 +128,7 @@ fn main() -> ExitCode {
     if let Plan::Random { seed, count } = plan {
         println!("explore: {count} random schedules per scenario, seed {seed}");
     }
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let runtime = explore::runtime();
     let start = Instant::now();
     let mut failed = false;
     let mut total = 0;

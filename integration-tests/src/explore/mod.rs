@@ -53,6 +53,16 @@ pub fn modules() -> Vec<(&'static str, Vec<Entry>)> {
     ]
 }
 
+/// The runtime the scenarios run on: worker threads with room for the deep futures of
+/// debug builds.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(16 << 20)
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// Every scenario, in a stable order.
 pub fn all() -> Vec<Entry> {
     modules()

@@ -284,7 +284,17 @@ impl Table {
         let current = self.get::<Properties>(op.keys()).await?;
         match (op.kind(), current) {
             (OperationKind::Delete, None) => Ok(None),
-            (OperationKind::Delete, Some(_)) => Err(error),
+            // Gone when the retry came — deleted by an earlier attempt of this delete, or by
+            // another writer — and written again since: whether this delete took effect
+            // cannot be told, and "not found" would be false if it did.
+            (OperationKind::Delete, Some(_)) => Err(Error::Indeterminate {
+                target: Target::entity(self.name(), op.keys().clone()),
+                reason: format!(
+                    "the entity was gone when the delete was retried after an attempt that may \
+                     have been applied ({error}), and another writer has written it since: \
+                     this delete may or may not have taken effect"
+                ),
+            }),
             (_, Some(stored)) if written_by(op, &stored.value) => Ok(Some(stored.etag)),
             _ => Err(error),
         }

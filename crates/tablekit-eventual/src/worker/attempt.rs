@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use tablekit_azure::{Deadline, Message, MessageTtl, PutOptions, Queue};
+use tablekit_azure::{Deadline, Message, MessageTtl, PutOptions, Queue, track_landing};
 use tablekit_core::ErrorKind;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -91,7 +91,15 @@ pub(super) async fn process<J: Job, H: Handler<J>>(
         let lease = Deadline::at((taken_at + inner.options.visibility_timeout).into_std());
         let (stop_tx, stop_rx) = oneshot::channel();
         let run = async {
-            let outcome = run_handler(&inner, &message, cancel, &lease, deferrals).await;
+            let (outcome, lands_by) = run_handler(&inner, &message, cancel, &lease, deferrals).await;
+            // Whatever comes next may make the message visible before the hold ends: not
+            // before every write of this delivery has landed (always within the hold, which
+            // bounded them).
+            if !matches!(outcome, Outcome::Done) {
+                if let Some(lands_by) = lands_by {
+                    tokio::time::sleep_until(lands_by.into()).await;
+                }
+            }
             let _ = stop_tx.send(());
             outcome
         };
@@ -157,20 +165,30 @@ fn queue_failure<J, H>(inner: &Inner<J, H>, what: &str, error: &tablekit_core::E
 }
 
 /// Runs the handler, re-running it on transient failures and conflicts, until it succeeds,
-/// defers, fails for good, times out or is cancelled. Every run is bound to `lease`.
+/// defers, fails for good, times out or is cancelled. Every run is bound to `lease`. Returns
+/// the outcome with the instant by which every write the runs sent has landed or never will
+/// (`None`: every write got an answer): a re-run waits for it, and so must whatever makes
+/// the message visible before the hold ends — another delivery must not race these writes.
 async fn run_handler<J: Job, H: Handler<J>>(
     inner: &Inner<J, H>,
     message: &Message,
     cancel: watch::Receiver<bool>,
     lease: &Deadline,
     deferrals: u64,
-) -> Outcome {
+) -> (Outcome, Option<std::time::Instant>) {
     let options = &inner.options;
+    // A run cut off (a timeout, a cancellation) may have left any write in flight.
+    let cut_off = || {
+        let late = inner.queue.queue().account().settings().late_landing();
+        Some(std::time::Instant::now() + late)
+    };
+    let mut lands_by: Option<std::time::Instant> = None;
+    let later = |a: Option<std::time::Instant>, b: Option<std::time::Instant>| a.max(b);
     let mut retry = 0;
     loop {
         let job = match decode::<J>(&message.payload) {
             Ok(job) => job,
-            Err(refused) => return Outcome::Failed(refused.reason().to_owned()),
+            Err(refused) => return (Outcome::Failed(refused.reason().to_owned()), lands_by),
         };
         let steps = Steps::new(
             message.id.clone(),
@@ -179,7 +197,10 @@ async fn run_handler<J: Job, H: Handler<J>>(
             J::KIND,
             deferrals,
         );
-        let run = AssertUnwindSafe(lease.scope(inner.handler.handle(job, &steps))).catch_unwind();
+        let run = AssertUnwindSafe(track_landing(
+            lease.scope(inner.handler.handle(job, &steps)),
+        ))
+        .catch_unwind();
         let timed = async {
             match options.handler_timeout {
                 Some(limit) => tokio::time::timeout(limit, run).await.ok(),
@@ -188,37 +209,48 @@ async fn run_handler<J: Job, H: Handler<J>>(
         };
         let result = tokio::select! {
             result = timed => result,
-            () = cancelled(cancel.clone()) => return Outcome::Cancelled,
+            () = cancelled(cancel.clone()) => return (Outcome::Cancelled, later(lands_by, cut_off())),
         };
         let error = match result {
-            Some(Ok(Ok(()))) => {
-                return match steps.deferred() {
+            Some(Ok((Ok(()), landed))) => {
+                let lands_by = later(lands_by, landed);
+                let outcome = match steps.deferred() {
                     Some(delay) => Outcome::Deferred(delay),
                     None => Outcome::Done,
                 };
+                return (outcome, lands_by);
             }
-            Some(Ok(Err(error))) => error,
+            Some(Ok((Err(error), landed))) => {
+                lands_by = later(lands_by, landed);
+                error
+            }
             Some(Err(panic)) => {
-                return Outcome::Failed(format!("the handler panicked: {}", panic_text(&*panic)));
+                let reason = format!("the handler panicked: {}", panic_text(&*panic));
+                return (Outcome::Failed(reason), later(lands_by, cut_off()));
             }
             None => {
-                return Outcome::Failed(format!(
+                let reason = format!(
                     "the handler ran longer than handler_timeout ({:?})",
                     options.handler_timeout.unwrap_or_default()
-                ));
+                );
+                return (Outcome::Failed(reason), later(lands_by, cut_off()));
             }
         };
         let delay = HandlerRetry::retries(&error)
             .then(|| options.handler_retry.delay(retry + 1))
             .flatten();
         let Some(delay) = delay else {
-            return Outcome::Failed(error.to_string());
+            return (Outcome::Failed(error.to_string()), lands_by);
         };
         tracing::debug!(target: "tablekit", kind = J::KIND, retry = retry + 1, %error, ?delay, "re-running the handler");
         bump(&inner.counters.retries);
+        // The next run must not race this one's writes that may still land.
+        let resume = lands_by
+            .map_or(tokio::time::Instant::now(), Into::into)
+            .max(tokio::time::Instant::now() + delay);
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = cancelled(cancel.clone()) => return Outcome::Cancelled,
+            () = tokio::time::sleep_until(resume) => {}
+            () = cancelled(cancel.clone()) => return (Outcome::Cancelled, lands_by),
         }
         retry += 1;
     }
