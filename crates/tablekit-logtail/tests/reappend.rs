@@ -28,7 +28,10 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
         request_timeout: Duration::from_millis(2_000),
         ..Settings::default()
     };
-    let settles = settings.write_settles_within();
+    // Every attempt of the first append is sent at once: each has landed one late landing
+    // later. (Waiting longer lets the emulator close the idle pooled connections, 5 s, and a
+    // request without retries can meet one closing.)
+    let settles = settings.late_landing();
     let p = proxied(settings);
     let table = p.account.table(&unique_table_name("reappend")).unwrap();
     table.create().await.unwrap();
