@@ -22,6 +22,7 @@ const DEFAULT_JOBS: usize = 3;
 /// Without recorded times these start first, the longest measured first; then the rest of the
 /// packages that hold most long binaries.
 const LONG_BINARIES: &[&str] = &[
+    "tablekit-integration-tests/explore",
     "tablekit-integration-tests/patterns_under_faults",
     "tablekit-index/jobs_follow_writes",
     "tablekit-cli/copy_faults",
