@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! explore [--only NAME] [--parallel N]                every single-fault schedule
-//! explore --random N --seed S [--only NAME]          N seeded random multi-fault schedules
-//! explore --seed S --replay K [--only NAME]          random schedule K of seed S again
+//! explore --random N --seed S [--only NAME]          N seeded random multi-fault schedules in
+//!                                                    all, shared evenly by the scenarios
+//! explore --seed S --replay K --only NAME            random schedule K of seed S again
 //! explore --baseline [--only NAME]                   the fault-free runs' requests only
 //! explore ... --markdown FILE                        also write the table of what ran
 //! ```
@@ -125,21 +126,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Plan::Random { seed, count } = plan {
-        println!("explore: {count} random schedules per scenario, seed {seed}");
-    }
+    let entries: Vec<_> = explore::all()
+        .into_iter()
+        .filter(|e| only.as_deref().is_none_or(|o| e.name().starts_with(o)))
+        .collect();
+    // `--random N` is N schedules in all: each scenario gets its share.
+    let plan = match plan {
+        Plan::Random { seed, count } => {
+            let each = count.div_ceil(entries.len().max(1) as u64);
+            println!(
+                "explore: {count} random schedules, {each} per scenario over {}, seed {seed}",
+                entries.len()
+            );
+            Plan::Random { seed, count: each }
+        }
+        other => other,
+    };
     let runtime = explore::runtime();
     let start = Instant::now();
     let mut failed = false;
     let mut total = 0;
     let mut reports = Vec::new();
-    for entry in explore::all() {
-        if only
-            .as_deref()
-            .is_some_and(|o| !entry.name().starts_with(o))
-        {
-            continue;
-        }
+    for entry in entries {
         let report = runtime.block_on(entry.explore(plan, parallel));
         total += report.schedules;
         print!("{report}");
@@ -168,7 +176,7 @@ fn main() -> ExitCode {
         }
     );
     if let (true, Plan::Random { seed, .. }) = (failed, plan) {
-        println!("explore: replay one with --seed {seed} --replay K");
+        println!("explore: replay one with --seed {seed} --replay K --only SCENARIO");
     }
     if failed {
         ExitCode::FAILURE
