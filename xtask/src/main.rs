@@ -36,7 +36,8 @@ commands:
                     Azurite; prints a table and writes target/bench/report.json
   explore [--only NAME] [--random N --seed S | --seed S --replay K] [--bless-docs]
                     the fault-schedule explorer: every single-fault schedule of every
-                    scenario (or N seeded random multi-fault schedules each, or one again);
+                    scenario (or N seeded random multi-fault schedules in all, shared by the
+                    scenarios, or one again with --only SCENARIO);
                     --bless-docs rewrites the explored-schedules table of the Guarantees
                     chapter from a single-fault run
   docs              check the book's includes, build the book (pinned mdBook, installed into
