@@ -86,6 +86,18 @@ async fn entities_written_in_format_version_1_stay_readable() {
 }
 
 #[tokio::test]
+async fn entities_written_in_format_version_2_stay_readable() {
+    let (keys, stored, policy, plain) = common::format_fixture(2);
+    assert!(
+        stored
+            .get_str(METADATA_PROPERTY)
+            .unwrap()
+            .starts_with("2;fixture-kek;A256KW;")
+    );
+    assert_eq!(policy.decrypt(TABLE, &keys, stored).await.unwrap(), plain);
+}
+
+#[tokio::test]
 async fn two_writes_of_one_entity_never_store_the_same_bytes() {
     let policy = policy(aes("k1", 1));
     let a = policy.encrypt(&keys(), employee()).await.unwrap();

@@ -25,12 +25,12 @@ pub fn metadata_fields(stored: &Properties) -> Vec<String> {
         .collect()
 }
 
-/// An entity written by format version 1 (the first release's writer) with the key
-/// `fixture-kek` (AES key wrap, 32 bytes of 7), as the service stores it; its policy; and what
-/// it decrypts to.
-pub fn format_v1() -> (Keys, Properties, EncryptionPolicy, Properties) {
+/// An entity written by format version `version` (`1`: the first release's writer; `2`: the
+/// second's) with the key `fixture-kek` (AES key wrap, 32 bytes of 7), as the service stores
+/// it; its policy; and what it decrypts to. Kept in `tests/fixtures/format-v{version}.json`.
+pub fn format_fixture(version: u32) -> (Keys, Properties, EncryptionPolicy, Properties) {
     let path = format!(
-        "{}/tests/fixtures/format-v1.json",
+        "{}/tests/fixtures/format-v{version}.json",
         env!("CARGO_MANIFEST_DIR")
     );
     let json = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -46,6 +46,11 @@ pub fn format_v1() -> (Keys, Properties, EncryptionPolicy, Properties) {
         .with("FirstName", "Jun")
         .with("Notes", "naïve 東京 «quoted» \"x\"");
     (stored.keys, stored.value, policy, plain)
+}
+
+/// [`format_fixture`] of version 1.
+pub fn format_v1() -> (Keys, Properties, EncryptionPolicy, Properties) {
+    format_fixture(1)
 }
 
 /// The properties the sample policy encrypts.
