@@ -125,7 +125,7 @@ impl LargeEntities {
     ///
     /// [`LargeEntities::put`] and [`LargeEntities::insert`] refuse to write, before any
     /// request, when this exceeds [`LargeEntities::grace`]. With the default settings, about
-    /// 15 min 25 s (10 min + 4 min 25 s + 1 min) against the default grace of 1 hour.
+    /// 15 min 55 s (10 min + 4 min 55 s + 1 min) against the default grace of 1 hour.
     pub fn required_grace(&self) -> Duration {
         self.commit_deadline
             .saturating_add(self.table.account().settings().write_settles_within())

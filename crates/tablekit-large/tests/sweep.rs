@@ -259,7 +259,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
 #[tokio::test]
 async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
     // The writer's first entity write is refused with 503 and retried 8 s later: by its own
-    // settings it may land up to 2 × 1 s + 8 s + 1 s after it starts.
+    // settings it may land more than 10 s after it starts.
     let writer_settings = Settings {
         retry: RetryPolicy {
             schedule: vec![Duration::from_secs(8)],
@@ -272,16 +272,15 @@ async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
     };
     let proxied = tablekit_testkit::fixtures::proxied(writer_settings);
     let (table, container) = common::resources(&proxied.account, "largewriter").await;
-    let writer = LargeEntities::builder(table.clone(), container.clone())
+    let builder = LargeEntities::builder(table.clone(), container.clone())
         .with_commit_deadline(Duration::from_secs(1))
-        .with_clock_allowance(Duration::from_secs(1))
-        .with_grace(Duration::from_secs(13))
-        .build()
-        .unwrap();
-    assert_eq!(writer.required_grace(), Duration::from_secs(13));
+        .with_clock_allowance(Duration::from_secs(1));
+    let required = builder.clone().build().unwrap().required_grace();
+    assert!(required > Duration::from_secs(10), "{required:?}");
+    let writer = builder.with_grace(required).build().unwrap();
     // The sweeper is another process of the same store, with quick settings of its own (two
-    // attempts of 1 s, 10 ms apart: its own writes would need 5.01 s) and, wrongly, a
-    // shorter grace: it still leaves the blob alone as long as its writer said.
+    // attempts of 1 s, 10 ms apart) and, wrongly, a shorter grace of 6 s: it still leaves the
+    // blob alone as long as its writer said.
     let sweeper_account = tablekit_testkit::fixtures::account_with(Settings {
         retry: RetryPolicy {
             schedule: vec![Duration::from_millis(10)],
@@ -378,9 +377,9 @@ impl tablekit_azure::EntityCodec for SlowCodec {
 
 #[tokio::test]
 async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_after_a_sweep() {
-    // One retry 10 ms apart: a write lands at the latest 2 × 1 s + 10 ms + 1 s after it
-    // starts. The codec then holds the entity write for 7 s after the upload, past the
-    // commit deadline (1 s) plus that.
+    // One retry 10 ms apart: a write lands at the latest about 4 s after it starts, and the
+    // store's grace is the shortest these writes fit in. The codec then holds the entity
+    // write for 7 s after the upload, past the grace less the clock allowance.
     let settings = Settings {
         retry: RetryPolicy {
             schedule: vec![Duration::from_millis(10)],
@@ -397,16 +396,16 @@ async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_aft
         slow: AtomicBool::new(false),
         stall: Duration::from_secs(7),
     });
-    let writer = LargeEntities::builder(table.with_codec(codec.clone()), container.clone())
+    let builder = LargeEntities::builder(table.with_codec(codec.clone()), container.clone())
         .with_commit_deadline(Duration::from_secs(1))
-        .with_clock_allowance(Duration::from_secs(1))
-        .with_grace(Duration::from_secs(6))
-        .build()
-        .unwrap();
+        .with_clock_allowance(Duration::from_secs(1));
+    let grace = builder.clone().build().unwrap().required_grace();
+    assert!(grace < codec.stall, "{grace:?}");
+    let writer = builder.with_grace(grace).build().unwrap();
     let sweeper = LargeEntities::builder(table.clone(), container.clone())
         .with_commit_deadline(Duration::from_secs(1))
         .with_clock_allowance(Duration::from_secs(1))
-        .with_grace(Duration::from_secs(6))
+        .with_grace(grace)
         .build()
         .unwrap();
     let old = payload(10_000, 1);
