@@ -43,7 +43,7 @@ fn open(outcome: &Outcome) -> bool {
 /// The number of increments a counter run makes.
 const INCREMENTS: u32 = 3;
 
-/// A counter incremented [`INCREMENTS`] times, one call after the other, by one of the two
+/// A counter incremented `INCREMENTS` times, one call after the other, by one of the two
 /// read-modify-write loops.
 #[derive(Debug, Clone, Copy)]
 pub enum Counter {
