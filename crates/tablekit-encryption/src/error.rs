@@ -31,14 +31,23 @@ pub enum Cause {
     /// The stored content key does not unwrap under the key with its id: another key with
     /// the same id, or altered bytes.
     Unwrap(String),
-    /// AES-GCM authentication failed: the ciphertext, the metadata or the entity's keys were
-    /// changed, or the ciphertext belongs to another property or entity.
+    /// AES-GCM authentication or the item MAC failed: a ciphertext, a listed property, the
+    /// metadata or the entity's keys were changed, or a ciphertext belongs to another property
+    /// or entity.
     Authentication,
-    /// AES-CBC padding is wrong (legacy format): the ciphertext was altered, or decrypted with
-    /// a wrong key or IV.
-    Padding,
-    /// The decrypted bytes are not UTF-8 (legacy format: altered ciphertext).
+    /// The decrypted bytes are not UTF-8 (only a holder of the content key can make them).
     NotUtf8,
+    /// The entity binds a logical table name other than the policy's, or binds one where the
+    /// policy binds none, or none where the policy binds one.
+    TableBinding(String),
+    /// The entity is in the legacy format of the former clients (AES-CBC, unauthenticated),
+    /// which this policy does not read: see `EncryptionPolicyBuilder::read_legacy_format`.
+    LegacyNotRead,
+    /// The entity is in the legacy format and does not decrypt. Every failure of the legacy
+    /// format — bad padding, text that is not UTF-8, an unknown or altered key, malformed
+    /// metadata — is this one cause, with one text, so that errors tell an attacker nothing
+    /// about a ciphertext (the padding oracle of AES-CBC).
+    Legacy,
 }
 
 impl fmt::Display for Cause {
@@ -62,8 +71,13 @@ impl fmt::Display for Cause {
                 "authentication failed: the data was altered or belongs to another property or \
                  entity",
             ),
-            Cause::Padding => f.write_str("bad padding: the data was altered or the key is wrong"),
-            Cause::NotUtf8 => f.write_str("the decrypted value is not UTF-8: the data was altered"),
+            Cause::NotUtf8 => f.write_str("the decrypted value is not UTF-8"),
+            Cause::TableBinding(why) => write!(f, "logical table name: {why}"),
+            Cause::LegacyNotRead => f.write_str(
+                "the entity is in the legacy AES-CBC format of the former clients, which is \
+                 unauthenticated and which this policy does not read",
+            ),
+            Cause::Legacy => f.write_str("the legacy-format entity does not decrypt"),
         }
     }
 }

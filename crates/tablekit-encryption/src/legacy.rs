@@ -1,7 +1,8 @@
 //! The legacy format of the former .NET, Java and Python table clients, read only:
 //! `_ClientEncryptionMetadata1` (JSON) and `_ClientEncryptionMetadata2` (the encrypted list of
 //! encrypted properties), each value AES-256-CBC with PKCS#7 padding. See the crate README's
-//! "Legacy format" section.
+//! "Legacy format" section. Read only when a policy asks for it, and only under the key ids
+//! it names: the format is unauthenticated, and every failure is one error.
 
 use std::collections::BTreeSet;
 
@@ -12,14 +13,12 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tablekit_core::Result;
 use tablekit_core::edm::{EdmValue, Properties};
 use zeroize::Zeroizing;
 
-use crate::error::Cause;
 use crate::key::{ContentKey, WrappedKey};
 use crate::policy::EncryptionPolicy;
-use crate::read::Reading;
+use crate::read::{KeyFailure, Reading};
 
 /// The JSON metadata property (the wrapped key, the algorithms, the entity IV).
 pub const LEGACY_METADATA_1: &str = "_ClientEncryptionMetadata1";
@@ -71,67 +70,57 @@ struct EncryptionAgent {
     encryption_algorithm: String,
 }
 
-/// Decrypts the properties the legacy metadata lists, in place; returns their names.
+/// Why a legacy entity was not decrypted.
+pub(crate) enum LegacyError {
+    /// It does not decrypt, whatever the reason: one error, so that no reason reaches the
+    /// caller (a padding oracle).
+    Rejected,
+    /// The resolver or the key store failed: that error, which says nothing about the entity.
+    Unavailable(tablekit_core::Error),
+}
+
+impl From<KeyFailure> for LegacyError {
+    fn from(failure: KeyFailure) -> Self {
+        match failure {
+            KeyFailure::Data(_) => LegacyError::Rejected,
+            KeyFailure::Service(error) => LegacyError::Unavailable(error),
+        }
+    }
+}
+
+/// Decrypts the properties the legacy metadata lists, in place; returns their names. Only
+/// keys named in `key_ids` (the policy's opt-in) are resolved.
 pub(crate) async fn decrypt(
     policy: &EncryptionPolicy,
+    key_ids: &BTreeSet<String>,
     reading: &Reading<'_>,
     metadata: Legacy,
     properties: &mut Properties,
-) -> Result<BTreeSet<String>> {
-    let malformed = |property: &str, why: String| reading.fail(property, Cause::Malformed(why));
-    let json = match metadata.first {
-        Some(EdmValue::String(json)) => json,
-        Some(other) => {
-            return Err(malformed(
-                LEGACY_METADATA_1,
-                format!("a string was expected, not {}", other.edm_type()),
-            ));
-        }
-        None => return Err(malformed(LEGACY_METADATA_1, "missing".into())),
+) -> Result<BTreeSet<String>, LegacyError> {
+    let Some(EdmValue::String(json)) = metadata.first else {
+        return Err(LegacyError::Rejected);
     };
     let encrypted_list = match metadata.second {
         Some(EdmValue::Binary(bytes)) => bytes,
         // Some readers hand Binary values over as their base64 text.
-        Some(EdmValue::String(text)) => BASE64
-            .decode(text)
-            .map_err(|e| malformed(LEGACY_METADATA_2, format!("not base64: {e}")))?,
-        Some(other) => {
-            return Err(malformed(
-                LEGACY_METADATA_2,
-                format!("Edm.Binary was expected, not {}", other.edm_type()),
-            ));
-        }
-        None => return Err(malformed(LEGACY_METADATA_2, "missing".into())),
+        Some(EdmValue::String(text)) => BASE64.decode(text).map_err(|_| LegacyError::Rejected)?,
+        _ => return Err(LegacyError::Rejected),
     };
-
-    let data: EncryptionData =
-        serde_json::from_str(&json).map_err(|e| malformed(LEGACY_METADATA_1, e.to_string()))?;
-    let unsupported = |what: String| reading.fail(LEGACY_METADATA_1, Cause::Unsupported(what));
-    if data.encryption_agent.protocol != PROTOCOL {
-        return Err(unsupported(format!(
-            "protocol {:?}",
-            data.encryption_agent.protocol
-        )));
-    }
-    if data.encryption_agent.encryption_algorithm != ALGORITHM {
-        return Err(unsupported(format!(
-            "algorithm {:?}",
-            data.encryption_agent.encryption_algorithm
-        )));
+    let data: EncryptionData = serde_json::from_str(&json).map_err(|_| LegacyError::Rejected)?;
+    if data.encryption_agent.protocol != PROTOCOL
+        || data.encryption_agent.encryption_algorithm != ALGORITHM
+        || !key_ids.contains(&data.wrapped_content_key.key_id)
+    {
+        return Err(LegacyError::Rejected);
     }
     let entity_iv: [u8; BLOCK] = BASE64
         .decode(&data.content_encryption_iv)
         .ok()
         .and_then(|iv| iv.try_into().ok())
-        .ok_or_else(|| {
-            malformed(
-                LEGACY_METADATA_1,
-                "ContentEncryptionIV is not 16 bytes".into(),
-            )
-        })?;
+        .ok_or(LegacyError::Rejected)?;
     let wrapped = BASE64
         .decode(&data.wrapped_content_key.encrypted_key)
-        .map_err(|e| malformed(LEGACY_METADATA_1, format!("EncryptedKey: {e}")))?;
+        .map_err(|_| LegacyError::Rejected)?;
     // Java's first release derived IVs from PartitionKey + RowKey, everyone else from
     // RowKey + PartitionKey; its metadata says so through the library name (or has none).
     let java_v1 = match &data.key_wrapping_metadata {
@@ -144,17 +133,12 @@ pub(crate) async fn decrypt(
 
     let wrapped = WrappedKey::new(data.wrapped_content_key.algorithm, wrapped);
     let content_key = policy
-        .unwrap_content_key(
-            reading,
-            LEGACY_METADATA_1,
-            &data.wrapped_content_key.key_id,
-            &wrapped,
-        )
+        .content_key(&data.wrapped_content_key.key_id, &wrapped)
         .await?;
     let (pk, rk) = (reading.keys.pk(), reading.keys.rk());
     let open = |name: &str, ciphertext: &[u8]| {
         let iv = property_iv(&entity_iv, pk, rk, name, java_v1);
-        decrypt_cbc(&content_key, &iv, ciphertext).map_err(|cause| reading.fail(name, cause))
+        decrypt_cbc(&content_key, &iv, ciphertext).ok_or(LegacyError::Rejected)
     };
 
     let list = open(LEGACY_METADATA_2, &encrypted_list)?;
@@ -165,8 +149,7 @@ pub(crate) async fn decrypt(
         inner.next_back();
         inner.as_str().split(", ").map(str::to_owned).collect()
     } else {
-        serde_json::from_str(&list)
-            .map_err(|e| malformed(LEGACY_METADATA_2, format!("not a JSON list of names: {e}")))?
+        serde_json::from_str(&list).map_err(|_| LegacyError::Rejected)?
     };
 
     let mut decrypted = BTreeSet::new();
@@ -175,13 +158,7 @@ pub(crate) async fn decrypt(
             continue;
         };
         let EdmValue::Binary(ciphertext) = value else {
-            return Err(reading.fail(
-                &name,
-                Cause::Malformed(format!(
-                    "an encrypted value is Edm.Binary, not {}",
-                    value.edm_type()
-                )),
-            ));
+            return Err(LegacyError::Rejected);
         };
         let text = open(&name, ciphertext)?;
         properties.insert(name.clone(), text);
@@ -211,19 +188,15 @@ fn property_iv(
     iv
 }
 
-/// AES-256-CBC decryption with PKCS#7 padding, to UTF-8 text.
-fn decrypt_cbc(key: &ContentKey, iv: &[u8; BLOCK], ciphertext: &[u8]) -> Result<String, Cause> {
+/// AES-256-CBC decryption with PKCS#7 padding, to UTF-8 text; `None` for every failure
+/// alike (a length that is not whole blocks, bad padding, bytes that are not UTF-8).
+fn decrypt_cbc(key: &ContentKey, iv: &[u8; BLOCK], ciphertext: &[u8]) -> Option<String> {
     if ciphertext.is_empty() || ciphertext.len() % BLOCK != 0 {
-        return Err(Cause::Malformed(format!(
-            "{} bytes of AES-CBC ciphertext is not a whole number of 16-byte blocks",
-            ciphertext.len()
-        )));
+        return None;
     }
     let mut buffer = Zeroizing::new(ciphertext.to_vec());
     let plaintext = Aes256CbcDec::new(key.expose().into(), iv.into())
         .decrypt_padded_mut::<Pkcs7>(&mut buffer)
-        .map_err(|_| Cause::Padding)?;
-    std::str::from_utf8(plaintext)
-        .map(str::to_owned)
-        .map_err(|_| Cause::NotUtf8)
+        .ok()?;
+    std::str::from_utf8(plaintext).ok().map(str::to_owned)
 }

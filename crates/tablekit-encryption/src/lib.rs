@@ -13,7 +13,8 @@ mod write;
 
 pub use error::{Cause, DecryptionFailure};
 pub use format::{
-    CONTENT_ALGORITHM, FORMAT_VERSION, METADATA_PROPERTY, NONCE_LEN, OVERHEAD, TAG_LEN,
+    ALGORITHM_SUITE, CONTENT_ALGORITHM, FORMAT_VERSION, METADATA_PROPERTY, NONCE_LEN, OVERHEAD,
+    TAG_LEN,
 };
 pub use key::{
     BoxFuture, CONTENT_KEY_LEN, ContentKey, KeyEncryptionKey, KeyResolver, KeyRing, UnwrapError,

@@ -39,6 +39,8 @@ pub struct EncryptionPolicy {
     pub(crate) resolver: Option<Arc<dyn KeyResolver>>,
     properties: BTreeSet<String>,
     select: Option<Arc<SelectFn>>,
+    /// The key ids under which the legacy format is read; `None`: it is not read.
+    pub(crate) legacy_key_ids: Option<BTreeSet<String>>,
 }
 
 /// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
@@ -47,6 +49,7 @@ pub struct EncryptionPolicyBuilder {
     resolver: Option<Arc<dyn KeyResolver>>,
     properties: Vec<String>,
     select: Option<Arc<SelectFn>>,
+    legacy_key_ids: Option<Vec<String>>,
 }
 
 impl EncryptionPolicy {
@@ -57,6 +60,7 @@ impl EncryptionPolicy {
             resolver: None,
             properties: Vec::new(),
             select: None,
+            legacy_key_ids: None,
         }
     }
 
@@ -208,14 +212,48 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Also reads entities in the legacy format of the former .NET, Java and Python clients
+    /// (`_ClientEncryptionMetadata1`/`2`, AES-256-CBC), when the key id they store is one of
+    /// `key_ids` (found like any other: the policy's own key, then the resolver). Without
+    /// this, reading such an entity is a decryption failure saying the format is not read.
+    ///
+    /// The legacy format is **unauthenticated**: a writer to the table can alter its
+    /// ciphertexts undetected as long as the padding and UTF-8 survive, so read it only to
+    /// migrate (read, then replace), and name only the keys the former clients wrote with —
+    /// never a key tablekit's formats 1 and 2 wrapped content keys with: their ciphertexts give
+    /// away block-cipher outputs under those content keys, from which a legacy ciphertext of
+    /// the attacker's choosing can be made. Every failure of a legacy entity is one error
+    /// ([`Cause::Legacy`](crate::Cause::Legacy)), so that errors are no padding oracle.
+    #[must_use]
+    pub fn read_legacy_format<I, S>(mut self, key_ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.legacy_key_ids
+            .get_or_insert_with(Vec::new)
+            .extend(key_ids.into_iter().map(Into::into));
+        self
+    }
+
     /// The policy.
     ///
     /// # Errors
     /// [`Error::InvalidName`] for a listed name that cannot name a property or is reserved
     /// for encryption metadata; [`Error::InvalidConfig`] when nothing is selected (no name and
-    /// no selection function) or the key's id is empty or contains control characters.
+    /// no selection function), the key's id is empty or contains control characters, or
+    /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one.
     pub fn build(self) -> Result<EncryptionPolicy> {
         check_key_id(self.kek.id())?;
+        if let Some(ids) = &self.legacy_key_ids {
+            if ids.is_empty() {
+                return Err(Error::InvalidConfig {
+                    part: "encryption policy".into(),
+                    reason: "read_legacy_format names no key id".into(),
+                });
+            }
+            ids.iter().try_for_each(|id| check_key_id(id))?;
+        }
         for name in &self.properties {
             validate_property_name(name)?;
             check_not_reserved(name)?;
@@ -231,6 +269,7 @@ impl EncryptionPolicyBuilder {
             resolver: self.resolver,
             properties: self.properties.into_iter().collect(),
             select: self.select,
+            legacy_key_ids: self.legacy_key_ids.map(|ids| ids.into_iter().collect()),
         })
     }
 }
@@ -255,6 +294,7 @@ impl fmt::Debug for EncryptionPolicy {
             .field("properties", &self.properties)
             .field("select_with", &self.select.is_some())
             .field("resolver", &self.resolver.is_some())
+            .field("legacy_key_ids", &self.legacy_key_ids)
             .finish()
     }
 }

@@ -1,18 +1,19 @@
-//! Decrypting a stored entity: tablekit's format, or the legacy one, then the policy's check
-//! that nothing it encrypts was stored in the clear.
+//! Decrypting a stored entity: tablekit's format (version 3, or 1 and 2), or the legacy one
+//! when the policy reads it, then the policy's check that nothing it encrypts was stored in the
+//! clear.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tablekit_core::edm::{EdmValue, Properties};
-use tablekit_core::{Keys, Result, Target};
+use tablekit_core::{Error, Keys, Result, Target};
 
 use crate::error::{Cause, DecryptionFailure};
-use crate::format::{
-    METADATA_PROPERTY, Metadata, MetadataError, SEAL_COUNTER, Sealer, property_ad, property_counter,
-};
+use crate::format::v2::{self, Opener, SEAL_COUNTER, property_counter};
+use crate::format::v3::{self, ItemKeys, Kind};
+use crate::format::{METADATA_PROPERTY, MetadataError, Stored};
 use crate::key::{ContentKey, KeyEncryptionKey, UnwrapError, WrappedKey};
-use crate::legacy;
+use crate::legacy::{self, LEGACY_METADATA_1, LegacyError};
 use crate::policy::EncryptionPolicy;
 
 /// The entity being read, for error reports.
@@ -22,17 +23,26 @@ pub(crate) struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    pub(crate) fn fail(&self, property: &str, cause: Cause) -> tablekit_core::Error {
+    pub(crate) fn fail(&self, property: &str, cause: Cause) -> Error {
         DecryptionFailure::new(&self.target, property, cause).into()
     }
 }
 
+/// Why a content key could not be had.
+pub(crate) enum KeyFailure {
+    /// Something about the stored entity: an unknown key id, a key that does not unwrap it.
+    Data(Cause),
+    /// The resolver or the key store failed: its error, which says nothing about the entity.
+    Service(Error),
+}
+
 impl EncryptionPolicy {
     /// Decrypts a stored entity of `table` with `keys`, read as a property bag: in tablekit's
-    /// format (the [`METADATA_PROPERTY`]) or the legacy format of the former .NET, Java and
-    /// Python clients (`_ClientEncryptionMetadata1`/`2`). Encrypted properties become strings
-    /// again and the metadata properties are removed. A listed property the bag does not hold
-    /// (left out by a projection) is skipped. An entity without metadata is returned as it is,
+    /// format (the [`METADATA_PROPERTY`]) or, when the policy reads it
+    /// ([`read_legacy_format`](crate::EncryptionPolicyBuilder::read_legacy_format)), the
+    /// legacy format of the former .NET, Java and Python clients
+    /// (`_ClientEncryptionMetadata1`/`2`). Encrypted properties become strings again and the
+    /// metadata properties are removed. An entity without metadata is returned as it is,
     /// unless it holds a property this policy encrypts.
     ///
     /// Requests: none to the table service; one resolver lookup (unless the entity names the
@@ -42,10 +52,12 @@ impl EncryptionPolicy {
     /// # Errors
     /// A [`DecryptionFailure`] converted into [`tablekit_core::Error::Corrupt`], naming
     /// the entity and the property, when the metadata is malformed or of an unknown version,
-    /// its key id is unknown, the content key does not unwrap, a value does not authenticate
-    /// (altered, or moved from another property or entity), or a property this policy
-    /// encrypts is stored without encryption. Errors of the resolver or of a key that cannot be
-    /// used ([`UnwrapError::Unavailable`]) are passed on unchanged.
+    /// its key id is unknown, the content key does not unwrap, a value or the item does not
+    /// authenticate (altered, or moved from another property or entity), a property this
+    /// policy encrypts is stored without encryption, or the entity is in the legacy format
+    /// and the policy does not read it (or it does not decrypt: one cause for every legacy
+    /// failure). Errors of the resolver or of a key that cannot be used
+    /// ([`UnwrapError::Unavailable`]) are passed on unchanged.
     pub async fn decrypt(
         &self,
         table: &str,
@@ -70,16 +82,46 @@ impl EncryptionPolicy {
                     .await?
             }
             (None, Some(metadata)) => {
-                legacy::decrypt(self, &reading, metadata, &mut properties).await?
+                let Some(key_ids) = &self.legacy_key_ids else {
+                    return Err(reading.fail(LEGACY_METADATA_1, Cause::LegacyNotRead));
+                };
+                let legacy_failure = || reading.fail(LEGACY_METADATA_1, Cause::Legacy);
+                let decrypted =
+                    match legacy::decrypt(self, key_ids, &reading, metadata, &mut properties).await
+                    {
+                        Ok(decrypted) => decrypted,
+                        Err(LegacyError::Rejected) => return Err(legacy_failure()),
+                        Err(LegacyError::Unavailable(error)) => return Err(error),
+                    };
+                // A property the policy encrypts that the (unauthenticated) list leaves out
+                // is a legacy failure like any other: no error may tell what a list held.
+                if self
+                    .first_unprotected(keys, &properties, &decrypted)
+                    .is_some()
+                {
+                    return Err(legacy_failure());
+                }
+                decrypted
             }
             (None, None) => BTreeSet::new(),
         };
-        for (name, _) in properties.iter() {
-            if !decrypted.contains(name) && self.selects(keys.pk(), keys.rk(), name) {
-                return Err(reading.fail(name, Cause::NotEncrypted));
-            }
+        if let Some(name) = self.first_unprotected(keys, &properties, &decrypted) {
+            return Err(reading.fail(name, Cause::NotEncrypted));
         }
         Ok(properties)
+    }
+
+    /// The first property of `properties` this policy encrypts that is not among `encrypted`.
+    fn first_unprotected<'p>(
+        &self,
+        keys: &Keys,
+        properties: &'p Properties,
+        encrypted: &BTreeSet<String>,
+    ) -> Option<&'p str> {
+        properties
+            .iter()
+            .map(|(name, _)| name)
+            .find(|name| !encrypted.contains(*name) && self.selects(keys.pk(), keys.rk(), name))
     }
 
     async fn decrypt_own(
@@ -95,25 +137,120 @@ impl EncryptionPolicy {
                 metadata.edm_type()
             )));
         };
-        let metadata = Metadata::decode(&text).map_err(|e| match e {
+        let stored = Stored::decode(&text).map_err(|e| match e {
             MetadataError::Malformed(why) => malformed(why),
             MetadataError::Unsupported(what) => {
                 reading.fail(METADATA_PROPERTY, Cause::Unsupported(what))
             }
         })?;
-        let listed: BTreeSet<String> = metadata.props.iter().cloned().collect();
-        if listed.len() != metadata.props.len() {
-            return Err(malformed("a property is listed twice".into()));
+        match stored {
+            Stored::V3(metadata) => self.decrypt_v3(reading, metadata, properties).await,
+            Stored::Sealed(metadata) => self.decrypt_sealed(reading, metadata, properties).await,
         }
+    }
 
+    /// Format version 3: the item MAC over every listed property, then each encrypted one.
+    async fn decrypt_v3(
+        &self,
+        reading: &Reading<'_>,
+        metadata: v3::Metadata,
+        properties: &mut Properties,
+    ) -> Result<BTreeSet<String>> {
+        if metadata.table_bound {
+            return Err(reading.fail(
+                METADATA_PROPERTY,
+                Cause::TableBinding(
+                    "the entity is bound to a logical table name; this policy binds none".into(),
+                ),
+            ));
+        }
+        let binding = "";
+        for entry in &metadata.entries {
+            match (entry.kind, properties.get(&entry.name)) {
+                (Kind::Encrypted, Some(value)) if !matches!(value, EdmValue::Binary(_)) => {
+                    return Err(reading.fail(
+                        &entry.name,
+                        Cause::Malformed(format!(
+                            "an encrypted value is Edm.Binary, not {}",
+                            value.edm_type()
+                        )),
+                    ));
+                }
+                _ => {}
+            }
+        }
         let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
         let content_key = self
-            .unwrap_content_key(reading, METADATA_PROPERTY, &metadata.kid, &wrapped)
-            .await?;
-        let sealer = Sealer::new(&content_key);
+            .content_key(&metadata.kid, &wrapped)
+            .await
+            .map_err(|failure| key_failure(reading, failure))?;
+        let item = ItemKeys::derive(&content_key, &metadata.salt);
+        let (pk, rk) = (reading.keys.pk(), reading.keys.rk());
+
+        // Each ciphertext first, so that an altered one is reported under its own name; then
+        // the item, which covers them again with everything else. Nothing is returned unless
+        // both hold.
+        let mut plaintexts = Vec::new();
+        for (index, entry) in metadata.entries.iter().enumerate() {
+            if entry.kind != Kind::Encrypted {
+                continue;
+            }
+            let Some(EdmValue::Binary(stored)) = properties.get(&entry.name) else {
+                continue;
+            };
+            let plaintext = item
+                .open(
+                    stored,
+                    index,
+                    &v3::property_ad(binding, pk, rk, &entry.name),
+                )
+                .ok_or_else(|| reading.fail(&entry.name, Cause::Authentication))?;
+            let text = String::from_utf8(plaintext)
+                .map_err(|_| reading.fail(&entry.name, Cause::NotUtf8))?;
+            plaintexts.push((entry.name.clone(), text));
+        }
+        let values: Option<Vec<&EdmValue>> = metadata
+            .entries
+            .iter()
+            .map(|entry| properties.get(&entry.name))
+            .collect();
+        if let Some(values) = values {
+            let message = metadata.message(binding, pk, rk, &values);
+            if !item.verify(&message, &metadata.mac) {
+                return Err(reading.fail(METADATA_PROPERTY, Cause::Authentication));
+            }
+        }
+        let mut encrypted = BTreeSet::new();
+        for (name, text) in plaintexts {
+            properties.insert(name.clone(), text);
+            encrypted.insert(name);
+        }
+        Ok(encrypted)
+    }
+
+    /// Format versions 1 and 2: the seal over the list, then each listed property present.
+    async fn decrypt_sealed(
+        &self,
+        reading: &Reading<'_>,
+        metadata: v2::Metadata,
+        properties: &mut Properties,
+    ) -> Result<BTreeSet<String>> {
+        let listed: BTreeSet<String> = metadata.props.iter().cloned().collect();
+        if listed.len() != metadata.props.len() {
+            return Err(reading.fail(
+                METADATA_PROPERTY,
+                Cause::Malformed("a property is listed twice".into()),
+            ));
+        }
+        let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
+        let content_key = self
+            .content_key(&metadata.kid, &wrapped)
+            .await
+            .map_err(|failure| key_failure(reading, failure))?;
+        let opener = Opener::new(&content_key);
         let (pk, rk) = (reading.keys.pk(), reading.keys.rk());
         let version = metadata.version;
-        if sealer
+        if opener
             .open(
                 version,
                 &metadata.seal,
@@ -138,12 +275,12 @@ impl EncryptionPolicy {
                     )),
                 ));
             };
-            let plaintext = sealer
+            let plaintext = opener
                 .open(
                     version,
                     stored,
                     property_counter(index),
-                    &property_ad(version, pk, rk, name),
+                    &v2::property_ad(version, pk, rk, name),
                 )
                 .ok_or_else(|| reading.fail(name, Cause::Authentication))?;
             let text =
@@ -155,41 +292,42 @@ impl EncryptionPolicy {
 
     /// Finds the key named `kid` (the policy's own key first, then the resolver) and unwraps
     /// the content key with it.
-    pub(crate) async fn unwrap_content_key(
+    pub(crate) async fn content_key(
         &self,
-        reading: &Reading<'_>,
-        property: &str,
         kid: &str,
         wrapped: &WrappedKey,
-    ) -> Result<ContentKey> {
+    ) -> std::result::Result<ContentKey, KeyFailure> {
         let key: Arc<dyn KeyEncryptionKey> = if kid == self.kek.id() {
             Arc::clone(&self.kek)
         } else {
             let found = match &self.resolver {
-                Some(resolver) => resolver.resolve(kid).await?,
+                Some(resolver) => resolver.resolve(kid).await.map_err(KeyFailure::Service)?,
                 None => None,
             };
             found.ok_or_else(|| {
-                reading.fail(
-                    property,
-                    Cause::UnknownKey {
-                        key_id: kid.to_owned(),
-                    },
-                )
+                KeyFailure::Data(Cause::UnknownKey {
+                    key_id: kid.to_owned(),
+                })
             })?
         };
         if key.id() != kid {
-            return Err(reading.fail(
-                property,
-                Cause::KeyIdMismatch {
-                    stored: kid.to_owned(),
-                    resolved: key.id().to_owned(),
-                },
-            ));
+            return Err(KeyFailure::Data(Cause::KeyIdMismatch {
+                stored: kid.to_owned(),
+                resolved: key.id().to_owned(),
+            }));
         }
         key.unwrap(wrapped).await.map_err(|e| match e {
-            UnwrapError::Rejected { reason } => reading.fail(property, Cause::Unwrap(reason)),
-            UnwrapError::Unavailable(error) => error,
+            UnwrapError::Rejected { reason } => KeyFailure::Data(Cause::Unwrap(reason)),
+            UnwrapError::Unavailable(error) => KeyFailure::Service(error),
         })
+    }
+}
+
+/// A failure to get the content key of tablekit's own format: a decryption failure of the
+/// metadata property, or the service's error unchanged.
+fn key_failure(reading: &Reading<'_>, failure: KeyFailure) -> Error {
+    match failure {
+        KeyFailure::Data(cause) => reading.fail(METADATA_PROPERTY, cause),
+        KeyFailure::Service(error) => error,
     }
 }

@@ -1,19 +1,15 @@
-//! Encrypting an entity's properties for a write, in tablekit's format version 1.
+//! Encrypting an entity's properties for a write, in tablekit's format version 3.
 
+use aes_gcm::aead::OsRng;
+use aes_gcm::aead::rand_core::RngCore;
 use tablekit_core::edm::{EdmValue, Properties, to_entity_json};
 use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, MAX_USER_PROPERTIES};
 use tablekit_core::{Error, Keys, Limit, Result};
 
 use crate::error::not_a_string;
-use crate::format::{
-    METADATA_PROPERTY, Metadata, OVERHEAD, SEAL_COUNTER, Sealer, Version, property_ad,
-    property_counter,
-};
-use crate::key::ContentKey;
-
-/// The largest wrapped content key the size bound of [`EncryptionPolicy::check_encrypt`]
-/// allows for: four times what RSA-8192 wraps to.
-const MAX_WRAPPED_KEY: usize = 4096;
+use crate::format::v3::{self, Entry, ItemKeys, Kind, MAC_LEN, MAX_WRAPPED_KEY, SALT_LEN};
+use crate::format::{METADATA_PROPERTY, OVERHEAD};
+use crate::key::{ContentKey, WrappedKey};
 use crate::policy::{EncryptionPolicy, check_not_reserved};
 
 impl EncryptionPolicy {
@@ -82,26 +78,36 @@ impl EncryptionPolicy {
                 _ => 16,
             };
         }
-        let metadata = Metadata {
-            version: Version::V2,
+        let metadata = v3::Metadata {
             kid: self.kek.id().to_owned(),
             wrap_alg: self.kek.algorithm().to_owned(),
             wrapped: Vec::new(),
-            props: selected,
-            seal: Vec::new(),
+            salt: [0; SALT_LEN],
+            table_bound: false,
+            entries: selected
+                .into_iter()
+                .map(|name| Entry {
+                    kind: Kind::Encrypted,
+                    name,
+                })
+                .collect(),
+            signer: None,
+            mac: Vec::new(),
+            signature: Vec::new(),
         };
-        // With the base64 of the largest wrapped key and of the 16-byte seal.
-        let text = metadata.encode_v2().len() + 4 * MAX_WRAPPED_KEY.div_ceil(3) + 24;
+        // With the base64 of the largest wrapped key and of the MAC.
+        let text =
+            metadata.encode().len() + 4 * MAX_WRAPPED_KEY.div_ceil(3) + 4 * MAC_LEN.div_ceil(3);
         bound += 8 + 2 * METADATA_PROPERTY.len() + 4 + 2 * text;
         Ok(bound <= MAX_ENTITY_BYTES)
     }
 
     /// Encrypts the properties this policy selects, for an insert or replace of the entity
-    /// with `keys`, in format version 2: each becomes an `Edm.Binary` (AES-256-GCM ciphertext ‖
-    /// tag) under a fresh content key, which is wrapped by the policy's key-encryption key and
-    /// stored with the list of encrypted names in the [`METADATA_PROPERTY`]. Other properties
-    /// are returned
-    /// unchanged. When no property is selected the bag is returned as it is, without metadata.
+    /// with `keys`, in format version 3: each becomes an `Edm.Binary` (AES-256-GCM ciphertext
+    /// ‖ tag) under a key derived for this write from a fresh content key, which is wrapped by
+    /// the policy's key-encryption key and stored with the list of encrypted names and the
+    /// item MAC in the [`METADATA_PROPERTY`]. Other properties are returned unchanged. When
+    /// no property is selected the bag is returned as it is, without metadata.
     ///
     /// Requests: none to the table service; one `wrap` call of the key-encryption key when a
     /// property is encrypted (local keys send no request). Everything is checked before that
@@ -135,36 +141,67 @@ impl EncryptionPolicy {
         if selected.is_empty() {
             return Ok(properties);
         }
-        let (pk, rk) = (keys.pk(), keys.rk());
         let content_key = ContentKey::generate();
-        let sealer = Sealer::new(&content_key);
+        let wrapped = self.kek.wrap(&content_key).await?;
+        let mut salt = [0u8; SALT_LEN];
+        OsRng.fill_bytes(&mut salt);
+        Ok(self.seal_item(keys, properties, &selected, &content_key, &wrapped, salt))
+    }
+
+    /// The stored form of `properties`, `selected` encrypted under the keys derived from
+    /// `content_key` and `salt`: the same bytes for the same inputs, which the known-answer
+    /// test checks.
+    pub(crate) fn seal_item(
+        &self,
+        keys: &Keys,
+        properties: Properties,
+        selected: &[String],
+        content_key: &ContentKey,
+        wrapped: &WrappedKey,
+        salt: [u8; SALT_LEN],
+    ) -> Properties {
+        let (pk, rk) = (keys.pk(), keys.rk());
+        let binding = "";
+        let item = ItemKeys::derive(content_key, &salt);
         let mut out = Properties::new();
         for (name, value) in properties {
-            let value = match value {
-                EdmValue::String(text) => match selected.iter().position(|s| *s == name) {
-                    Some(index) => EdmValue::Binary(sealer.seal(
-                        text.into_bytes(),
-                        property_counter(index),
-                        &property_ad(Version::V2, pk, rk, &name),
-                    )),
-                    None => EdmValue::String(text),
-                },
-                other => other,
+            let value = match (value, selected.iter().position(|s| *s == name)) {
+                (EdmValue::String(text), Some(index)) => EdmValue::Binary(item.seal(
+                    text.into_bytes(),
+                    index,
+                    &v3::property_ad(binding, pk, rk, &name),
+                )),
+                (other, _) => other,
             };
             out.insert(name, value);
         }
-
-        let wrapped = self.kek.wrap(&content_key).await?;
-        let mut metadata = Metadata {
-            version: Version::V2,
+        let mut metadata = v3::Metadata {
             kid: self.kek.id().to_owned(),
             wrap_alg: wrapped.algorithm().to_owned(),
             wrapped: wrapped.bytes().to_vec(),
-            props: selected,
-            seal: Vec::new(),
+            salt,
+            table_bound: false,
+            entries: selected
+                .iter()
+                .map(|name| Entry {
+                    kind: Kind::Encrypted,
+                    name: name.clone(),
+                })
+                .collect(),
+            signer: None,
+            mac: Vec::new(),
+            signature: Vec::new(),
         };
-        metadata.seal = sealer.seal(Vec::new(), SEAL_COUNTER, &metadata.seal_ad(pk, rk));
-        out.insert(METADATA_PROPERTY, metadata.encode_v2());
-        Ok(out)
+        let values: Vec<&EdmValue> = metadata
+            .entries
+            .iter()
+            .map(|entry| {
+                out.get(&entry.name)
+                    .expect("every listed property is written")
+            })
+            .collect();
+        metadata.mac = item.mac(&metadata.message(binding, pk, rk, &values));
+        out.insert(METADATA_PROPERTY, metadata.encode());
+        out
     }
 }

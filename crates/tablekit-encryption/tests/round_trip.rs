@@ -8,8 +8,8 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{
-    Counting, SECRET, TABLE, aes, assert_failure, employee, format_v1, keys, metadata_fields,
-    policy, rsa, rsa_pem,
+    Counting, SECRET, TABLE, aes, assert_failure, employee, field, format_v1, keys,
+    metadata_fields, policy, rsa, rsa_pem,
 };
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::{Error, ErrorKind, Keys, Limit};
@@ -44,16 +44,23 @@ async fn many_properties_round_trip_and_only_the_selected_strings_are_encrypted(
         }
     }
     let fields = metadata_fields(&stored);
-    assert_eq!(fields.len(), 6, "{fields:?}");
-    assert_eq!(fields[..3], ["2", "k1", "A256KW"]);
-    let wrapped = BASE64.decode(&fields[3]).unwrap();
+    assert_eq!(fields.len(), 12, "{fields:?}");
+    assert_eq!(fields[..3], ["3", "k1", "A256KW"]);
+    assert_eq!(fields[field::SUITE], "A256GCM-HS256");
+    let wrapped = BASE64.decode(&fields[field::WRAPPED]).unwrap();
     assert_eq!(wrapped.len(), 40, "an AES-wrapped 256-bit key");
+    assert_eq!(BASE64.decode(&fields[field::SALT]).unwrap().len(), 16);
     assert_eq!(
-        BASE64.decode(&fields[5]).unwrap().len(),
-        16,
-        "the seal's tag"
+        BASE64.decode(&fields[field::MAC]).unwrap().len(),
+        32,
+        "the item MAC"
     );
-    let mut listed: Vec<&str> = fields[4].split(',').collect();
+    assert_eq!(fields[field::SIGNER..=field::SIGNER_ALG], ["", ""]);
+    assert_eq!(fields[field::SIGNATURE], "");
+    let mut listed: Vec<&str> = fields[field::ENTRIES]
+        .split(',')
+        .map(|e| e.strip_prefix("e:").expect("encrypted"))
+        .collect();
     listed.sort_unstable();
     let mut expected = SECRET.to_vec();
     expected.sort_unstable();
@@ -78,7 +85,7 @@ async fn entities_written_in_format_version_1_stay_readable() {
     );
     // Rewritten, it is stored in the current format and reads back the same.
     let rewritten = policy.encrypt(&keys, plain.clone()).await.unwrap();
-    assert_eq!(metadata_fields(&rewritten)[0], "2");
+    assert_eq!(metadata_fields(&rewritten)[field::VERSION], "3");
     assert_eq!(
         policy.decrypt(TABLE, &keys, rewritten).await.unwrap(),
         plain
@@ -319,7 +326,7 @@ async fn entities_written_under_a_rotated_out_key_stay_readable_through_the_reso
         .build()
         .unwrap();
     let new = rotated.encrypt(&keys(), employee()).await.unwrap();
-    assert_eq!(metadata_fields(&new)[1], "key-2026");
+    assert_eq!(metadata_fields(&new)[field::KID], "key-2026");
     assert_eq!(
         rotated.decrypt(TABLE, &keys(), old.clone()).await.unwrap(),
         employee()
@@ -339,7 +346,7 @@ async fn entities_written_under_a_rotated_out_key_stay_readable_through_the_reso
 async fn rsa_oaep_keys_from_pkcs8_and_pkcs1_pem_unwrap_each_others_keys() {
     let writer = policy(rsa("rsa-1", "pkcs8"));
     let stored = writer.encrypt(&keys(), employee()).await.unwrap();
-    assert_eq!(metadata_fields(&stored)[2], "RSA-OAEP");
+    assert_eq!(metadata_fields(&stored)[field::WRAP_ALG], "RSA-OAEP");
     let reader = policy(rsa("rsa-1", "pkcs1"));
     assert_eq!(
         reader.decrypt(TABLE, &keys(), stored).await.unwrap(),

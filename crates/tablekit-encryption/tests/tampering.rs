@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::{SECRET, TABLE, aes, assert_failure, employee, format_v1, keys, policy, rsa};
+use common::{SECRET, TABLE, aes, assert_failure, employee, field, format_v1, keys, policy, rsa};
 use serde_json::Value;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
@@ -34,7 +34,7 @@ fn flip(bytes: &mut [u8], at: usize) {
     bytes[at] ^= 0x01;
 }
 
-/// Edits the fields of version 2 metadata (`2;kid;wrap_alg;wrapped;names;seal`).
+/// Edits the fields of version 3 metadata ([`common::field`]).
 fn edit_metadata(stored: &mut Properties, edit: impl FnOnce(&mut Vec<String>)) {
     let mut fields = common::metadata_fields(stored);
     edit(&mut fields);
@@ -85,20 +85,25 @@ async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
     let altered: Vec<(&str, Box<Edit>, &str)> = vec![
         (
             "wrapped key",
-            Box::new(|m| flip_field(m, 3, 5)),
+            Box::new(|m| flip_field(m, field::WRAPPED, 5)),
             "does not unwrap",
         ),
         (
-            "seal",
-            Box::new(|m| flip_field(m, 5, 10)),
+            "MAC",
+            Box::new(|m| flip_field(m, field::MAC, 10)),
+            "authentication failed",
+        ),
+        (
+            "salt",
+            Box::new(|m| flip_field(m, field::SALT, 3)),
             "authentication failed",
         ),
         (
             "a name taken off the list",
             Box::new(|m| {
-                m[4] = m[4]
+                m[field::ENTRIES] = m[field::ENTRIES]
                     .split(',')
-                    .filter(|n| *n != "Email")
+                    .filter(|n| *n != "e:Email")
                     .collect::<Vec<_>>()
                     .join(",");
             }),
@@ -106,21 +111,26 @@ async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
         ),
         (
             "a name added to the list",
-            Box::new(|m| m[4].push_str(",FirstName")),
+            Box::new(|m| m[field::ENTRIES].push_str(",s:FirstName")),
             "authentication failed",
         ),
         (
             "two names swapped",
             Box::new(|m| {
-                let mut names: Vec<&str> = m[4].split(',').collect();
+                let mut names: Vec<&str> = m[field::ENTRIES].split(',').collect();
                 names.swap(0, 1);
-                m[4] = names.join(",");
+                m[field::ENTRIES] = names.join(",");
             }),
             "authentication failed",
         ),
         (
+            "an encrypted property listed as signed only",
+            Box::new(|m| m[field::ENTRIES] = m[field::ENTRIES].replacen("e:", "s:", 1)),
+            "authentication failed",
+        ),
+        (
             "a name listed twice",
-            Box::new(|m| m[4].push_str(",Email")),
+            Box::new(|m| m[field::ENTRIES].push_str(",e:Email")),
             "listed twice",
         ),
         (
@@ -137,21 +147,43 @@ async fn altered_metadata_fails_to_unwrap_or_to_authenticate() {
         ),
         (
             "a later version",
-            Box::new(|m| m[0] = "3".into()),
-            "version 3",
+            Box::new(|m| m[field::VERSION] = "4".into()),
+            "version 4",
+        ),
+        (
+            "another algorithm suite",
+            Box::new(|m| m[field::SUITE] = "A128GCM-HS256".into()),
+            "algorithm suite \"A128GCM-HS256\"",
         ),
         (
             "a wrapping algorithm this key does not do",
-            Box::new(|m| m[2] = "RSA-OAEP".into()),
+            Box::new(|m| m[field::WRAP_ALG] = "RSA-OAEP".into()),
             "does not unwrap",
         ),
-        ("another key id", Box::new(|m| m[1] = "k9".into()), "\"k9\""),
+        (
+            "another key id",
+            Box::new(|m| m[field::KID] = "k9".into()),
+            "\"k9\"",
+        ),
+        (
+            "a table binding added",
+            Box::new(|m| m[field::FLAGS] = "table".into()),
+            "logical table name",
+        ),
     ];
     for (what, edit, cause) in altered {
         let mut stored = original.clone();
         edit_metadata(&mut stored, edit);
         let error = read(stored).await.expect_err(what);
-        assert_failure(error, &keys(), METADATA_PROPERTY, cause);
+        // Each ciphertext is opened before the item MAC is checked, so an edit that changes
+        // the key or nonce of a ciphertext (the salt, a position in the list) is reported
+        // under the first property it no longer opens.
+        let property = match what {
+            "salt" => "Email",
+            "a name taken off the list" | "two names swapped" => "Empty",
+            _ => METADATA_PROPERTY,
+        };
+        assert_failure(error, &keys(), property, cause);
     }
     for junk in [
         EdmValue::from("{not json"),
@@ -254,7 +286,8 @@ async fn a_whole_entity_moved_to_other_keys_fails_authentication() {
         .decrypt(TABLE, &moved, stored)
         .await
         .unwrap_err();
-    assert_failure(error, &moved, METADATA_PROPERTY, "authentication failed");
+    // The first encrypted property's ciphertext, bound to the keys, no longer opens.
+    assert_failure(error, &moved, "Email", "authentication failed");
 }
 
 #[tokio::test]

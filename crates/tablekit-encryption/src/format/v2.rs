@@ -1,35 +1,24 @@
-//! tablekit's own stored format (see the crate README's "Format" section): version 2, which
-//! this crate writes, and version 1, which it still reads — the metadata property, the
-//! associated data, and AES-256-GCM sealing and opening.
+//! Format versions 1 and 2, read only: the content key itself is the AES-256-GCM key of every
+//! encrypted property, and a seal (AES-GCM of an empty plaintext) authenticates the metadata.
+//! A replace rewrites such an entity in version 3.
 
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce, Tag};
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 
+use super::{
+    CONTENT_ALGORITHM, MetadataError, NONCE_LEN, TAG_LEN, base64_field, counter_nonce, push_field,
+    unescape,
+};
 use crate::key::ContentKey;
 
-/// The name of the metadata property tablekit writes next to encrypted properties.
-pub const METADATA_PROPERTY: &str = "_TablekitEncryption";
-/// The format version written: the first field of the metadata.
-pub const FORMAT_VERSION: u32 = 2;
-/// The content-encryption algorithm of every version (`"alg"` in version 1's metadata).
-pub const CONTENT_ALGORITHM: &str = "A256GCM";
-/// Length of an AES-GCM nonce. Version 1 stored a random one before each ciphertext; version
-/// 2 derives them (see [`OVERHEAD`]).
-pub const NONCE_LEN: usize = 12;
-/// Length of an AES-GCM tag, stored after each ciphertext.
-pub const TAG_LEN: usize = 16;
-/// Bytes an encrypted property stores beyond its UTF-8 plaintext, in the format written: the
-/// tag. Its nonce is not stored: each content key encrypts one entity once, so the nonce is
-/// the property's position in the metadata's list.
-pub const OVERHEAD: usize = TAG_LEN;
-
-/// Version 1's metadata stored random nonces before each ciphertext and seal.
+/// Version 1 stored a random nonce before each ciphertext and the seal.
 const V1_OVERHEAD: usize = NONCE_LEN + TAG_LEN;
 
-/// What a format version binds into the associated data of a property and of the seal.
+/// The nonce counter of the seal in version 2; property `index` of the list has `index + 1`.
+pub(crate) const SEAL_COUNTER: u64 = 0;
+
+/// Which of the two versions stored an entity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Version {
     V1,
@@ -51,7 +40,7 @@ impl Version {
     }
 }
 
-/// The metadata of an encrypted entity, whichever version stored it.
+/// The metadata of an entity stored in version 1 or 2.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Metadata {
     pub(crate) version: Version,
@@ -67,15 +56,6 @@ pub(crate) struct Metadata {
     /// Version 1: nonce ‖ tag; version 2: the tag. AES-GCM over no plaintext, authenticating
     /// everything above.
     pub(crate) seal: Vec<u8>,
-}
-
-/// Why stored metadata could not be read.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum MetadataError {
-    /// Not in the documented shape.
-    Malformed(String),
-    /// A version this crate does not read.
-    Unsupported(String),
 }
 
 /// Version 1's metadata: a JSON object. Field order is the order written.
@@ -101,76 +81,37 @@ struct JsonVersion {
 }
 
 impl Metadata {
-    /// The metadata property's value in version 2: six fields separated by `;` —
-    /// `2;kid;wrap_alg;base64(wrapped);name,name,…;base64(seal)` — with `%`, `;`, `,` and
-    /// control characters of the text fields percent-encoded. Plain text rather than JSON:
-    /// nothing in it needs escaping on the wire.
-    pub(crate) fn encode_v2(&self) -> String {
-        let mut out = String::with_capacity(
-            64 + self.kid.len() + 4 * self.wrapped.len() / 3 + 16 * self.props.len(),
-        );
-        out.push_str("2;");
-        escape_into(&mut out, &self.kid);
-        out.push(';');
-        escape_into(&mut out, &self.wrap_alg);
-        out.push(';');
-        BASE64.encode_string(&self.wrapped, &mut out);
-        out.push(';');
-        for (i, name) in self.props.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            escape_into(&mut out, name);
-        }
-        out.push(';');
-        BASE64.encode_string(&self.seal, &mut out);
-        out
-    }
-
-    /// Reads the metadata property's value: version 2 (`2;…`) or version 1 (a JSON object).
-    pub(crate) fn decode(text: &str) -> Result<Self, MetadataError> {
-        if text.starts_with('{') {
-            return Self::decode_v1(text);
-        }
-        let malformed = |why: &str| MetadataError::Malformed(why.to_owned());
-        let fields: Vec<&str> = text.split(';').collect();
-        match fields.first().map(|v| v.parse::<u32>()) {
-            Some(Ok(2)) => {}
-            Some(Ok(v)) => return Err(MetadataError::Unsupported(format!("version {v}"))),
-            _ => return Err(malformed("neither a version number nor JSON")),
-        }
+    /// Version 2's six fields, separated by `;` — `2;kid;wrap_alg;base64(wrapped);
+    /// name,name,…;base64(seal)` — the version already checked.
+    pub(crate) fn decode_v2(fields: &[&str]) -> Result<Self, MetadataError> {
         let [_, kid, wrap_alg, wrapped, names, seal] = fields[..] else {
-            return Err(malformed(
+            return Err(MetadataError::malformed(
                 "version 2 metadata has six fields separated by ';'",
             ));
-        };
-        let base64 = |field: &str, what: &str| {
-            BASE64
-                .decode(field)
-                .map_err(|e| MetadataError::Malformed(format!("{what}: {e}")))
         };
         let props = names
             .split(',')
             .map(|n| match unescape(n, "a property name")? {
-                name if name.is_empty() => Err(malformed("an empty property name")),
+                name if name.is_empty() => Err(MetadataError::malformed("an empty property name")),
                 name => Ok(name),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let seal = base64(seal, "seal")?;
+        let seal = base64_field(seal, "seal")?;
         if seal.len() != TAG_LEN {
-            return Err(malformed("the seal is not a 16-byte tag"));
+            return Err(MetadataError::malformed("the seal is not a 16-byte tag"));
         }
         Ok(Metadata {
             version: Version::V2,
             kid: unescape(kid, "the key id")?,
             wrap_alg: unescape(wrap_alg, "the wrapping algorithm")?,
-            wrapped: base64(wrapped, "wrapped key")?,
+            wrapped: base64_field(wrapped, "wrapped key")?,
             props,
             seal,
         })
     }
 
-    fn decode_v1(json: &str) -> Result<Self, MetadataError> {
+    /// Version 1's JSON object.
+    pub(crate) fn decode_v1(json: &str) -> Result<Self, MetadataError> {
         let version: JsonVersion = serde_json::from_str(json)
             .map_err(|e| MetadataError::Malformed(format!("not JSON with \"v\": {e}")))?;
         if version.v != 1 {
@@ -181,19 +122,38 @@ impl Metadata {
         if m.alg != CONTENT_ALGORITHM {
             return Err(MetadataError::Unsupported(format!("algorithm {:?}", m.alg)));
         }
-        let base64 = |field: &str, what: &str| {
-            BASE64
-                .decode(field)
-                .map_err(|e| MetadataError::Malformed(format!("{what}: {e}")))
-        };
         Ok(Metadata {
             version: Version::V1,
-            wrapped: base64(&m.wrapped, "wrapped key")?,
-            seal: base64(&m.seal, "seal")?,
+            wrapped: base64_field(&m.wrapped, "wrapped key")?,
+            seal: base64_field(&m.seal, "seal")?,
             kid: m.kid,
             wrap_alg: m.wrap_alg,
             props: m.props,
         })
+    }
+
+    /// Version 2's text, as the second release wrote it: for the tests that check it still
+    /// reads.
+    #[cfg(test)]
+    pub(crate) fn encode_v2(&self) -> String {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut out = String::from("2;");
+        super::escape_into(&mut out, &self.kid);
+        out.push(';');
+        super::escape_into(&mut out, &self.wrap_alg);
+        out.push(';');
+        out.push_str(&b64.encode(&self.wrapped));
+        out.push(';');
+        for (i, name) in self.props.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            super::escape_into(&mut out, name);
+        }
+        out.push(';');
+        out.push_str(&b64.encode(&self.seal));
+        out
     }
 
     /// The associated data of the seal: label, PartitionKey, RowKey, key id, wrapping
@@ -212,54 +172,6 @@ impl Metadata {
     }
 }
 
-/// Whether `c` is percent-encoded in a text field of version 2's metadata.
-fn is_escaped(c: char) -> bool {
-    matches!(c, '%' | ';' | ',') || c.is_control()
-}
-
-fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        if is_escaped(c) {
-            let mut utf8 = [0u8; 4];
-            for b in c.encode_utf8(&mut utf8).bytes() {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-}
-
-fn unescape(field: &str, what: &str) -> Result<String, MetadataError> {
-    if !field.contains('%') {
-        return Ok(field.to_owned());
-    }
-    let malformed = || MetadataError::Malformed(format!("{what}: bad percent-encoding"));
-    let mut bytes = Vec::with_capacity(field.len());
-    let mut rest = field.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        if b == b'%' {
-            let hex = tail.get(..2).ok_or_else(malformed)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| malformed())?;
-            bytes.push(u8::from_str_radix(hex, 16).map_err(|_| malformed())?);
-            rest = &tail[2..];
-        } else {
-            bytes.push(b);
-            rest = tail;
-        }
-    }
-    String::from_utf8(bytes).map_err(|_| malformed())
-}
-
-/// Appends `field` with its length (u32, big-endian) in front, so that no two sequences of
-/// fields encode to the same bytes.
-fn push_field(out: &mut Vec<u8>, field: &[u8]) {
-    // Keys, names, ids and wrapped keys are far below 4 GiB.
-    let len = u32::try_from(field.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(field);
-}
-
 /// The associated data of an encrypted property: label, PartitionKey, RowKey, name.
 pub(crate) fn property_ad(version: Version, pk: &str, rk: &str, name: &str) -> Vec<u8> {
     let mut ad = Vec::with_capacity(64 + pk.len() + rk.len() + name.len());
@@ -270,41 +182,17 @@ pub(crate) fn property_ad(version: Version, pk: &str, rk: &str, name: &str) -> V
     ad
 }
 
-/// Version 2's nonce of the property at `index` of the metadata's list (counting from 1); 0
-/// is the seal's. A content key is fresh for every entity written and seals that entity once,
-/// so no nonce repeats under a key.
-fn counter_nonce(counter: u64) -> [u8; NONCE_LEN] {
-    let mut nonce = [0u8; NONCE_LEN];
-    nonce[4..].copy_from_slice(&counter.to_be_bytes());
-    nonce
-}
-
-/// The nonce counter of the seal in version 2.
-pub(crate) const SEAL_COUNTER: u64 = 0;
-
 /// The nonce counter of the property at `index` of the metadata's list in version 2.
 pub(crate) fn property_counter(index: usize) -> u64 {
     index as u64 + 1
 }
 
-/// AES-256-GCM under one content key.
-pub(crate) struct Sealer(Aes256Gcm);
+/// AES-256-GCM under the content key itself, as versions 1 and 2 use it.
+pub(crate) struct Opener(Aes256Gcm);
 
-impl Sealer {
+impl Opener {
     pub(crate) fn new(key: &ContentKey) -> Self {
         Self(Aes256Gcm::new(key.expose().into()))
-    }
-
-    /// Version 2: encrypts `plaintext` in place under the nonce numbered `counter` and returns
-    /// ciphertext ‖ tag. Encrypting in place leaves no plaintext copy behind.
-    pub(crate) fn seal(&self, mut plaintext: Vec<u8>, counter: u64, ad: &[u8]) -> Vec<u8> {
-        let nonce = counter_nonce(counter);
-        let tag = self
-            .0
-            .encrypt_in_place_detached(Nonce::from_slice(&nonce), ad, &mut plaintext)
-            .expect("AES-GCM encrypts anything under 64 GiB");
-        plaintext.extend_from_slice(&tag);
-        plaintext
     }
 
     /// Opens what `version` stored — version 1: nonce ‖ ciphertext ‖ tag; version 2:
@@ -322,7 +210,7 @@ impl Sealer {
                 let (nonce, rest) = stored.split_at(NONCE_LEN);
                 (<[u8; NONCE_LEN]>::try_from(nonce).ok()?, rest)
             }
-            Version::V2 if stored.len() >= OVERHEAD => (counter_nonce(counter), stored),
+            Version::V2 if stored.len() >= TAG_LEN => (counter_nonce(counter), stored),
             _ => return None,
         };
         let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
@@ -341,6 +229,7 @@ impl Sealer {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Stored;
     use super::*;
 
     fn sample() -> Metadata {
@@ -360,16 +249,12 @@ mod tests {
         let text = m.encode_v2();
         assert!(text.starts_with("2;https://vault.example/keys/k%3B1%2C%25%01;A256KW;"));
         assert!(!text.contains('"') && !text.contains('\\'), "{text}");
-        assert_eq!(Metadata::decode(&text), Ok(m));
+        assert_eq!(Stored::decode(&text), Ok(Stored::Sealed(m)));
     }
 
     #[test]
-    fn other_versions_are_unsupported_and_other_shapes_malformed() {
-        let unsupported =
-            |t: &str| matches!(Metadata::decode(t), Err(MetadataError::Unsupported(_)));
-        let malformed = |t: &str| matches!(Metadata::decode(t), Err(MetadataError::Malformed(_)));
-        assert!(unsupported("3;a;b;c;d;e"));
-        assert!(unsupported(r#"{"v":7}"#));
+    fn malformed_version_2_metadata_is_malformed() {
+        let malformed = |t: &str| matches!(Stored::decode(t), Err(MetadataError::Malformed(_)));
         assert!(malformed("2;a;b;AAAA;d"), "five fields");
         assert!(malformed("2;a;b;AAAA;d;e;f"), "seven fields");
         assert!(malformed("2;a;b;not base64!;d;AAAAAAAAAAAAAAAAAAAAAA=="));
@@ -378,18 +263,5 @@ mod tests {
             "cut escape"
         );
         assert!(malformed("2;a;b;AAAA;d;AAAA"), "short seal");
-        assert!(malformed("x;a;b;c;d;e"));
-        assert!(malformed(""));
-        assert!(malformed(r#"{"v":1}"#), "version 1 without its members");
-    }
-
-    #[test]
-    fn nonces_are_numbered_from_the_seal_and_never_repeat_within_an_entity() {
-        assert_eq!(counter_nonce(SEAL_COUNTER), [0; NONCE_LEN]);
-        let nonces: std::collections::BTreeSet<_> = (0..300)
-            .map(|i| counter_nonce(property_counter(i)))
-            .collect();
-        assert_eq!(nonces.len(), 300);
-        assert!(!nonces.contains(&counter_nonce(SEAL_COUNTER)));
     }
 }

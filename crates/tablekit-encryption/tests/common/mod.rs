@@ -15,7 +15,24 @@ use tablekit_encryption::{
 
 pub const TABLE: &str = "Employees";
 
-/// The fields of a stored entity's version 2 metadata (`2;kid;wrap_alg;wrapped;names;seal`).
+/// Field numbers of version 3 metadata.
+pub mod field {
+    pub const VERSION: usize = 0;
+    pub const KID: usize = 1;
+    pub const WRAP_ALG: usize = 2;
+    pub const WRAPPED: usize = 3;
+    pub const ENTRIES: usize = 4;
+    pub const MAC: usize = 5;
+    pub const SUITE: usize = 6;
+    pub const SALT: usize = 7;
+    pub const FLAGS: usize = 8;
+    pub const SIGNER: usize = 9;
+    pub const SIGNER_ALG: usize = 10;
+    pub const SIGNATURE: usize = 11;
+}
+
+/// The fields of a stored entity's version 3 metadata
+/// (`3;kid;wrap_alg;wrapped;entries;mac;suite;salt;flags;signer;signer_alg;signature`).
 pub fn metadata_fields(stored: &Properties) -> Vec<String> {
     stored
         .get_str(tablekit_encryption::METADATA_PROPERTY)
