@@ -2,8 +2,9 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Instant;
 
-use tablekit_azure::Table;
+use tablekit_azure::{Table, track_landing};
 use tablekit_core::edm::Properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
@@ -236,18 +237,26 @@ impl<V: SlotValue> Series<V> {
     /// outcome is unknown (response lost, connection broken) is settled by the entity's
     /// ledger of recent adds ([`ADDS_PROPERTY`]), which every add extends in the same merge:
     /// when the next read finds this add's id, the add was applied and is not repeated; when
-    /// it does not, it was not, and the add starts again from that read. The ledger keeps
+    /// it does not, it was not, and the add starts again from that read. When the add gives
+    /// up (its retries used up) with such a merge still open, it waits until that merge has
+    /// landed or never will ([`tablekit_azure::track_landing`]: at most
+    /// [`Settings::late_landing`](tablekit_azure::Settings::late_landing) after its last
+    /// attempt) and reads the ledger once more (+1 request), so that its answer is definite:
+    /// **`Ok` ⇒ counted once; [`Error::Indeterminate`] ⇒ unknown; any other error ⇒ not
+    /// counted, and never will be** — repeating the add then counts it once. The ledger keeps
     /// the last [`ADDS_KEPT`] ids, so the one limit is more than that many other adds landing
-    /// between the unknown outcome and the read that follows it (milliseconds). A layout
-    /// that fills all 252 properties leaves no room for the ledger
+    /// between the unknown outcome and the read that follows it (milliseconds, or the wait
+    /// above). A layout that fills all 252 properties leaves no room for the ledger
     /// ([`SeriesLayout::keeps_add_ledger`]); its adds are exactly once only with one writer
-    /// per series.
+    /// per series, and one that gives up with a merge open is [`Error::Indeterminate`].
     ///
     /// # Errors
     /// Before any request: invalid keys, [`Error::InvalidName`] for a slot not in the layout.
     /// Then [`Error::Decode`] when the stored slot is not a number of this type,
     /// [`Error::Encode`] when the sum overflows; [`Error::PreconditionFailed`]/[`Error::AlreadyExists`] when conflicts
-    /// outlast the retry limit; transport and service errors.
+    /// outlast the retry limit; transport and service errors — each meaning the add was not
+    /// counted; [`Error::Indeterminate`] when a merge's outcome stayed unknown (the read that
+    /// settles it failed, or the layout keeps no ledger).
     pub async fn add(&self, keys: impl IntoKeys, slot: &str, delta: V) -> Result<V> {
         let keys = &keys.into_keys()?;
         self.layout.require(slot)?;
@@ -256,15 +265,63 @@ impl<V: SlotValue> Series<V> {
             let mut conflicts = self.table.account().conflict_loop();
             let id = add_id();
             let mut sent = None;
+            // When every write attempt of this add that got no definite answer has landed
+            // or never will.
+            let mut unsettled: Option<Instant> = None;
             loop {
-                match self.try_add(keys, slot, delta, &id, &mut sent).await {
+                let (tried, lands_by) =
+                    track_landing(self.try_add(keys, slot, delta, &id, &mut sent)).await;
+                unsettled = unsettled.max(lands_by);
+                let error = match tried {
                     Ok(value) => return Ok(value),
-                    Err(e) => conflicts.retry(e).await?,
-                }
+                    Err(e) if e.is_conflict() => e,
+                    Err(e) => {
+                        return match (unsettled, sent) {
+                            (Some(lands_by), Some(value)) => {
+                                self.settle(keys, &id, value, lands_by, e).await
+                            }
+                            _ => Err(e),
+                        };
+                    }
+                };
+                // A conflict: whatever this attempt sent cannot land any more (its condition
+                // no longer holds), and the next read tells whether an earlier one did.
+                conflicts.retry(error).await?;
             }
         }
         .instrument(span)
         .await
+    }
+
+    /// After an add failed with writes whose outcome is unknown (`error`): waits until they
+    /// have landed or never will (`lands_by`), then reads the ledger. Its id there means the
+    /// add was applied, with the slot at `value`; its absence, that it was not and never will
+    /// be, and `error` stands. [`Error::Indeterminate`] when the read fails, or when the
+    /// layout keeps no ledger.
+    async fn settle(
+        &self,
+        keys: &Keys,
+        id: &str,
+        value: V,
+        lands_by: Instant,
+        error: Error,
+    ) -> Result<V> {
+        let unknown = |why: String| Error::Indeterminate {
+            target: self.target(keys),
+            reason: format!("the add may have been applied ({error}); {why}"),
+        };
+        if !self.layout.keeps_add_ledger() {
+            return Err(unknown(
+                "the layout fills every property, leaving no room for the ledger that would tell"
+                    .into(),
+            ));
+        }
+        tokio::time::sleep_until(lands_by.into()).await;
+        match self.table.get::<Properties>(keys).await {
+            Ok(Some(read)) if in_ledger(&read.value, id) => Ok(value),
+            Ok(_) => Err(error),
+            Err(read) => Err(unknown(format!("reading it back failed: {read}"))),
+        }
     }
 
     /// One attempt: read, then a write conditioned on what was read. `sent` is the value the

@@ -118,3 +118,43 @@ async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
     assert!(read.other().is_empty(), "the ledger is not a user property");
     direct.delete_table().await.unwrap();
 }
+
+/// Every MERGE through the proxy gets `fault`.
+fn every_merge(fault: Fault) -> Rule {
+    Rule {
+        matcher: Matcher::any().with_method("MERGE"),
+        occurrences: Occurrences::All,
+        fault,
+    }
+}
+
+#[tokio::test]
+async fn an_add_that_gives_up_says_whether_it_was_counted() {
+    // Found by the explorer (`series.add`, an outage of lost responses or of late applies at
+    // the merge): every attempt of the merge ends without an answer, the first one applied.
+    // The add used to fail with a transport error although it was counted, so a caller
+    // repeating it counted it twice. It now settles the outcome with the ledger.
+    let (account, proxy) = common::proxied(common::settings());
+    let table = common::reopen(&common::table("seriessettle").await, &account);
+    let series: Series = Series::new(table.clone(), SeriesLayout::hours());
+    series.add(KEYS, "H09", 1).await.unwrap();
+
+    proxy.add_rule(every_merge(Fault::DropResponse));
+    assert_eq!(
+        series.add(KEYS, "H09", 1).await.unwrap(),
+        2,
+        "every response lost, the first merge applied: counted, and said so"
+    );
+    proxy.clear();
+
+    // Every attempt reset before it reaches the service: not counted, and said so with a
+    // definite error; repeating the add counts it once.
+    proxy.add_rule(every_merge(Fault::Reset));
+    let err = series.add(KEYS, "H09", 1).await.unwrap_err();
+    assert_ne!(err.kind(), tablekit_core::ErrorKind::Indeterminate, "{err}");
+    proxy.clear();
+    assert_eq!(series.add(KEYS, "H09", 1).await.unwrap(), 3);
+    let read = series.read(KEYS).await.unwrap().unwrap().value;
+    assert_eq!(read.get("H09"), Some(3), "each add counted once");
+    table.delete_table().await.unwrap();
+}
