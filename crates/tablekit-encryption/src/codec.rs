@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tablekit_azure::{EntityCodec, Table};
 use tablekit_core::filter::Filter;
-use tablekit_core::{Keys, OperationKind, Properties, Result};
+use tablekit_core::{Error, Keys, OperationKind, Properties, Result};
 
 use crate::RESERVED_PROPERTIES;
 use crate::key::BoxFuture;
@@ -48,10 +48,11 @@ impl EncryptionPolicy {
 /// the encrypted entity's size, as [`EncryptionPolicy::encrypt`] does); `check_encode` makes
 /// every check of `encode` that needs no key — so that a bulk write encrypts each transaction
 /// just before sending it — and leaves an entity close to 1 MiB to be encrypted up front;
-/// `decode` decrypts;
-/// `check_filter` refuses filters on listed encrypted properties; a projection also asks for
-/// the encryption metadata (tablekit's and the legacy format's), without which nothing
-/// could be decrypted.
+/// `decode` decrypts a whole entity ([`EncryptionPolicy::decrypt`]: every property the
+/// metadata lists must be there); `check_filter` refuses filters on listed encrypted
+/// properties; a projection also asks for the encryption metadata (tablekit's and the legacy
+/// format's) and for every property the policy protects by name, so that the item it returns
+/// is whole and verifies like a full read.
 impl EntityCodec for EncryptionPolicy {
     fn encode<'a>(
         &'a self,
@@ -74,6 +75,9 @@ impl EntityCodec for EncryptionPolicy {
         keys: &'a Keys,
         properties: Properties,
     ) -> BoxFuture<'a, Result<Properties>> {
+        // The table does not tell a projection from a full read here, so every read is held
+        // to a full read's rule (nothing listed may be missing), and `projection` asks for
+        // what that needs.
         Box::pin(self.decrypt(table, keys, properties))
     }
 
@@ -93,8 +97,17 @@ impl EntityCodec for EncryptionPolicy {
     }
 
     fn projection(&self, selected: &[String]) -> Result<Vec<String>> {
+        let Some(protected) = self.protected_by_name() else {
+            return Err(Error::invalid_argument(
+                "select",
+                "a projection through an encrypting table whose policy chooses properties with \
+                 a function cannot be verified: the table cannot ask for the properties the \
+                 function protects; read whole entities, or project through a handle without the \
+                 policy and use EncryptionPolicy::decrypt_projection",
+            ));
+        };
         let mut requested = selected.to_vec();
-        for name in RESERVED_PROPERTIES {
+        for name in RESERVED_PROPERTIES.into_iter().chain(protected) {
             if !requested.iter().any(|s| s == name) {
                 requested.push(name.to_owned());
             }

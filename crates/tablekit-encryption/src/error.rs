@@ -31,6 +31,9 @@ pub enum Cause {
     /// The stored content key does not unwrap under the key with its id: another key with
     /// the same id, or altered bytes.
     Unwrap(String),
+    /// The encryption metadata lists the property, but a full read of the entity does not
+    /// hold it: it was removed from the stored entity.
+    Missing,
     /// AES-GCM authentication or the item MAC failed: a ciphertext, a listed property, the
     /// metadata or the entity's keys were changed, or a ciphertext belongs to another property
     /// or entity.
@@ -67,6 +70,9 @@ impl fmt::Display for Cause {
                 "the entity names key {stored:?}, the resolver returned key {resolved:?}"
             ),
             Cause::Unwrap(why) => write!(f, "the content key does not unwrap: {why}"),
+            Cause::Missing => f.write_str(
+                "listed in the encryption metadata but absent from the entity: it was removed",
+            ),
             Cause::Authentication => f.write_str(
                 "authentication failed: the data was altered or belongs to another property or \
                  entity",

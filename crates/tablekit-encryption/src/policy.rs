@@ -85,6 +85,12 @@ impl EncryptionPolicy {
         self.properties.iter().map(String::as_str)
     }
 
+    /// Every property this policy protects, when it can name them all: the listed ones.
+    /// `None` when a selection function may protect others.
+    pub(crate) fn protected_by_name(&self) -> Option<impl Iterator<Item = &str>> {
+        self.select.is_none().then(|| self.properties())
+    }
+
     /// The id of the key-encryption key writes use.
     pub fn key_id(&self) -> &str {
         self.kek.id()

@@ -20,12 +20,38 @@ use crate::policy::EncryptionPolicy;
 pub(crate) struct Reading<'a> {
     pub(crate) target: Target,
     pub(crate) keys: &'a Keys,
+    pub(crate) shape: Shape,
 }
 
 impl Reading<'_> {
     pub(crate) fn fail(&self, property: &str, cause: Cause) -> Error {
         DecryptionFailure::new(&self.target, property, cause).into()
     }
+
+    /// On a full read, the first of `listed` that `properties` does not hold, as a failure:
+    /// it was removed from the stored entity. A projection may leave any of them out.
+    fn check_complete<'n>(
+        &self,
+        listed: impl IntoIterator<Item = &'n str>,
+        properties: &Properties,
+    ) -> Result<()> {
+        if self.shape == Shape::Projection {
+            return Ok(());
+        }
+        match listed.into_iter().find(|name| !properties.contains(name)) {
+            Some(name) => Err(self.fail(name, Cause::Missing)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What a read returned: the whole entity, or the properties a projection selected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// Every stored property: each one the metadata lists must be there.
+    Full,
+    /// A projection: a listed property may be left out.
+    Projection,
 }
 
 /// Why a content key could not be had.
@@ -37,13 +63,16 @@ pub(crate) enum KeyFailure {
 }
 
 impl EncryptionPolicy {
-    /// Decrypts a stored entity of `table` with `keys`, read as a property bag: in tablekit's
-    /// format (the [`METADATA_PROPERTY`]) or, when the policy reads it
+    /// Decrypts a stored entity of `table` with `keys`, read whole as a property bag (every
+    /// stored property, as a point read or a query without projection returns it): in
+    /// tablekit's format (the [`METADATA_PROPERTY`]) or, when the policy reads it
     /// ([`read_legacy_format`](crate::EncryptionPolicyBuilder::read_legacy_format)), the
     /// legacy format of the former .NET, Java and Python clients
     /// (`_ClientEncryptionMetadata1`/`2`). Encrypted properties become strings again and the
-    /// metadata properties are removed. An entity without metadata is returned as it is,
-    /// unless it holds a property this policy encrypts.
+    /// metadata properties are removed. Every property the metadata lists must be present: a
+    /// removed one is a failure, not an absence. An entity without metadata is returned as it
+    /// is, unless it holds a property this policy encrypts. For the properties a projection
+    /// returned, use [`decrypt_projection`](Self::decrypt_projection).
     ///
     /// Requests: none to the table service; one resolver lookup (unless the entity names the
     /// policy's own key) and one `unwrap` call of the key-encryption key per encrypted entity
@@ -52,21 +81,54 @@ impl EncryptionPolicy {
     /// # Errors
     /// A [`DecryptionFailure`] converted into [`tablekit_core::Error::Corrupt`], naming
     /// the entity and the property, when the metadata is malformed or of an unknown version,
-    /// its key id is unknown, the content key does not unwrap, a value or the item does not
-    /// authenticate (altered, or moved from another property or entity), a property this
-    /// policy encrypts is stored without encryption, or the entity is in the legacy format
-    /// and the policy does not read it (or it does not decrypt: one cause for every legacy
-    /// failure). Errors of the resolver or of a key that cannot be used
+    /// its key id is unknown, the content key does not unwrap, a property it lists is absent,
+    /// a value or the item does not authenticate (altered, or moved from another property or
+    /// entity), a property this policy encrypts is stored without encryption, or the entity is
+    /// in the legacy format and the policy does not read it (or it does not decrypt: one cause
+    /// for every legacy failure). Errors of the resolver or of a key that cannot be used
     /// ([`UnwrapError::Unavailable`]) are passed on unchanged.
     pub async fn decrypt(
         &self,
         table: &str,
         keys: &Keys,
+        properties: Properties,
+    ) -> Result<Properties> {
+        self.decrypt_shaped(table, keys, properties, Shape::Full)
+            .await
+    }
+
+    /// [`decrypt`](Self::decrypt) for the properties a projection (`$select`) returned: a
+    /// property the metadata lists may be absent — the projection left it out. Each encrypted
+    /// property present is authenticated on its own (bound to the entity's keys and its
+    /// name); the item as a whole is verified only when every listed property is present.
+    /// The projection must also have asked for the metadata property ([`METADATA_PROPERTY`],
+    /// and the legacy ones when the policy reads that format).
+    ///
+    /// Requests: as [`decrypt`](Self::decrypt).
+    ///
+    /// # Errors
+    /// As [`decrypt`](Self::decrypt), but for absent listed properties.
+    pub async fn decrypt_projection(
+        &self,
+        table: &str,
+        keys: &Keys,
+        properties: Properties,
+    ) -> Result<Properties> {
+        self.decrypt_shaped(table, keys, properties, Shape::Projection)
+            .await
+    }
+
+    async fn decrypt_shaped(
+        &self,
+        table: &str,
+        keys: &Keys,
         mut properties: Properties,
+        shape: Shape,
     ) -> Result<Properties> {
         let reading = Reading {
             target: Target::entity(table, keys.clone()),
             keys,
+            shape,
         };
         let own = properties.remove(METADATA_PROPERTY);
         let legacy = legacy::take_metadata(&mut properties);
@@ -165,6 +227,7 @@ impl EncryptionPolicy {
             ));
         }
         let binding = "";
+        reading.check_complete(metadata.entries.iter().map(|e| e.name.as_str()), properties)?;
         for entry in &metadata.entries {
             match (entry.kind, properties.get(&entry.name)) {
                 (Kind::Encrypted, Some(value)) if !matches!(value, EdmValue::Binary(_)) => {
@@ -214,10 +277,38 @@ impl EncryptionPolicy {
             .iter()
             .map(|entry| properties.get(&entry.name))
             .collect();
-        if let Some(values) = values {
-            let message = metadata.message(binding, pk, rk, &values);
-            if !item.verify(&message, &metadata.mac) {
-                return Err(reading.fail(METADATA_PROPERTY, Cause::Authentication));
+        match values {
+            Some(values) => {
+                let message = metadata.message(binding, pk, rk, &values);
+                if !item.verify(&message, &metadata.mac) {
+                    return Err(reading.fail(METADATA_PROPERTY, Cause::Authentication));
+                }
+            }
+            // A projection that left a listed property out: the encrypted ones present were
+            // authenticated each, but a signed-only value has nothing of its own to verify it.
+            None => {
+                let signed = metadata
+                    .entries
+                    .iter()
+                    .find(|e| e.kind == Kind::SignOnly && properties.contains(&e.name));
+                if let Some(entry) = signed {
+                    return Err(Error::invalid_argument(
+                        "projection",
+                        format!(
+                            "`{}` of {} is signed only, and the item signature that covers it \
+                             needs every property the entity lists ({}): select them too, or \
+                             read the whole entity",
+                            entry.name,
+                            reading.target,
+                            metadata
+                                .entries
+                                .iter()
+                                .map(|e| e.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
             }
         }
         let mut encrypted = BTreeSet::new();
@@ -242,6 +333,7 @@ impl EncryptionPolicy {
                 Cause::Malformed("a property is listed twice".into()),
             ));
         }
+        reading.check_complete(metadata.props.iter().map(String::as_str), properties)?;
         let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
         let content_key = self
             .content_key(&metadata.kid, &wrapped)

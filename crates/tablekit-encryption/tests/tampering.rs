@@ -314,14 +314,55 @@ async fn a_property_the_policy_encrypts_stored_without_encryption_is_refused() {
 }
 
 #[tokio::test]
+async fn a_listed_property_removed_from_the_stored_entity_fails_a_full_read() {
+    let original = stored().await;
+    for name in SECRET {
+        let mut removed = original.clone();
+        removed.remove(name);
+        let error = read(removed).await.expect_err(name);
+        assert_failure(error, &keys(), name, "absent from the entity");
+    }
+    // Entities of the earlier formats list their properties too.
+    for version in [1, 2] {
+        let (keys, mut stored, policy, _) = common::format_fixture(version);
+        stored.remove("Empty");
+        let error = policy.decrypt(TABLE, &keys, stored).await.unwrap_err();
+        assert_failure(error, &keys, "Empty", "absent from the entity");
+    }
+}
+
+#[tokio::test]
 async fn a_projection_without_some_encrypted_properties_decrypts_the_rest() {
     let mut stored = stored().await;
     for name in ["HomeAddress", "Notes", "Age"] {
         stored.remove(name);
     }
-    let read = read(stored).await.unwrap();
+    let read = policy(aes("k1", 1))
+        .decrypt_projection(TABLE, &keys(), stored)
+        .await
+        .unwrap();
     assert_eq!(read.get_str("Email"), Some("jun.cao@contoso.example"));
     assert!(!read.contains("Notes"));
+    // Each value present is still authenticated on its own.
+    let mut moved = stored_with_email_from(Keys::new("Sales", "000224").unwrap()).await;
+    moved.remove("Notes");
+    let error = policy(aes("k1", 1))
+        .decrypt_projection(TABLE, &keys(), moved)
+        .await
+        .unwrap_err();
+    assert_failure(error, &keys(), "Email", "authentication failed");
+}
+
+/// The stored entity with its `Email` ciphertext taken from the same employee stored under
+/// `other` keys.
+async fn stored_with_email_from(other: Keys) -> Properties {
+    let theirs = policy(aes("k1", 1))
+        .encrypt(&other, employee())
+        .await
+        .unwrap();
+    let mut stored = stored().await;
+    stored.insert("Email", binary(&theirs, "Email"));
+    stored
 }
 
 /// A resolver that hands out one key whatever id is asked for.

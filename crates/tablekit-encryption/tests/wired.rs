@@ -372,6 +372,68 @@ async fn a_tampered_entity_read_through_the_table_is_corrupt_naming_it() -> Test
     Ok(())
 }
 
+#[tokio::test]
+async fn an_encrypted_property_deleted_from_the_stored_entity_is_corrupt_not_absent() -> TestResult
+{
+    let (_, table) = plain_and_encrypted("encwdel").await;
+    let jun = employee("Sales", 8);
+    assert!(jun.home_address.is_some());
+    table.typed::<Employee>().insert(&jun).await?;
+    let keys = jun.keys()?;
+    // A writer to the table deletes the encrypted home address and nothing else.
+    let mut raw = stored(&table, &keys).await;
+    assert!(raw.remove("HomeAddress").is_some());
+    table
+        .without_codec()
+        .replace(&Entity::new(keys.clone(), raw), IfMatch::Any)
+        .await?;
+    let read = table.typed::<Employee>().get(&keys).await;
+    match read {
+        Err(Error::Corrupt { target, reason }) => {
+            assert_eq!(target.keys.as_deref(), Some(&keys));
+            assert!(reason.contains("`HomeAddress`"), "{reason}");
+        }
+        other => panic!("the deletion went unnoticed: {other:?}"),
+    }
+    // A projection through the table asks for every property the policy encrypts, so it
+    // sees the deletion too, although it selected only the e-mail.
+    let projected = table
+        .query::<Properties>()
+        .filter(Filter::partition("Sales"))
+        .select(["Email"])
+        .collect()
+        .await;
+    match projected {
+        Err(Error::Corrupt { reason, .. }) => assert!(reason.contains("`HomeAddress`")),
+        other => panic!("the deletion went unnoticed by a projection: {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_projection_is_refused_before_any_request_when_a_function_chooses_what_is_encrypted()
+-> TestResult {
+    let raw = fixtures::table_on(&fixtures::account(), "encwproj").await;
+    let kek = Arc::new(AesKeyWrap::new("employees-2026", &[0x42; 32])?);
+    let table = EncryptionPolicy::builder(kek)
+        .select_with(|_, _, name| name.ends_with("Address"))
+        .build()?
+        .table(&raw);
+    let metrics = table.account().metrics().clone();
+    metrics.reset();
+    let error = table
+        .query::<Properties>()
+        .filter(Filter::partition("Sales"))
+        .select(["FirstName"])
+        .collect()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error:?}");
+    assert!(error.to_string().contains("decrypt_projection"), "{error}");
+    assert_eq!(metrics.snapshot().requests(), 0);
+    Ok(())
+}
+
 /// An intra-partition index keyed by plain properties (the id, and the name), with the
 /// handles its lookups take.
 fn index(
