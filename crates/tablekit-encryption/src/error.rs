@@ -38,6 +38,9 @@ pub enum Cause {
     /// metadata or the entity's keys were changed, or a ciphertext belongs to another property
     /// or entity.
     Authentication,
+    /// The policy requires a signature by a key it trusts, and the entity has none, one by
+    /// another key, or one that does not verify.
+    Signature(String),
     /// The decrypted bytes are not UTF-8 (only a holder of the content key can make them).
     NotUtf8,
     /// The entity binds a logical table name other than the policy's, or binds one where the
@@ -77,6 +80,7 @@ impl fmt::Display for Cause {
                 "authentication failed: the data was altered or belongs to another property or \
                  entity",
             ),
+            Cause::Signature(why) => write!(f, "signature: {why}"),
             Cause::NotUtf8 => f.write_str("the decrypted value is not UTF-8"),
             Cause::TableBinding(why) => write!(f, "logical table name: {why}"),
             Cause::LegacyNotRead => f.write_str(

@@ -9,6 +9,7 @@ mod legacy;
 mod local;
 mod policy;
 mod read;
+mod sign;
 mod write;
 
 pub use error::{Cause, DecryptionFailure};
@@ -23,6 +24,7 @@ pub use key::{
 pub use legacy::{LEGACY_METADATA_1, LEGACY_METADATA_2};
 pub use local::{AesKeyWrap, RsaOaepKey};
 pub use policy::{EncryptionPolicy, EncryptionPolicyBuilder, SelectFn};
+pub use sign::{Ed25519SigningKey, HmacSigningKey, SigningKey};
 
 /// The property names reserved for encryption metadata: tablekit's and the legacy format's.
 /// A bag to encrypt may not hold them, and a policy may not select them.

@@ -1,7 +1,7 @@
 //! [`EncryptionPolicy`]: which properties are encrypted, under which key, and the refusals
 //! (merge, filters on encrypted properties) that follow from it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use tablekit_core::{Error, NameKind, OperationKind, Result, TableEntity};
 
 use crate::RESERVED_PROPERTIES;
 use crate::key::{KeyEncryptionKey, KeyResolver, check_key_id};
+use crate::sign::SigningKey;
 
 /// A function that decides per entity whether a property is encrypted:
 /// `(PartitionKey, RowKey, property name) -> bool`.
@@ -41,6 +42,11 @@ pub struct EncryptionPolicy {
     select: Option<Arc<SelectFn>>,
     /// The key ids under which the legacy format is read; `None`: it is not read.
     pub(crate) legacy_key_ids: Option<BTreeSet<String>>,
+    /// The key writes sign with.
+    pub(crate) signing_key: Option<Arc<dyn SigningKey>>,
+    /// The keys whose signatures reads accept, by id (the signing key among them); when there
+    /// are any, every item read must carry one.
+    pub(crate) signers: BTreeMap<String, Arc<dyn SigningKey>>,
 }
 
 /// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
@@ -50,6 +56,8 @@ pub struct EncryptionPolicyBuilder {
     properties: Vec<String>,
     select: Option<Arc<SelectFn>>,
     legacy_key_ids: Option<Vec<String>>,
+    signing_key: Option<Arc<dyn SigningKey>>,
+    trusted_signers: Vec<Arc<dyn SigningKey>>,
 }
 
 impl EncryptionPolicy {
@@ -61,6 +69,8 @@ impl EncryptionPolicy {
             properties: Vec::new(),
             select: None,
             legacy_key_ids: None,
+            signing_key: None,
+            trusted_signers: Vec::new(),
         }
     }
 
@@ -242,13 +252,46 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Signs every item written with `key`, and accepts on reads only items signed by it (or
+    /// by a key given to [`trust_signer`](Self::trust_signer)). An entity without such a
+    /// signature — unsigned, signed by another key, altered after signing, or in format
+    /// version 1 or 2 — is a decryption failure
+    /// ([`Cause::Signature`](crate::Cause::Signature)), checked before the key-encryption key
+    /// is called.
+    ///
+    /// This is authenticity that does not rest on the key-encryption key: the item MAC only
+    /// proves that the writer could wrap a content key under it — with an RSA key, anyone
+    /// holding its public half can. With an [`Ed25519SigningKey`](crate::Ed25519SigningKey),
+    /// only holders of its private key write entities the policy accepts, and readers verify
+    /// with its public key alone; with an [`HmacSigningKey`](crate::HmacSigningKey), holders
+    /// of the shared secret.
+    #[must_use]
+    pub fn signing_key(mut self, key: Arc<dyn SigningKey>) -> Self {
+        self.signing_key = Some(key);
+        self
+    }
+
+    /// Also accepts items signed by `key` on reads: a signing key rotated out, or the public
+    /// half a reader verifies with
+    /// ([`Ed25519SigningKey::verifying`](crate::Ed25519SigningKey::verifying)). Like
+    /// [`signing_key`](Self::signing_key), it makes every read require a signature by a
+    /// trusted key. A policy that trusts signers but has no signing key refuses writes (they
+    /// could not be read back).
+    #[must_use]
+    pub fn trust_signer(mut self, key: Arc<dyn SigningKey>) -> Self {
+        self.trusted_signers.push(key);
+        self
+    }
+
     /// The policy.
     ///
     /// # Errors
     /// [`Error::InvalidName`] for a listed name that cannot name a property or is reserved
     /// for encryption metadata; [`Error::InvalidConfig`] when nothing is selected (no name and
-    /// no selection function), the key's id is empty or contains control characters, or
-    /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one.
+    /// no selection function), the key's id is empty or contains control characters,
+    /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one,
+    /// two signing keys share an id but not an algorithm, or the policy both requires
+    /// signatures and reads the legacy format.
     pub fn build(self) -> Result<EncryptionPolicy> {
         check_key_id(self.kek.id())?;
         if let Some(ids) = &self.legacy_key_ids {
@@ -259,6 +302,26 @@ impl EncryptionPolicyBuilder {
                 });
             }
             ids.iter().try_for_each(|id| check_key_id(id))?;
+        }
+        let mut signers = BTreeMap::new();
+        for key in self.signing_key.iter().chain(&self.trusted_signers) {
+            check_key_id(key.id())?;
+            if let Some(other) = signers.insert(key.id().to_owned(), Arc::clone(key)) {
+                if other.algorithm() != key.algorithm() {
+                    return Err(Error::InvalidConfig {
+                        part: "encryption policy".into(),
+                        reason: format!("two signing keys named {:?}", key.id()),
+                    });
+                }
+            }
+        }
+        if !signers.is_empty() && self.legacy_key_ids.is_some() {
+            return Err(Error::InvalidConfig {
+                part: "encryption policy".into(),
+                reason: "a policy that requires signatures cannot read the legacy format, which \
+                         has none: migrate legacy entities with a policy of its own"
+                    .into(),
+            });
         }
         for name in &self.properties {
             validate_property_name(name)?;
@@ -276,6 +339,8 @@ impl EncryptionPolicyBuilder {
             properties: self.properties.into_iter().collect(),
             select: self.select,
             legacy_key_ids: self.legacy_key_ids.map(|ids| ids.into_iter().collect()),
+            signing_key: self.signing_key,
+            signers,
         })
     }
 }
@@ -301,6 +366,8 @@ impl fmt::Debug for EncryptionPolicy {
             .field("select_with", &self.select.is_some())
             .field("resolver", &self.resolver.is_some())
             .field("legacy_key_ids", &self.legacy_key_ids)
+            .field("signing_key", &self.signing_key.as_ref().map(|k| k.id()))
+            .field("signers", &self.signers.keys().collect::<Vec<_>>())
             .finish()
     }
 }

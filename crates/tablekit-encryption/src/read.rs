@@ -242,6 +242,12 @@ impl EncryptionPolicy {
                 _ => {}
             }
         }
+        // The signature first: it needs no key-encryption key, so an item no trusted signer
+        // wrote never reaches the key (nor its timing).
+        if !self.signers.is_empty() {
+            self.verify_signature(reading, &metadata, binding, properties)
+                .await?;
+        }
         let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
         let content_key = self
             .content_key(&metadata.kid, &wrapped)
@@ -319,6 +325,68 @@ impl EncryptionPolicy {
         Ok(encrypted)
     }
 
+    /// Checks that a trusted key signed the item as stored.
+    async fn verify_signature(
+        &self,
+        reading: &Reading<'_>,
+        metadata: &v3::Metadata,
+        binding: &str,
+        properties: &Properties,
+    ) -> Result<()> {
+        let fail = |why: String| reading.fail(METADATA_PROPERTY, Cause::Signature(why));
+        let Some(signer) = &metadata.signer else {
+            return Err(fail(
+                "the entity is not signed, and the policy requires a signature by a key it \
+                 trusts"
+                    .into(),
+            ));
+        };
+        let Some(key) = self.signers.get(&signer.id) else {
+            return Err(fail(format!(
+                "signed by key {:?}, which the policy does not trust",
+                signer.id
+            )));
+        };
+        if key.algorithm() != signer.algorithm {
+            return Err(fail(format!(
+                "signed with {:?}, but key {:?} signs with {:?}",
+                signer.algorithm,
+                signer.id,
+                key.algorithm()
+            )));
+        }
+        let values: Option<Vec<&EdmValue>> = metadata
+            .entries
+            .iter()
+            .map(|entry| properties.get(&entry.name))
+            .collect();
+        let Some(values) = values else {
+            return Err(Error::invalid_argument(
+                "projection",
+                format!(
+                    "{} is signed, and a policy that requires signatures verifies whole items \
+                     only: select every property it lists ({}), or read the whole entity",
+                    reading.target,
+                    metadata
+                        .entries
+                        .iter()
+                        .map(|e| e.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        let message = metadata.message(binding, reading.keys.pk(), reading.keys.rk(), &values);
+        if !key.verify(&message, &metadata.signature).await? {
+            return Err(fail(format!(
+                "the signature by key {:?} does not verify: the entity was changed after it was \
+                 signed",
+                signer.id
+            )));
+        }
+        Ok(())
+    }
+
     /// Format versions 1 and 2: the seal over the list, then each listed property present.
     async fn decrypt_sealed(
         &self,
@@ -334,6 +402,18 @@ impl EncryptionPolicy {
             ));
         }
         reading.check_complete(metadata.props.iter().map(String::as_str), properties)?;
+        if !self.signers.is_empty() {
+            let version = match metadata.version {
+                v2::Version::V1 => 1,
+                v2::Version::V2 => 2,
+            };
+            return Err(reading.fail(
+                METADATA_PROPERTY,
+                Cause::Signature(format!(
+                    "format version {version} has no signature, and the policy requires one"
+                )),
+            ));
+        }
         let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
         let content_key = self
             .content_key(&metadata.kid, &wrapped)

@@ -7,7 +7,9 @@ use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, MAX_USER_PROPE
 use tablekit_core::{Error, Keys, Limit, Result};
 
 use crate::error::not_a_string;
-use crate::format::v3::{self, Entry, ItemKeys, Kind, MAC_LEN, MAX_WRAPPED_KEY, SALT_LEN};
+use crate::format::v3::{
+    self, Entry, ItemKeys, Kind, MAC_LEN, MAX_SIGNATURE, MAX_WRAPPED_KEY, SALT_LEN, Signer,
+};
 use crate::format::{METADATA_PROPERTY, OVERHEAD};
 use crate::key::{ContentKey, WrappedKey};
 use crate::policy::{EncryptionPolicy, check_not_reserved};
@@ -91,13 +93,20 @@ impl EncryptionPolicy {
                     name,
                 })
                 .collect(),
-            signer: None,
+            signer: self.signer(),
             mac: Vec::new(),
             signature: Vec::new(),
         };
-        // With the base64 of the largest wrapped key and of the MAC.
-        let text =
-            metadata.encode().len() + 4 * MAX_WRAPPED_KEY.div_ceil(3) + 4 * MAC_LEN.div_ceil(3);
+        // With the base64 of the largest wrapped key, of the MAC and of the largest signature.
+        let signature = if self.signing_key.is_some() {
+            4 * MAX_SIGNATURE.div_ceil(3)
+        } else {
+            0
+        };
+        let text = metadata.encode().len()
+            + 4 * MAX_WRAPPED_KEY.div_ceil(3)
+            + 4 * MAC_LEN.div_ceil(3)
+            + signature;
         bound += 8 + 2 * METADATA_PROPERTY.len() + 4 + 2 * text;
         Ok(bound <= MAX_ENTITY_BYTES)
     }
@@ -141,16 +150,33 @@ impl EncryptionPolicy {
         if selected.is_empty() {
             return Ok(properties);
         }
+        if self.signing_key.is_none() && !self.signers.is_empty() {
+            return Err(Error::InvalidConfig {
+                part: "encryption policy".into(),
+                reason: "it requires signatures on reads but has no signing key: what it wrote \
+                         could not be read back"
+                    .into(),
+            });
+        }
         let content_key = ContentKey::generate();
         let wrapped = self.kek.wrap(&content_key).await?;
         let mut salt = [0u8; SALT_LEN];
         OsRng.fill_bytes(&mut salt);
-        Ok(self.seal_item(keys, properties, &selected, &content_key, &wrapped, salt))
+        let sealed = self.seal_item(keys, properties, &selected, &content_key, &wrapped, salt);
+        self.finish(sealed).await
+    }
+
+    /// The signer fields of what this policy writes.
+    fn signer(&self) -> Option<Signer> {
+        self.signing_key.as_ref().map(|key| Signer {
+            id: key.id().to_owned(),
+            algorithm: key.algorithm().to_owned(),
+        })
     }
 
     /// The stored form of `properties`, `selected` encrypted under the keys derived from
-    /// `content_key` and `salt`: the same bytes for the same inputs, which the known-answer
-    /// test checks.
+    /// `content_key` and `salt`, with its metadata (MAC included, signature not yet) and the
+    /// item message: the same bytes for the same inputs, which the known-answer test checks.
     pub(crate) fn seal_item(
         &self,
         keys: &Keys,
@@ -159,7 +185,7 @@ impl EncryptionPolicy {
         content_key: &ContentKey,
         wrapped: &WrappedKey,
         salt: [u8; SALT_LEN],
-    ) -> Properties {
+    ) -> Sealed {
         let (pk, rk) = (keys.pk(), keys.rk());
         let binding = "";
         let item = ItemKeys::derive(content_key, &salt);
@@ -188,7 +214,7 @@ impl EncryptionPolicy {
                     name: name.clone(),
                 })
                 .collect(),
-            signer: None,
+            signer: self.signer(),
             mac: Vec::new(),
             signature: Vec::new(),
         };
@@ -200,8 +226,44 @@ impl EncryptionPolicy {
                     .expect("every listed property is written")
             })
             .collect();
-        metadata.mac = item.mac(&metadata.message(binding, pk, rk, &values));
-        out.insert(METADATA_PROPERTY, metadata.encode());
-        out
+        let message = metadata.message(binding, pk, rk, &values);
+        metadata.mac = item.mac(&message);
+        Sealed {
+            properties: out,
+            metadata,
+            message,
+        }
     }
+
+    /// Signs a sealed item when the policy has a signing key, and stores its metadata.
+    pub(crate) async fn finish(&self, sealed: Sealed) -> Result<Properties> {
+        let Sealed {
+            mut properties,
+            mut metadata,
+            message,
+        } = sealed;
+        if let Some(key) = &self.signing_key {
+            let signature = key.sign(&message).await?;
+            if signature.is_empty() || signature.len() > MAX_SIGNATURE {
+                return Err(Error::InvalidConfig {
+                    part: "signing key".into(),
+                    reason: format!(
+                        "key {:?} made a signature of {} bytes; 1 to {MAX_SIGNATURE} are stored",
+                        key.id(),
+                        signature.len()
+                    ),
+                });
+            }
+            metadata.signature = signature;
+        }
+        properties.insert(METADATA_PROPERTY, metadata.encode());
+        Ok(properties)
+    }
+}
+
+/// An item encrypted and MACed, before it is signed.
+pub(crate) struct Sealed {
+    properties: Properties,
+    metadata: v3::Metadata,
+    message: Vec<u8>,
 }
