@@ -47,6 +47,8 @@ pub struct EncryptionPolicy {
     /// The keys whose signatures reads accept, by id (the signing key among them); when there
     /// are any, every item read must carry one.
     pub(crate) signers: BTreeMap<String, Arc<dyn SigningKey>>,
+    /// The logical table name bound into every item written and required of every item read.
+    pub(crate) table_binding: Option<String>,
 }
 
 /// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
@@ -58,6 +60,7 @@ pub struct EncryptionPolicyBuilder {
     legacy_key_ids: Option<Vec<String>>,
     signing_key: Option<Arc<dyn SigningKey>>,
     trusted_signers: Vec<Arc<dyn SigningKey>>,
+    table_binding: Option<String>,
 }
 
 impl EncryptionPolicy {
@@ -71,6 +74,7 @@ impl EncryptionPolicy {
             legacy_key_ids: None,
             signing_key: None,
             trusted_signers: Vec::new(),
+            table_binding: None,
         }
     }
 
@@ -99,6 +103,12 @@ impl EncryptionPolicy {
     /// `None` when a selection function may protect others.
     pub(crate) fn protected_by_name(&self) -> Option<impl Iterator<Item = &str>> {
         self.select.is_none().then(|| self.properties())
+    }
+
+    /// The logical table name bound into items ("" when none is): part of the associated
+    /// data of every ciphertext and of the item message.
+    pub(crate) fn binding(&self) -> &str {
+        self.table_binding.as_deref().unwrap_or("")
     }
 
     /// The id of the key-encryption key writes use.
@@ -283,6 +293,23 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Binds the logical table name `name` into every item written — its ciphertexts and its
+    /// item MAC — and reads only items bound to that same name. An entity copied from a table
+    /// whose policy binds another name (or none) is a decryption failure
+    /// ([`Cause::TableBinding`](crate::Cause::TableBinding)), as is one in format version 1
+    /// or 2, which bind none.
+    ///
+    /// For tables that share a key-encryption key: a table per tenant, per period, per
+    /// region. The name is the application's, not necessarily the table's (so that a table
+    /// can be renamed or restored elsewhere); it is not stored, only a flag saying that one is
+    /// bound. Entities written without a binding are refused once it is on: re-write them
+    /// with a policy that binds the name, reading them with one that does not.
+    #[must_use]
+    pub fn bind_table(mut self, name: impl Into<String>) -> Self {
+        self.table_binding = Some(name.into());
+        self
+    }
+
     /// The policy.
     ///
     /// # Errors
@@ -290,8 +317,9 @@ impl EncryptionPolicyBuilder {
     /// for encryption metadata; [`Error::InvalidConfig`] when nothing is selected (no name and
     /// no selection function), the key's id is empty or contains control characters,
     /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one,
-    /// two signing keys share an id but not an algorithm, or the policy both requires
-    /// signatures and reads the legacy format.
+    /// two signing keys share an id but not an algorithm, the policy both requires
+    /// signatures and reads the legacy format, or the bound table name is empty, longer than
+    /// 1 KiB or holds control characters.
     pub fn build(self) -> Result<EncryptionPolicy> {
         check_key_id(self.kek.id())?;
         if let Some(ids) = &self.legacy_key_ids {
@@ -302,6 +330,16 @@ impl EncryptionPolicyBuilder {
                 });
             }
             ids.iter().try_for_each(|id| check_key_id(id))?;
+        }
+        if let Some(name) = &self.table_binding {
+            if name.is_empty() || name.len() > 1024 || name.chars().any(char::is_control) {
+                return Err(Error::InvalidConfig {
+                    part: "encryption policy".into(),
+                    reason: "the bound table name must be 1 to 1,024 bytes of text without \
+                             control characters"
+                        .into(),
+                });
+            }
         }
         let mut signers = BTreeMap::new();
         for key in self.signing_key.iter().chain(&self.trusted_signers) {
@@ -341,6 +379,7 @@ impl EncryptionPolicyBuilder {
             legacy_key_ids: self.legacy_key_ids.map(|ids| ids.into_iter().collect()),
             signing_key: self.signing_key,
             signers,
+            table_binding: self.table_binding,
         })
     }
 }
@@ -368,6 +407,7 @@ impl fmt::Debug for EncryptionPolicy {
             .field("legacy_key_ids", &self.legacy_key_ids)
             .field("signing_key", &self.signing_key.as_ref().map(|k| k.id()))
             .field("signers", &self.signers.keys().collect::<Vec<_>>())
+            .field("table_binding", &self.table_binding)
             .finish()
     }
 }

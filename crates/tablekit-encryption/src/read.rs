@@ -218,15 +218,28 @@ impl EncryptionPolicy {
         metadata: v3::Metadata,
         properties: &mut Properties,
     ) -> Result<BTreeSet<String>> {
-        if metadata.table_bound {
-            return Err(reading.fail(
-                METADATA_PROPERTY,
-                Cause::TableBinding(
-                    "the entity is bound to a logical table name; this policy binds none".into(),
-                ),
-            ));
+        // Whether a name is bound is stored; which one is not: a wrong one fails the ciphertexts
+        // and the item MAC, which cover it.
+        match (metadata.table_bound, &self.table_binding) {
+            (true, None) => {
+                return Err(reading.fail(
+                    METADATA_PROPERTY,
+                    Cause::TableBinding(
+                        "the entity is bound to one; this policy binds none".into(),
+                    ),
+                ));
+            }
+            (false, Some(name)) => {
+                return Err(reading.fail(
+                    METADATA_PROPERTY,
+                    Cause::TableBinding(format!(
+                        "the entity is bound to none; this policy binds {name:?}"
+                    )),
+                ));
+            }
+            _ => {}
         }
-        let binding = "";
+        let binding = self.binding();
         reading.check_complete(metadata.entries.iter().map(|e| e.name.as_str()), properties)?;
         for entry in &metadata.entries {
             match (entry.kind, properties.get(&entry.name)) {
@@ -402,11 +415,19 @@ impl EncryptionPolicy {
             ));
         }
         reading.check_complete(metadata.props.iter().map(String::as_str), properties)?;
+        let version = match metadata.version {
+            v2::Version::V1 => 1,
+            v2::Version::V2 => 2,
+        };
+        if let Some(name) = &self.table_binding {
+            return Err(reading.fail(
+                METADATA_PROPERTY,
+                Cause::TableBinding(format!(
+                    "format version {version} binds none; this policy binds {name:?}"
+                )),
+            ));
+        }
         if !self.signers.is_empty() {
-            let version = match metadata.version {
-                v2::Version::V1 => 1,
-                v2::Version::V2 => 2,
-            };
             return Err(reading.fail(
                 METADATA_PROPERTY,
                 Cause::Signature(format!(

@@ -85,7 +85,7 @@ impl EncryptionPolicy {
             wrap_alg: self.kek.algorithm().to_owned(),
             wrapped: Vec::new(),
             salt: [0; SALT_LEN],
-            table_bound: false,
+            table_bound: self.table_binding.is_some(),
             entries: selected
                 .into_iter()
                 .map(|name| Entry {
@@ -187,7 +187,7 @@ impl EncryptionPolicy {
         salt: [u8; SALT_LEN],
     ) -> Sealed {
         let (pk, rk) = (keys.pk(), keys.rk());
-        let binding = "";
+        let binding = self.binding();
         let item = ItemKeys::derive(content_key, &salt);
         let mut out = Properties::new();
         for (name, value) in properties {
@@ -206,7 +206,7 @@ impl EncryptionPolicy {
             wrap_alg: wrapped.algorithm().to_owned(),
             wrapped: wrapped.bytes().to_vec(),
             salt,
-            table_bound: false,
+            table_bound: self.table_binding.is_some(),
             entries: selected
                 .iter()
                 .map(|name| Entry {
