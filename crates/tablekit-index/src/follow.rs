@@ -12,13 +12,13 @@
 
 use std::time::{Duration, Instant};
 
-use tablekit_azure::Deadline;
+use tablekit_azure::{Deadline, track_landing};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{Queue, Table};
 use tablekit_core::edm::Properties;
-use tablekit_core::{ETag, Error, Keys, Result, Stored};
+use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Stored};
 
 use crate::effects::Effects;
 
@@ -214,13 +214,92 @@ impl Pending {
         Ok(props)
     }
 
-    /// Runs the write (`write`, after the enqueue) bound to the job's deadline: an attempt
-    /// that could land after the job may have decided the write never will is not sent
-    /// ([`Error::DeadlineExceeded`]) — however long the enqueue, waits for throughput
-    /// budget or for a token took.
-    pub(crate) async fn land<F: std::future::Future>(&self, write: F) -> F::Output {
-        self.landing.scope(write).await
+    /// Runs `write` (after the enqueue), which stores the primary at `keys` of `table`
+    /// stamped with this write's id, bound to the job's deadline (see [`land`](Self::land)),
+    /// and settles an outcome its attempts left open. Returns the primary's new ETag.
+    ///
+    /// # Errors
+    /// As [`land`](Self::land).
+    pub(crate) async fn store<F>(&self, table: &Table, keys: &Keys, write: F) -> Result<ETag>
+    where
+        F: std::future::Future<Output = Result<ETag>>,
+    {
+        let landed = self
+            .land(table, keys, async { write.await.map(Some) })
+            .await?;
+        Ok(landed.unwrap_or_else(|| ETag::new("")))
     }
+
+    /// Runs `write`, which deletes the primary at `keys` of `table`, as
+    /// [`store`](Self::store) does.
+    ///
+    /// # Errors
+    /// As [`land`](Self::land).
+    pub(crate) async fn remove<F>(&self, table: &Table, keys: &Keys, write: F) -> Result<()>
+    where
+        F: std::future::Future<Output = Result<()>>,
+    {
+        self.land(table, keys, async { write.await.map(|()| None) })
+            .await
+            .map(drop)
+    }
+
+    /// Runs the write of the primary at `keys` of `table` (`write`, after the enqueue) bound
+    /// to the job's deadline: an attempt that could land after the job may have decided the
+    /// write never will is not sent ([`Error::DeadlineExceeded`]) — however long the
+    /// enqueue, waits for throughput budget or for a token took. When the write fails after
+    /// an attempt that got no answer (its response lost, a timeout), its outcome is settled
+    /// as [`Table::submit`](tablekit_azure::Table::submit) settles a transaction's: once no
+    /// attempt can land any more, the primary is read — carrying this write's stamp (gone,
+    /// for a delete), the write is stored; otherwise the error stands, and the write is not
+    /// stored and never will be. So `Ok` ⇒ stored, [`Error::Indeterminate`] ⇒ unknown, any
+    /// other error ⇒ not stored. Returns the primary's new ETag (none after a delete).
+    ///
+    /// Requests: the write's; when its outcome was left open, 1 read.
+    ///
+    /// # Errors
+    /// The write's; [`Error::Indeterminate`] when its outcome was left open and the read
+    /// failed.
+    async fn land<F>(&self, table: &Table, keys: &Keys, write: F) -> Result<Option<ETag>>
+    where
+        F: std::future::Future<Output = Result<Option<ETag>>>,
+    {
+        let (written, lands_by) = track_landing(self.landing.scope(write)).await;
+        let (error, lands_by) = match (written, lands_by) {
+            (Ok(etag), _) => return Ok(etag),
+            // The last attempt's answer settles it (a 409, 412 or 404 after an earlier
+            // attempt was already checked against what is stored), or nothing is open.
+            (Err(e), Some(lands_by)) if open(&e) => (e, lands_by),
+            (Err(e), _) => return Err(e),
+        };
+        tokio::time::sleep_until(lands_by.into()).await;
+        match table.get::<Properties>(keys).await {
+            Ok(current) => match self.write.classify(current.as_ref()) {
+                Followed::Landed => Ok(current.map(|s| s.etag)),
+                Followed::Moot | Followed::Pending => Err(error),
+            },
+            Err(read) => Err(Error::Indeterminate {
+                target: tablekit_core::Target::entity(table.name(), keys.clone()),
+                reason: format!(
+                    "the write failed after an attempt that may have been applied ({error}), \
+                     and the entity could not be read back ({read})"
+                ),
+            }),
+        }
+    }
+}
+
+/// Whether a write's error leaves its outcome open: no answer (a timeout, a broken
+/// connection), a 5xx, or an attempt refused unsent after earlier ones that got no answer.
+fn open(error: &Error) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Transport
+            | ErrorKind::Throttled
+            | ErrorKind::Service
+            | ErrorKind::DeadlineExceeded
+            | ErrorKind::Indeterminate
+    )
 }
 
 /// Deletes the entity at `keys` of `table`, its job queued first: reads it (refusing another
@@ -252,7 +331,10 @@ where
         }
         let if_match = current.if_match();
         let pending = enqueue(current).await?;
-        match pending.land(table.delete(keys, if_match)).await {
+        match pending
+            .remove(table, keys, table.delete(keys, if_match))
+            .await
+        {
             Ok(()) => return Ok(true),
             Err(e) if expected.is_some() => return Err(e),
             Err(e) => conflicts.retry(e.not_found_as_conflict()).await?,

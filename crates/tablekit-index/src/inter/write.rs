@@ -64,14 +64,22 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// with the write id the job carries. The other copies appear when the job has run.
     /// Returns the primary copy's ETag.
     ///
-    /// **Requests:** 2 (a queue put, an insert); the job then takes its own (see
+    /// **Requests:** 2 (a queue put, an insert), +1 read when the insert failed after an
+    /// attempt that got no answer; the job then takes its own (see
     /// [`CopyHandler`](super::CopyHandler)). **Consistency:** the primary copy at once; the others eventually.
+    ///
+    /// **Outcomes:** `Ok` — the primary is stored. [`Error::Indeterminate`] — it may be.
+    /// Any other error — it is not stored, and no attempt of it can land any more: when the
+    /// write fails after an attempt that got no answer (a lost response, a timeout), the
+    /// primary is read back once no attempt can land, and a primary carrying this write's
+    /// stamp makes it `Ok`.
     ///
     /// # Errors
     /// Key, value and size errors before any request (every copy is encoded first, the
     /// primary with its stamp; an entity with a property named
     /// [`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY) is refused);
     /// [`Error::AlreadyExists`] when the entity exists (its job then finds nothing to do);
+    /// [`Error::Indeterminate`] when the outcome was left open and the read-back failed;
     /// [`Error::DeadlineExceeded`], the entity not written, when the write could no longer
     /// land before its job's deadline (the enqueue or a wait for throughput budget took that
     /// long): its job then ends in the poison queue, and may be re-queued.
@@ -82,8 +90,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         self.jobs()
             .enqueue(&self.job(&family, None, &pending))
             .await?;
+        let table = &self.context.placement.tables[0];
         pending
-            .land(self.context.placement.tables[0].insert(&primary))
+            .store(table, &primary.keys, table.insert(&primary))
             .await
     }
 
@@ -92,8 +101,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// conditioned on the ETag read (or inserts it). A concurrent write makes it start again
     /// from the read. Returns the new ETag.
     ///
-    /// **Requests:** 3 (a point read, a queue put, a write), plus 3 per conflict retry.
-    /// **Consistency:** the primary copy at once; the others eventually.
+    /// **Requests:** 3 (a point read, a queue put, a write), plus 3 per conflict retry, +1
+    /// read when the write failed after an attempt that got no answer. **Consistency:** the
+    /// primary copy at once; the others eventually. **Outcomes:** as [`insert`](Self::insert)'s.
     ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
@@ -120,12 +130,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 self.jobs()
                     .enqueue(&self.job(&new, old.as_ref(), &pending))
                     .await?;
+                let keys = &primary.keys;
                 Ok::<_, Error>(match current {
-                    None => pending.land(table.insert(&primary)).await,
+                    None => pending.store(table, keys, table.insert(&primary)).await,
                     Some(current) => {
-                        pending
-                            .land(table.replace(&primary, current.if_match()))
-                            .await
+                        let write = table.replace(&primary, current.if_match());
+                        pending.store(table, keys, write).await
                     }
                 })
             };
@@ -148,8 +158,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     ///
     /// **Requests:** 2 (a queue put, a delete) for an entity as read with its ETag;
     /// otherwise 3 (a point read, a queue put, a delete; 1 when the entity does not exist),
-    /// plus 3 per conflict retry. **Consistency:** the primary copy at once; the others
-    /// eventually.
+    /// plus 3 per conflict retry, +1 read when the delete failed after an attempt that got no
+    /// answer. **Consistency:** the primary copy at once; the others eventually.
+    /// **Outcomes:** as [`insert`](Self::insert)'s: an error other than
+    /// [`Error::Indeterminate`] leaves the primary in place.
     ///
     /// # Errors
     /// Key errors before any request; [`Error::NotFound`] when the entity does not exist;
@@ -163,9 +175,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 self.jobs()
                     .enqueue(&self.job(&family, Some(&family), &pending))
                     .await?;
-                return pending
-                    .land(self.context.placement.tables[0].delete(keys, IfMatch::ETag(etag)))
-                    .await;
+                let table = &self.context.placement.tables[0];
+                let write = table.delete(&keys, IfMatch::ETag(etag));
+                return pending.remove(table, &keys, write).await;
             }
             (resolved, IfMatch::ETag(etag)) => (resolved.primary_keys(), Some(etag)),
             (resolved, IfMatch::Any) => (resolved.primary_keys(), None),
@@ -181,8 +193,9 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// Deletes an entity if it exists: as [`delete`](Self::delete) with [`IfMatch::Any`],
     /// returning whether it existed.
     ///
-    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
-    /// **Consistency:** the primary copy at once; the others eventually.
+    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry, +1 read as for
+    /// [`delete`](Self::delete). **Consistency:** the primary copy at once; the others
+    /// eventually. **Outcomes:** as [`delete`](Self::delete)'s.
     ///
     /// # Errors
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;

@@ -214,12 +214,20 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// Stores a new entity: enqueues its list job, then inserts it, stamped with the write id
     /// the job carries. Returns its ETag.
     ///
-    /// **Requests:** 2 (a queue put, an insert). **Consistency:** the entity at once; its
-    /// list entry eventually.
+    /// **Requests:** 2 (a queue put, an insert), +1 read when the insert failed after an
+    /// attempt that got no answer. **Consistency:** the entity at once; its list entry
+    /// eventually.
+    ///
+    /// **Outcomes:** `Ok` — the entity is stored. [`Error::Indeterminate`] — it may be. Any
+    /// other error — it is not stored, and no attempt of it can land any more: when the
+    /// write fails after an attempt that got no answer (a lost response, a timeout), the
+    /// entity is read back once no attempt can land, and an entity carrying this write's
+    /// stamp makes it `Ok`.
     ///
     /// # Errors
     /// Key, encoding and size errors before any request (an entity with a property named
     /// [`WRITE_ID_PROPERTY`](crate::WRITE_ID_PROPERTY) is refused); [`Error::AlreadyExists`];
+    /// [`Error::Indeterminate`] when the outcome was left open and the read-back failed;
     /// [`Error::DeadlineExceeded`], the entity not written, when the write could no longer
     /// land before its job's deadline (the enqueue or a wait for throughput budget took that
     /// long): its job then ends in the poison queue, and may be re-queued.
@@ -231,15 +239,17 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
         self.jobs()
             .enqueue(&self.job(&keys, None, Some(value), &pending))
             .await?;
-        pending.land(self.context.entities.insert(&row)).await
+        let table = &self.context.entities;
+        pending.store(table, &keys, table.insert(&row)).await
     }
 
     /// Stores an entity, new or not: reads it (for the value it was listed under), enqueues
     /// its list job, then writes it, stamped with the job's write id, conditioned on the ETag
     /// read (or inserts it); retried from the read on a conflict. Returns its new ETag.
     ///
-    /// **Requests:** 3 (read, queue put, write), plus 3 per conflict retry.
-    /// **Consistency:** the entity at once; the lists eventually.
+    /// **Requests:** 3 (read, queue put, write), plus 3 per conflict retry, +1 read when the
+    /// write failed after an attempt that got no answer. **Consistency:** the entity at once;
+    /// the lists eventually. **Outcomes:** as [`insert`](Self::insert)'s.
     ///
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
@@ -269,8 +279,11 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
                 let job = self.job(&keys, old, Some(value.clone()), &pending);
                 self.jobs().enqueue(&job).await?;
                 Ok::<_, Error>(match current {
-                    None => pending.land(table.insert(&row)).await,
-                    Some(current) => pending.land(table.replace(&row, current.if_match())).await,
+                    None => pending.store(table, &keys, table.insert(&row)).await,
+                    Some(current) => {
+                        let write = table.replace(&row, current.if_match());
+                        pending.store(table, &keys, write).await
+                    }
                 })
             };
             match written.await? {
@@ -285,8 +298,10 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// (`("Sales", "000152")`, or the entity itself). With [`IfMatch::Any`] a lost race is
     /// retried from the read; with an ETag, an entity that has another is refused.
     ///
-    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
-    /// **Consistency:** the entity at once; the lists eventually.
+    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry, +1 read when the
+    /// delete failed after an attempt that got no answer. **Consistency:** the entity at
+    /// once; the lists eventually. **Outcomes:** as [`insert`](Self::insert)'s: an error
+    /// other than [`Error::Indeterminate`] leaves the entity in place.
     ///
     /// # Errors
     /// Key errors; [`Error::NotFound`] when the entity does not exist;
@@ -309,7 +324,8 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// Deletes an entity if it exists: as [`delete`](Self::delete) with [`IfMatch::Any`],
     /// returning whether it existed.
     ///
-    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry.
+    /// **Requests:** 3 (1 if it does not exist), plus 3 per conflict retry, +1 read as for
+    /// [`delete`](Self::delete). **Outcomes:** as [`delete`](Self::delete)'s.
     ///
     /// # Errors
     /// Key errors; [`Error::PreconditionFailed`] when conflicts outlast the retries;
