@@ -21,6 +21,11 @@ pub enum Cause {
         /// The stored key id.
         key_id: String,
     },
+    /// The stored key id is not one the policy allows: the resolver was not asked.
+    KeyNotAllowed {
+        /// The stored key id.
+        key_id: String,
+    },
     /// The resolver returned a key whose id is not the stored one.
     KeyIdMismatch {
         /// The stored key id.
@@ -67,6 +72,9 @@ impl fmt::Display for Cause {
             Cause::Unsupported(what) => write!(f, "unsupported encryption format: {what}"),
             Cause::UnknownKey { key_id } => {
                 write!(f, "no key-encryption key with id {key_id:?} is known")
+            }
+            Cause::KeyNotAllowed { key_id } => {
+                write!(f, "the policy does not allow key id {key_id:?}")
             }
             Cause::KeyIdMismatch { stored, resolved } => write!(
                 f,

@@ -138,6 +138,10 @@ pub trait KeyEncryptionKey: Send + Sync {
 
     /// Unwraps a content key this key (or another key with the same id) wrapped.
     ///
+    /// What reaches it from stored data: a wrapped key whose stored algorithm is this key's
+    /// [`algorithm`](Self::algorithm) and whose bytes number 1 to 4,096, from an entity naming
+    /// this key's id. Anything else is a decryption failure without a call.
+    ///
     /// # Errors
     /// [`UnwrapError::Rejected`] when the bytes do not unwrap (wrong key, wrong algorithm,
     /// altered bytes, a result that is not 32 bytes); [`UnwrapError::Unavailable`] when the
@@ -150,6 +154,13 @@ pub trait KeyEncryptionKey: Send + Sync {
 
 /// Finds the key-encryption key with a given id, so that entities written under an older key
 /// stay readable after the writing key was rotated.
+///
+/// What reaches a resolver from stored data: only key ids the policy allows (its own key's,
+/// those of [`known_ids`](Self::known_ids), and those it lists with
+/// [`allow_key_ids`](crate::EncryptionPolicyBuilder::allow_key_ids) or
+/// [`allow_key_id_prefix`](crate::EncryptionPolicyBuilder::allow_key_id_prefix)), each 1 to
+/// 1,024 bytes of text without control characters. Any other id stored in an entity is a
+/// decryption failure without a call.
 pub trait KeyResolver: Send + Sync {
     /// The key with id `key_id`, or `None` when there is none.
     ///
@@ -159,6 +170,13 @@ pub trait KeyResolver: Send + Sync {
         &'a self,
         key_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Arc<dyn KeyEncryptionKey>>>>;
+
+    /// The ids this resolver knows, when it can list them ([`KeyRing`] does): a policy built
+    /// with it allows them. `None` (the default), for a resolver over a key store: the policy
+    /// then asks it only for the ids its builder allows.
+    fn known_ids(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// A [`KeyResolver`] over a fixed set of keys held in memory, looked up by id.
@@ -208,6 +226,10 @@ impl KeyResolver for KeyRing {
         let found = self.keys.get(key_id).cloned();
         Box::pin(async move { Ok(found) })
     }
+
+    fn known_ids(&self) -> Option<Vec<String>> {
+        Some(self.keys.keys().cloned().collect())
+    }
 }
 
 impl fmt::Debug for KeyRing {
@@ -218,13 +240,21 @@ impl fmt::Debug for KeyRing {
     }
 }
 
-/// Checks a key id: not empty, no control characters (it is stored in entities and shown in
-/// errors).
+/// The longest key id (of a key-encryption or a signing key), in bytes.
+pub(crate) const MAX_KEY_ID: usize = 1024;
+
+/// Whether `id` may be a key id: 1 to 1,024 bytes of text without control characters (it is
+/// stored in entities and shown in errors).
+pub(crate) fn is_key_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_KEY_ID && !id.chars().any(char::is_control)
+}
+
+/// Checks a key id of the configuration ([`is_key_id`]).
 pub(crate) fn check_key_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.chars().any(char::is_control) {
+    if !is_key_id(id) {
         return Err(Error::InvalidConfig {
             part: "key id".into(),
-            reason: "must be non-empty text without control characters".into(),
+            reason: "must be 1 to 1,024 bytes of text without control characters".into(),
         });
     }
     Ok(())

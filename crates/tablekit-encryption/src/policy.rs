@@ -49,6 +49,11 @@ pub struct EncryptionPolicy {
     pub(crate) signers: BTreeMap<String, Arc<dyn SigningKey>>,
     /// The logical table name bound into every item written and required of every item read.
     pub(crate) table_binding: Option<String>,
+    /// The key ids stored entities may name: the writing key's, the resolver's known ones,
+    /// the legacy ones and those listed.
+    allowed_ids: BTreeSet<String>,
+    /// Prefixes of further key ids stored entities may name.
+    allowed_prefixes: Vec<String>,
 }
 
 /// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
@@ -61,6 +66,8 @@ pub struct EncryptionPolicyBuilder {
     signing_key: Option<Arc<dyn SigningKey>>,
     trusted_signers: Vec<Arc<dyn SigningKey>>,
     table_binding: Option<String>,
+    allowed_ids: Vec<String>,
+    allowed_prefixes: Vec<String>,
 }
 
 impl EncryptionPolicy {
@@ -75,6 +82,8 @@ impl EncryptionPolicy {
             signing_key: None,
             trusted_signers: Vec::new(),
             table_binding: None,
+            allowed_ids: Vec::new(),
+            allowed_prefixes: Vec::new(),
         }
     }
 
@@ -103,6 +112,11 @@ impl EncryptionPolicy {
     /// `None` when a selection function may protect others.
     pub(crate) fn protected_by_name(&self) -> Option<impl Iterator<Item = &str>> {
         self.select.is_none().then(|| self.properties())
+    }
+
+    /// Whether stored entities may name the key id `kid`.
+    pub(crate) fn allows_key_id(&self, kid: &str) -> bool {
+        self.allowed_ids.contains(kid) || self.allowed_prefixes.iter().any(|p| kid.starts_with(p))
     }
 
     /// The logical table name bound into items ("" when none is): part of the associated
@@ -231,10 +245,39 @@ impl EncryptionPolicyBuilder {
     }
 
     /// Reads find key-encryption keys through `resolver` (for keys rotated out). The writing
-    /// key is always found, with or without a resolver.
+    /// key is always found, with or without a resolver. The resolver is asked only for key
+    /// ids the policy allows: those it lists itself ([`KeyResolver::known_ids`], as a
+    /// [`KeyRing`](crate::KeyRing) does) and those given to
+    /// [`allow_key_ids`](Self::allow_key_ids) or
+    /// [`allow_key_id_prefix`](Self::allow_key_id_prefix).
     #[must_use]
     pub fn resolver(mut self, resolver: Arc<dyn KeyResolver>) -> Self {
         self.resolver = Some(resolver);
+        self
+    }
+
+    /// Allows stored entities to name these key ids: reads look them up with the resolver.
+    /// A stored id the policy does not allow is a decryption failure
+    /// ([`Cause::KeyNotAllowed`](crate::Cause::KeyNotAllowed)) without any resolver call, so
+    /// that a writer to the table cannot make the resolver (a key store) fetch keys it names.
+    /// The writing key's id, and a [`KeyRing`](crate::KeyRing) resolver's ids, are allowed
+    /// without being listed.
+    #[must_use]
+    pub fn allow_key_ids<I, S>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_ids.extend(ids.into_iter().map(Into::into));
+        self
+    }
+
+    /// Allows every key id that starts with `prefix`, for a key store whose ids carry a
+    /// version (`https://vault.example/keys/orders/` allows each version of the key
+    /// `orders`). See [`allow_key_ids`](Self::allow_key_ids).
+    #[must_use]
+    pub fn allow_key_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.allowed_prefixes.push(prefix.into());
         self
     }
 
@@ -318,8 +361,9 @@ impl EncryptionPolicyBuilder {
     /// no selection function), the key's id is empty or contains control characters,
     /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one,
     /// two signing keys share an id but not an algorithm, the policy both requires
-    /// signatures and reads the legacy format, or the bound table name is empty, longer than
-    /// 1 KiB or holds control characters.
+    /// signatures and reads the legacy format, the bound table name is empty, longer than
+    /// 1 KiB or holds control characters, an allowed key id is invalid or a prefix empty, or
+    /// the resolver does not list its key ids and none are allowed.
     pub fn build(self) -> Result<EncryptionPolicy> {
         check_key_id(self.kek.id())?;
         if let Some(ids) = &self.legacy_key_ids {
@@ -330,6 +374,33 @@ impl EncryptionPolicyBuilder {
                 });
             }
             ids.iter().try_for_each(|id| check_key_id(id))?;
+        }
+        let mut allowed_ids: BTreeSet<String> = BTreeSet::new();
+        allowed_ids.insert(self.kek.id().to_owned());
+        for id in &self.allowed_ids {
+            check_key_id(id)?;
+            allowed_ids.insert(id.clone());
+        }
+        allowed_ids.extend(self.legacy_key_ids.iter().flatten().cloned());
+        if self.allowed_prefixes.iter().any(|p| p.is_empty()) {
+            return Err(Error::InvalidConfig {
+                part: "encryption policy".into(),
+                reason: "an empty key id prefix would allow every key id".into(),
+            });
+        }
+        if let Some(resolver) = &self.resolver {
+            match resolver.known_ids() {
+                Some(ids) => allowed_ids.extend(ids),
+                None if self.allowed_ids.is_empty() && self.allowed_prefixes.is_empty() => {
+                    return Err(Error::InvalidConfig {
+                        part: "encryption policy".into(),
+                        reason: "the resolver does not list its key ids: name the ids it may be \
+                                 asked for with allow_key_ids or allow_key_id_prefix"
+                            .into(),
+                    });
+                }
+                None => {}
+            }
         }
         if let Some(name) = &self.table_binding {
             if name.is_empty() || name.len() > 1024 || name.chars().any(char::is_control) {
@@ -380,6 +451,8 @@ impl EncryptionPolicyBuilder {
             signing_key: self.signing_key,
             signers,
             table_binding: self.table_binding,
+            allowed_ids,
+            allowed_prefixes: self.allowed_prefixes,
         })
     }
 }
@@ -408,6 +481,8 @@ impl fmt::Debug for EncryptionPolicy {
             .field("signing_key", &self.signing_key.as_ref().map(|k| k.id()))
             .field("signers", &self.signers.keys().collect::<Vec<_>>())
             .field("table_binding", &self.table_binding)
+            .field("allowed_ids", &self.allowed_ids)
+            .field("allowed_prefixes", &self.allowed_prefixes)
             .finish()
     }
 }

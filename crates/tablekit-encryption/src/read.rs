@@ -10,9 +10,10 @@ use tablekit_core::{Error, Keys, Result, Target};
 
 use crate::error::{Cause, DecryptionFailure};
 use crate::format::v2::{self, Opener, SEAL_COUNTER, property_counter};
+use crate::format::v3::MAX_WRAPPED_KEY;
 use crate::format::v3::{self, ItemKeys, Kind};
 use crate::format::{METADATA_PROPERTY, MetadataError, Stored};
-use crate::key::{ContentKey, KeyEncryptionKey, UnwrapError, WrappedKey};
+use crate::key::{ContentKey, KeyEncryptionKey, UnwrapError, WrappedKey, is_key_id};
 use crate::legacy::{self, LEGACY_METADATA_1, LegacyError};
 use crate::policy::EncryptionPolicy;
 
@@ -490,6 +491,23 @@ impl EncryptionPolicy {
         kid: &str,
         wrapped: &WrappedKey,
     ) -> std::result::Result<ContentKey, KeyFailure> {
+        // Nothing from the stored entity reaches the resolver or a key unchecked: the id must
+        // be one the policy allows, the wrapped key bounded, its algorithm the key's own.
+        if !is_key_id(kid) {
+            return Err(KeyFailure::Data(Cause::Malformed(
+                "the key id is not 1 to 1,024 bytes of text without control characters".into(),
+            )));
+        }
+        if !self.allows_key_id(kid) {
+            return Err(KeyFailure::Data(Cause::KeyNotAllowed {
+                key_id: kid.to_owned(),
+            }));
+        }
+        if wrapped.bytes().is_empty() || wrapped.bytes().len() > MAX_WRAPPED_KEY {
+            return Err(KeyFailure::Data(Cause::Malformed(format!(
+                "the wrapped key is not 1 to {MAX_WRAPPED_KEY} bytes"
+            ))));
+        }
         let key: Arc<dyn KeyEncryptionKey> = if kid == self.kek.id() {
             Arc::clone(&self.kek)
         } else {
@@ -508,6 +526,13 @@ impl EncryptionPolicy {
                 stored: kid.to_owned(),
                 resolved: key.id().to_owned(),
             }));
+        }
+        if wrapped.algorithm() != key.algorithm() {
+            return Err(KeyFailure::Data(Cause::Unwrap(format!(
+                "the content key was wrapped with {:?}; key {kid:?} wraps with {:?}",
+                wrapped.algorithm(),
+                key.algorithm()
+            ))));
         }
         key.unwrap(wrapped).await.map_err(|e| match e {
             UnwrapError::Rejected { reason } => KeyFailure::Data(Cause::Unwrap(reason)),

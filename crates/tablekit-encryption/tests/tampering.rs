@@ -385,6 +385,7 @@ async fn a_key_with_another_id_or_other_material_is_refused() {
         EncryptionPolicy::builder(aes("k2", 2))
             .properties(SECRET)
             .resolver(resolver)
+            .allow_key_ids(["k1"])
             .build()
             .unwrap()
     };

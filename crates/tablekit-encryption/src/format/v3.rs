@@ -19,7 +19,7 @@ use super::{
     ALGORITHM_SUITE, MetadataError, TAG_LEN, base64_field, counter_nonce, escape_into, push_field,
     unescape,
 };
-use crate::key::{CONTENT_KEY_LEN, ContentKey};
+use crate::key::{CONTENT_KEY_LEN, ContentKey, MAX_KEY_ID, is_key_id};
 
 /// Length of the random salt each write draws: the per-purpose keys of an entity are unique
 /// to it even when a content key is reused (see `DataKeyReuse`).
@@ -30,8 +30,6 @@ pub(crate) const MAC_LEN: usize = 32;
 pub(crate) const MAX_WRAPPED_KEY: usize = 4096;
 /// The largest signature read or written.
 pub(crate) const MAX_SIGNATURE: usize = 1024;
-/// The longest key id (of a key-encryption or a signing key) read or written, in bytes.
-pub(crate) const MAX_KEY_ID: usize = 1024;
 
 /// The flag stored when a logical table name is bound into the item.
 const FLAG_TABLE: &str = "table";
@@ -100,7 +98,7 @@ pub(crate) struct Metadata {
 /// Checks a stored key id: not empty, no control characters, at most [`MAX_KEY_ID`] bytes.
 fn key_id(field: &str, what: &str) -> Result<String, MetadataError> {
     let id = unescape(field, what)?;
-    if id.is_empty() || id.len() > MAX_KEY_ID || id.chars().any(char::is_control) {
+    if !is_key_id(&id) {
         return Err(MetadataError::Malformed(format!(
             "{what}: not 1 to {MAX_KEY_ID} bytes of text without control characters"
         )));
