@@ -40,6 +40,10 @@ pub struct EncryptionPolicy {
     pub(crate) resolver: Option<Arc<dyn KeyResolver>>,
     properties: BTreeSet<String>,
     select: Option<Arc<SelectFn>>,
+    /// Properties classified as stored as written.
+    plain: BTreeSet<String>,
+    /// Whether every string property written must be classified.
+    strict: bool,
     /// The key ids under which the legacy format is read; `None`: it is not read.
     pub(crate) legacy_key_ids: Option<BTreeSet<String>>,
     /// The key writes sign with.
@@ -62,6 +66,8 @@ pub struct EncryptionPolicyBuilder {
     resolver: Option<Arc<dyn KeyResolver>>,
     properties: Vec<String>,
     select: Option<Arc<SelectFn>>,
+    plain: Vec<String>,
+    strict: bool,
     legacy_key_ids: Option<Vec<String>>,
     signing_key: Option<Arc<dyn SigningKey>>,
     trusted_signers: Vec<Arc<dyn SigningKey>>,
@@ -78,6 +84,8 @@ impl EncryptionPolicy {
             resolver: None,
             properties: Vec::new(),
             select: None,
+            plain: Vec::new(),
+            strict: false,
             legacy_key_ids: None,
             signing_key: None,
             trusted_signers: Vec::new(),
@@ -101,6 +109,17 @@ impl EncryptionPolicy {
     /// Whether the property `name` of the entity with these keys is encrypted.
     pub fn selects(&self, pk: &str, rk: &str, name: &str) -> bool {
         self.properties.contains(name) || self.select.as_ref().is_some_and(|f| f(pk, rk, name))
+    }
+
+    /// Whether the property `name` of the entity with these keys is classified: encrypted
+    /// (listed or picked by the selection function) or listed as plain.
+    pub(crate) fn classifies(&self, pk: &str, rk: &str, name: &str) -> bool {
+        self.plain.contains(name) || self.selects(pk, rk, name)
+    }
+
+    /// Whether the policy requires every string property written to be classified.
+    pub(crate) fn is_strict(&self) -> bool {
+        self.strict
     }
 
     /// The properties listed by name (those a selection function picks are not included).
@@ -244,6 +263,32 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Stores these properties as written (added to any listed before): neither encrypted
+    /// nor covered by the item MAC. Listing them classifies them for
+    /// [`strict`](Self::strict); outside strict mode, a property no list names is stored as
+    /// written anyway.
+    #[must_use]
+    pub fn plain<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.plain.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Requires every `Edm.String` property of an entity written to be classified: listed
+    /// (encrypted, or [`plain`](Self::plain)) or picked by the selection function. An
+    /// unclassified one is refused ([`Error::Encode`] naming it) before the key is called, so
+    /// that a name misspelled in the policy is an error, not a value stored in the clear.
+    /// Applies to writes (and to the checks a bulk write makes before sending anything);
+    /// reads are unchanged.
+    #[must_use]
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
+        self
+    }
+
     /// Reads find key-encryption keys through `resolver` (for keys rotated out). The writing
     /// key is always found, with or without a resolver. The resolver is asked only for key
     /// ids the policy allows: those it lists itself ([`KeyResolver::known_ids`], as a
@@ -357,7 +402,8 @@ impl EncryptionPolicyBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidName`] for a listed name that cannot name a property or is reserved
-    /// for encryption metadata; [`Error::InvalidConfig`] when nothing is selected (no name and
+    /// for encryption metadata; [`Error::InvalidConfig`] when a name is listed both as
+    /// encrypted and as plain, when nothing is selected (no name and
     /// no selection function), the key's id is empty or contains control characters,
     /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one,
     /// two signing keys share an id but not an algorithm, the policy both requires
@@ -432,9 +478,15 @@ impl EncryptionPolicyBuilder {
                     .into(),
             });
         }
-        for name in &self.properties {
+        for name in self.properties.iter().chain(&self.plain) {
             validate_property_name(name)?;
             check_not_reserved(name)?;
+        }
+        if let Some(name) = self.plain.iter().find(|n| self.properties.contains(n)) {
+            return Err(Error::InvalidConfig {
+                part: "encryption policy".into(),
+                reason: format!("`{name}` is listed both as encrypted and as plain"),
+            });
         }
         if self.properties.is_empty() && self.select.is_none() {
             return Err(Error::InvalidConfig {
@@ -447,6 +499,8 @@ impl EncryptionPolicyBuilder {
             resolver: self.resolver,
             properties: self.properties.into_iter().collect(),
             select: self.select,
+            plain: self.plain.into_iter().collect(),
+            strict: self.strict,
             legacy_key_ids: self.legacy_key_ids.map(|ids| ids.into_iter().collect()),
             signing_key: self.signing_key,
             signers,
@@ -476,6 +530,8 @@ impl fmt::Debug for EncryptionPolicy {
             .field("wrap_algorithm", &self.kek.algorithm())
             .field("properties", &self.properties)
             .field("select_with", &self.select.is_some())
+            .field("plain", &self.plain)
+            .field("strict", &self.strict)
             .field("resolver", &self.resolver.is_some())
             .field("legacy_key_ids", &self.legacy_key_ids)
             .field("signing_key", &self.signing_key.as_ref().map(|k| k.id()))

@@ -29,6 +29,15 @@ impl EncryptionPolicy {
                     EdmValue::String(_) => selected.push(name.to_owned()),
                     other => return Err(not_a_string(name, other.edm_type())),
                 }
+            } else if self.is_strict()
+                && matches!(value, EdmValue::String(_))
+                && !self.classifies(pk, rk, name)
+            {
+                return Err(Error::encode(
+                    name,
+                    "the strict encryption policy does not classify this string property \
+                     (encrypted or plain): a name misspelled in the policy?",
+                ));
             }
         }
         if selected.is_empty() {
