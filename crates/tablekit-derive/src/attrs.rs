@@ -62,7 +62,10 @@ pub(crate) fn container(attrs: &[Attribute]) -> Result<Container> {
             } else if meta.path.is_ident("crate") {
                 let lit: LitStr = meta.value()?.parse()?;
                 set_once(&meta, &mut krate, lit.parse::<Path>()?)
-            } else if meta.path.is_ident("property_type") || meta.path.is_ident("encrypt") {
+            } else if ["property_type", "encrypt", "sign", "plain"]
+                .iter()
+                .any(|name| meta.path.is_ident(name))
+            {
                 Err(meta.error("this attribute goes on a field, not on the struct"))
             } else {
                 Err(meta.error(
@@ -149,6 +152,11 @@ pub(crate) struct Field {
     pub(crate) property_type: Option<Type>,
     /// `#[table(encrypt)]`: stored encrypted by client-side encryption.
     pub(crate) encrypt: Option<Span>,
+    /// `#[table(sign)]`: stored as written, covered by client-side encryption's item
+    /// signature.
+    pub(crate) sign: Option<Span>,
+    /// `#[table(plain)]`: classified as stored as written, unsigned.
+    pub(crate) plain: Option<Span>,
     /// `#[serde(alias = "x")]`: also read from another property.
     pub(crate) alias: Option<Span>,
 }
@@ -162,16 +170,23 @@ pub(crate) fn field(attrs: &[Attribute]) -> Result<Field> {
                     let lit: LitStr = meta.value()?.parse()?;
                     let ty = lit.parse::<Type>()?;
                     set_once(&meta, &mut out.property_type, ty)
-                } else if meta.path.is_ident("encrypt") {
+                } else if let Some(slot) = [
+                    ("encrypt", &mut out.encrypt),
+                    ("sign", &mut out.sign),
+                    ("plain", &mut out.plain),
+                ]
+                .into_iter()
+                .find_map(|(name, slot)| meta.path.is_ident(name).then_some(slot))
+                {
                     let span = meta
                         .path
                         .get_ident()
                         .map_or_else(Span::call_site, |i| i.span());
-                    set_once(&meta, &mut out.encrypt, span)
+                    set_once(&meta, slot, span)
                 } else {
                     Err(meta.error(
-                        "unknown table attribute; a field takes property_type = \"Type\" and \
-                         encrypt (keys are set on the struct)",
+                        "unknown table attribute; a field takes property_type = \"Type\", \
+                         encrypt, sign and plain (keys are set on the struct)",
                     ))
                 }
             })?;

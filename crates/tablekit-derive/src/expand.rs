@@ -183,6 +183,7 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
     let constants = fields
         .iter()
         .filter_map(|f| constant(f, ident, &input.vis, &private));
+    let action_lists = action_lists(&fields, ident, &input.vis);
 
     Ok(quote! {
         const _: () = {
@@ -243,38 +244,73 @@ pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
         #[automatically_derived]
         impl #impl_generics #ident #ty_generics #where_clause {
             #(#constants)*
+
+            #action_lists
         }
     })
 }
 
-/// Refuses `#[table(encrypt)]` where it cannot hold: on a key field (keys are never
-/// encrypted, so the value would be stored in the clear in the key), on a field serde does
-/// not write, on a flattened field (its properties are another type's), and on a field read
-/// from a property other than the one it is written to (a serde `alias`, or a rename for
-/// deserializing only): the encryption policy decrypts the property it encrypted, and a
-/// plain property stored under the other name would fill the "encrypted" field unchecked.
+/// Refuses `#[table(encrypt)]`, `#[table(sign)]` and `#[table(plain)]` where they cannot
+/// hold: two on one field; encrypt or sign on a field serde does not write, on a flattened
+/// field (its properties are another type's), and on a field read from a property other than
+/// the one it is written to (a serde `alias`, or a rename for deserializing only) — the policy
+/// decrypts or verifies the property it wrote, and a plain property stored under the other
+/// name would fill the field unchecked; and encrypt on a key field (keys are never
+/// encrypted, so the value would be stored in the clear in the key).
 fn check_encrypt(field: &FieldInfo<'_>, container: &attrs::Container) -> Result<()> {
-    let Some(span) = field.settings.encrypt else {
+    let settings = &field.settings;
+    let marks = [
+        ("encrypt", settings.encrypt),
+        ("sign", settings.sign),
+        ("plain", settings.plain),
+    ];
+    let mut marked = marks
+        .iter()
+        .filter_map(|(name, span)| span.map(|s| (*name, s)));
+    let Some((action, span)) = marked.next() else {
         return Ok(());
     };
-    if field.settings.flatten {
+    if let Some((other, second)) = marked.next() {
         return Err(Error::new(
-            span,
-            "#[table(encrypt)] cannot apply to a flattened field: mark the inner type's fields",
+            second,
+            format!(
+                "`{}` is marked both #[table({action})] and #[table({other})]: a property has \
+                 one action",
+                field.name
+            ),
         ));
     }
-    if field.settings.not_written.is_some() {
+    if action == "plain" {
+        return Ok(());
+    }
+    let (verb, article) = if action == "encrypt" {
+        ("encrypted", "an")
+    } else {
+        ("signed", "a")
+    };
+    if settings.flatten {
         return Err(Error::new(
             span,
-            "#[table(encrypt)] on a field serde skips: it is not stored, so there is nothing to \
-             encrypt",
+            format!(
+                "#[table({action})] cannot apply to a flattened field: mark the inner type's \
+                 fields"
+            ),
         ));
     }
-    if let Some(alias) = field.settings.alias {
+    if settings.not_written.is_some() {
+        return Err(Error::new(
+            span,
+            format!(
+                "#[table({action})] on a field serde skips: it is not stored, so there is \
+                 nothing to {action}"
+            ),
+        ));
+    }
+    if let Some(alias) = settings.alias {
         return Err(Error::new(
             alias,
             format!(
-                "`{}` is encrypted: it cannot also be read from an alias, which would fill it \
+                "`{}` is {verb}: it cannot also be read from an alias, which would fill it \
                  from a property stored in the clear, unchecked; read old names in a \
                  migration instead",
                 field.name
@@ -285,12 +321,15 @@ fn check_encrypt(field: &FieldInfo<'_>, container: &attrs::Container) -> Result<
         return Err(Error::new(
             span,
             format!(
-                "`{}` is encrypted as `{}` but would be read from `{}`: an encrypted field is \
+                "`{}` is {verb} as `{}` but would be read from `{}`: {article} {verb} field is \
                  written and read under one name (use `#[serde(rename = \"...\")]`, not a \
                  rename for one direction)",
                 field.name, field.ser_name, field.de_name
             ),
         ));
+    }
+    if action != "encrypt" {
+        return Ok(());
     }
     let in_key = [&container.partition_key, &container.row_key]
         .into_iter()
@@ -309,6 +348,48 @@ fn check_encrypt(field: &FieldInfo<'_>, container: &attrs::Container) -> Result<
         ));
     }
     Ok(())
+}
+
+/// Inherent functions listing the fields marked `#[table(sign)]` and `#[table(plain)]` under
+/// their stored names, for the encryption policy's `sign_only` and `plain`; nothing when no
+/// field is marked either way, so that a type without them gains no inherent item.
+fn action_lists(fields: &[FieldInfo<'_>], owner: &Ident, vis: &syn::Visibility) -> TokenStream {
+    let names = |marked: fn(&attrs::Field) -> bool| {
+        fields
+            .iter()
+            .filter(|f| marked(&f.settings))
+            .map(|f| {
+                let name = &f.ser_name;
+                let cfgs = f.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+                quote!(#(#cfgs)* #name)
+            })
+            .collect::<Vec<_>>()
+    };
+    let signed = names(|s| s.sign.is_some());
+    let plain = names(|s| s.plain.is_some());
+    if signed.is_empty() && plain.is_empty() {
+        return TokenStream::new();
+    }
+    let signed_doc = format!(
+        "The properties of [`{owner}`] marked `#[table(sign)]`, under their stored names: \
+         stored as written and covered by client-side encryption's item signature. Give them \
+         to `EncryptionPolicyBuilder::sign_only`."
+    );
+    let plain_doc = format!(
+        "The properties of [`{owner}`] marked `#[table(plain)]`, under their stored names: \
+         stored as written and unsigned. Give them to `EncryptionPolicyBuilder::plain`."
+    );
+    quote! {
+        #[doc = #signed_doc]
+        #vis fn signed_properties() -> &'static [&'static str] {
+            &[#(#signed),*]
+        }
+
+        #[doc = #plain_doc]
+        #vis fn plain_properties() -> &'static [&'static str] {
+            &[#(#plain),*]
+        }
+    }
 }
 
 /// `TableEntity::encrypted_properties`, listing the fields marked `#[table(encrypt)]` under

@@ -13,8 +13,11 @@ mod template;
 ///
 /// The [crate documentation](crate) describes the attributes:
 /// `#[table(partition_key = "...", row_key = "...")]` (required), `#[table(rename_all =
-/// "...")]`, `#[table(crate = "...")]`, and on fields `#[table(property_type = "...")]` and
-/// `#[table(encrypt)]` (a string property client-side encryption stores encrypted).
+/// "...")]`, `#[table(crate = "...")]`, and on fields `#[table(property_type = "...")]`,
+/// `#[table(encrypt)]` (a string property client-side encryption stores encrypted),
+/// `#[table(sign)]` (stored as written, covered by its item signature) and `#[table(plain)]`
+/// (stored as written, unsigned); the last two are listed by the inherent functions
+/// `signed_properties()` and `plain_properties()`.
 /// Field-level `#[serde(...)]` attributes apply as usual; do not also derive serde's traits.
 ///
 /// # Examples

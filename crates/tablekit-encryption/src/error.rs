@@ -36,6 +36,9 @@ pub enum Cause {
     /// The stored content key does not unwrap under the key with its id: another key with
     /// the same id, or altered bytes.
     Unwrap(String),
+    /// The policy signs this property, but the entity stores it outside its signed item:
+    /// added by a writer to the table, or written without the policy.
+    NotSigned,
     /// The encryption metadata lists the property, but a full read of the entity does not
     /// hold it: it was removed from the stored entity.
     Missing,
@@ -81,6 +84,10 @@ impl fmt::Display for Cause {
                 "the entity names key {stored:?}, the resolver returned key {resolved:?}"
             ),
             Cause::Unwrap(why) => write!(f, "the content key does not unwrap: {why}"),
+            Cause::NotSigned => f.write_str(
+                "the policy signs this property, but the entity's item does not cover it (added \
+                 or written without the policy)",
+            ),
             Cause::Missing => f.write_str(
                 "listed in the encryption metadata but absent from the entity: it was removed",
             ),

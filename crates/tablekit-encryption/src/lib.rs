@@ -23,7 +23,7 @@ pub use key::{
 };
 pub use legacy::{LEGACY_METADATA_1, LEGACY_METADATA_2};
 pub use local::{AesKeyWrap, RsaOaepKey};
-pub use policy::{EncryptionPolicy, EncryptionPolicyBuilder, SelectFn};
+pub use policy::{Action, ClassifyFn, EncryptionPolicy, EncryptionPolicyBuilder, SelectFn};
 pub use sign::{Ed25519SigningKey, HmacSigningKey, SigningKey};
 
 /// The property names reserved for encryption metadata: tablekit's and the legacy format's.

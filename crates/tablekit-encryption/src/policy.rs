@@ -17,6 +17,25 @@ use crate::sign::SigningKey;
 /// `(PartitionKey, RowKey, property name) -> bool`.
 pub type SelectFn = dyn Fn(&str, &str, &str) -> bool + Send + Sync;
 
+/// A function that classifies a property per entity: `(PartitionKey, RowKey, property name)
+/// -> Some(action)`, or `None` to leave it to the lists and the default.
+pub type ClassifyFn = dyn Fn(&str, &str, &str) -> Option<Action> + Send + Sync;
+
+/// What a policy does with a property, from least to most protective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Action {
+    /// Stored as written and not covered by the item MAC or signature: a writer to the table
+    /// may change, add or remove it undetected.
+    Plain,
+    /// Stored as written — readable, filterable — and covered by the item MAC and signature:
+    /// changing it, removing it, or adding it where the item does not list it is a decryption
+    /// failure.
+    SignOnly,
+    /// Encrypted (strings only) and covered by the item MAC and signature.
+    EncryptAndSign,
+}
+
 /// What to encrypt and with which keys: the properties (a fixed list, a function of the keys
 /// and the name, or both — a property is encrypted when either selects it), the
 /// key-encryption key for writes, and the resolver that finds keys by id for reads.
@@ -42,6 +61,11 @@ pub struct EncryptionPolicy {
     select: Option<Arc<SelectFn>>,
     /// Properties classified as stored as written.
     plain: BTreeSet<String>,
+    /// Properties stored as written and covered by the item MAC.
+    sign_only: BTreeSet<String>,
+    classify: Option<Arc<ClassifyFn>>,
+    /// The action of a property nothing classifies.
+    default_action: Action,
     /// Whether every string property written must be classified.
     strict: bool,
     /// The key ids under which the legacy format is read; `None`: it is not read.
@@ -67,6 +91,9 @@ pub struct EncryptionPolicyBuilder {
     properties: Vec<String>,
     select: Option<Arc<SelectFn>>,
     plain: Vec<String>,
+    sign_only: Vec<String>,
+    classify: Option<Arc<ClassifyFn>>,
+    default_action: Action,
     strict: bool,
     legacy_key_ids: Option<Vec<String>>,
     signing_key: Option<Arc<dyn SigningKey>>,
@@ -85,6 +112,9 @@ impl EncryptionPolicy {
             properties: Vec::new(),
             select: None,
             plain: Vec::new(),
+            sign_only: Vec::new(),
+            classify: None,
+            default_action: Action::Plain,
             strict: false,
             legacy_key_ids: None,
             signing_key: None,
@@ -111,10 +141,45 @@ impl EncryptionPolicy {
         self.properties.contains(name) || self.select.as_ref().is_some_and(|f| f(pk, rk, name))
     }
 
-    /// Whether the property `name` of the entity with these keys is classified: encrypted
-    /// (listed or picked by the selection function) or listed as plain.
+    /// What the policy does with the property `name` of the entity with these keys: the most
+    /// protective of what its lists and functions say, or its default action when none of them
+    /// classifies it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tablekit_encryption::{Action, AesKeyWrap, EncryptionPolicy};
+    /// let kek = Arc::new(AesKeyWrap::new("hr-2026", &[7u8; 32]).unwrap());
+    /// let policy = EncryptionPolicy::builder(kek)
+    ///     .properties(["Email"])
+    ///     .sign_only(["Salary"])
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(policy.action("Sales", "000223", "Email"), Action::EncryptAndSign);
+    /// assert_eq!(policy.action("Sales", "000223", "Salary"), Action::SignOnly);
+    /// assert_eq!(policy.action("Sales", "000223", "Nickname"), Action::Plain);
+    /// ```
+    pub fn action(&self, pk: &str, rk: &str, name: &str) -> Action {
+        self.classified(pk, rk, name).unwrap_or(self.default_action)
+    }
+
+    /// The action the lists and functions give the property, if any does.
+    fn classified(&self, pk: &str, rk: &str, name: &str) -> Option<Action> {
+        let listed = if self.selects(pk, rk, name) {
+            Some(Action::EncryptAndSign)
+        } else if self.sign_only.contains(name) {
+            Some(Action::SignOnly)
+        } else if self.plain.contains(name) {
+            Some(Action::Plain)
+        } else {
+            None
+        };
+        let by_function = self.classify.as_ref().and_then(|f| f(pk, rk, name));
+        listed.max(by_function)
+    }
+
+    /// Whether a list or a function classifies the property (the default does not count).
     pub(crate) fn classifies(&self, pk: &str, rk: &str, name: &str) -> bool {
-        self.plain.contains(name) || self.selects(pk, rk, name)
+        self.classified(pk, rk, name).is_some()
     }
 
     /// Whether the policy requires every string property written to be classified.
@@ -127,10 +192,17 @@ impl EncryptionPolicy {
         self.properties.iter().map(String::as_str)
     }
 
-    /// Every property this policy protects, when it can name them all: the listed ones.
-    /// `None` when a selection function may protect others.
+    /// Every property this policy protects, when it can name them all: those listed as
+    /// encrypted or signed only. `None` when a function, or a default action that signs, may
+    /// protect others.
     pub(crate) fn protected_by_name(&self) -> Option<impl Iterator<Item = &str>> {
-        self.select.is_none().then(|| self.properties())
+        let by_name = self.select.is_none()
+            && self.classify.is_none()
+            && self.default_action == Action::Plain;
+        by_name.then(|| {
+            self.properties()
+                .chain(self.sign_only.iter().map(String::as_str))
+        })
     }
 
     /// Whether stored entities may name the key id `kid`.
@@ -240,9 +312,10 @@ impl EncryptionPolicyBuilder {
     pub fn properties<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: AsRef<str>,
     {
-        self.properties.extend(names.into_iter().map(Into::into));
+        self.properties
+            .extend(names.into_iter().map(|s| s.as_ref().to_owned()));
         self
     }
 
@@ -263,22 +336,63 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Stores these properties as written and covers them with the item MAC and signature
+    /// ([`Action::SignOnly`]), added to any listed before: they stay readable and filterable,
+    /// and a writer to the table who changes one, removes it, or adds one the item does not
+    /// list makes the entity a decryption failure. Any EDM type can be signed.
+    #[must_use]
+    pub fn sign_only<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.sign_only
+            .extend(names.into_iter().map(|s| s.as_ref().to_owned()));
+        self
+    }
+
+    /// Classifies properties per entity with `classify(PartitionKey, RowKey, name)`: `Some`
+    /// action, or `None` to leave the property to the lists and the default. Where a list
+    /// and the function disagree, the more protective action wins.
+    #[must_use]
+    pub fn classify_with(
+        mut self,
+        classify: impl Fn(&str, &str, &str) -> Option<Action> + Send + Sync + 'static,
+    ) -> Self {
+        self.classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// The action of a property nothing classifies: [`Action::Plain`] (the default) or
+    /// [`Action::SignOnly`], to sign every property not listed otherwise — then a writer to
+    /// the table can change nothing undetected but the properties listed as
+    /// [`plain`](Self::plain). A policy that signs by default cannot name every property it
+    /// protects, so projections through its encrypting table are refused (the table does not
+    /// tell a projection from a full read).
+    #[must_use]
+    pub fn default_action(mut self, action: Action) -> Self {
+        self.default_action = action;
+        self
+    }
+
     /// Stores these properties as written (added to any listed before): neither encrypted
-    /// nor covered by the item MAC. Listing them classifies them for
-    /// [`strict`](Self::strict); outside strict mode, a property no list names is stored as
-    /// written anyway.
+    /// nor covered by the item MAC ([`Action::Plain`]). Listing them classifies them for
+    /// [`strict`](Self::strict), and exempts them from a signing
+    /// [`default_action`](Self::default_action).
     #[must_use]
     pub fn plain<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: AsRef<str>,
     {
-        self.plain.extend(names.into_iter().map(Into::into));
+        self.plain
+            .extend(names.into_iter().map(|s| s.as_ref().to_owned()));
         self
     }
 
     /// Requires every `Edm.String` property of an entity written to be classified: listed
-    /// (encrypted, or [`plain`](Self::plain)) or picked by the selection function. An
+    /// (encrypted, [`sign_only`](Self::sign_only) or [`plain`](Self::plain)) or classified by
+    /// a function — the [`default_action`](Self::default_action) does not count. An
     /// unclassified one is refused ([`Error::Encode`] naming it) before the key is called, so
     /// that a name misspelled in the policy is an error, not a value stored in the clear.
     /// Applies to writes (and to the checks a bulk write makes before sending anything);
@@ -311,9 +425,10 @@ impl EncryptionPolicyBuilder {
     pub fn allow_key_ids<I, S>(mut self, ids: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: AsRef<str>,
     {
-        self.allowed_ids.extend(ids.into_iter().map(Into::into));
+        self.allowed_ids
+            .extend(ids.into_iter().map(|s| s.as_ref().to_owned()));
         self
     }
 
@@ -342,11 +457,11 @@ impl EncryptionPolicyBuilder {
     pub fn read_legacy_format<I, S>(mut self, key_ids: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: AsRef<str>,
     {
         self.legacy_key_ids
             .get_or_insert_with(Vec::new)
-            .extend(key_ids.into_iter().map(Into::into));
+            .extend(key_ids.into_iter().map(|s| s.as_ref().to_owned()));
         self
     }
 
@@ -402,9 +517,10 @@ impl EncryptionPolicyBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidName`] for a listed name that cannot name a property or is reserved
-    /// for encryption metadata; [`Error::InvalidConfig`] when a name is listed both as
-    /// encrypted and as plain, when nothing is selected (no name and
-    /// no selection function), the key's id is empty or contains control characters,
+    /// for encryption metadata; [`Error::InvalidConfig`] when a name is in two of the lists
+    /// (encrypted, signed only, plain), the default action is to encrypt, nothing is
+    /// protected (no name, no function, a plain default), the key's id is empty or contains
+    /// control characters,
     /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one,
     /// two signing keys share an id but not an algorithm, the policy both requires
     /// signatures and reads the legacy format, the bound table name is empty, longer than
@@ -478,20 +594,47 @@ impl EncryptionPolicyBuilder {
                     .into(),
             });
         }
-        for name in self.properties.iter().chain(&self.plain) {
+        for name in self
+            .properties
+            .iter()
+            .chain(&self.plain)
+            .chain(&self.sign_only)
+        {
             validate_property_name(name)?;
             check_not_reserved(name)?;
         }
-        if let Some(name) = self.plain.iter().find(|n| self.properties.contains(n)) {
+        let lists = [
+            ("encrypted", &self.properties),
+            ("signed only", &self.sign_only),
+            ("plain", &self.plain),
+        ];
+        for (i, (first, names)) in lists.iter().enumerate() {
+            for (second, others) in &lists[i + 1..] {
+                if let Some(name) = names.iter().find(|n| others.contains(n)) {
+                    return Err(Error::InvalidConfig {
+                        part: "encryption policy".into(),
+                        reason: format!("`{name}` is listed both as {first} and as {second}"),
+                    });
+                }
+            }
+        }
+        if self.default_action == Action::EncryptAndSign {
             return Err(Error::InvalidConfig {
                 part: "encryption policy".into(),
-                reason: format!("`{name}` is listed both as encrypted and as plain"),
+                reason: "the default action can be Plain or SignOnly: only strings can be \
+                         encrypted, so list them"
+                    .into(),
             });
         }
-        if self.properties.is_empty() && self.select.is_none() {
+        if self.properties.is_empty()
+            && self.sign_only.is_empty()
+            && self.select.is_none()
+            && self.classify.is_none()
+            && self.default_action == Action::Plain
+        {
             return Err(Error::InvalidConfig {
                 part: "encryption policy".into(),
-                reason: "selects no property: list names or give a selection function".into(),
+                reason: "protects no property: list names or give a selection function".into(),
             });
         }
         Ok(EncryptionPolicy {
@@ -500,6 +643,9 @@ impl EncryptionPolicyBuilder {
             properties: self.properties.into_iter().collect(),
             select: self.select,
             plain: self.plain.into_iter().collect(),
+            sign_only: self.sign_only.into_iter().collect(),
+            classify: self.classify,
+            default_action: self.default_action,
             strict: self.strict,
             legacy_key_ids: self.legacy_key_ids.map(|ids| ids.into_iter().collect()),
             signing_key: self.signing_key,
@@ -530,7 +676,10 @@ impl fmt::Debug for EncryptionPolicy {
             .field("wrap_algorithm", &self.kek.algorithm())
             .field("properties", &self.properties)
             .field("select_with", &self.select.is_some())
+            .field("sign_only", &self.sign_only)
             .field("plain", &self.plain)
+            .field("classify_with", &self.classify.is_some())
+            .field("default_action", &self.default_action)
             .field("strict", &self.strict)
             .field("resolver", &self.resolver.is_some())
             .field("legacy_key_ids", &self.legacy_key_ids)

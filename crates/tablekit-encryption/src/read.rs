@@ -15,7 +15,7 @@ use crate::format::v3::{self, ItemKeys, Kind};
 use crate::format::{METADATA_PROPERTY, MetadataError, Stored};
 use crate::key::{ContentKey, KeyEncryptionKey, UnwrapError, WrappedKey, is_key_id};
 use crate::legacy::{self, LEGACY_METADATA_1, LegacyError};
-use crate::policy::EncryptionPolicy;
+use crate::policy::{Action, EncryptionPolicy};
 
 /// The entity being read, for error reports.
 pub(crate) struct Reading<'a> {
@@ -53,6 +53,25 @@ pub(crate) enum Shape {
     Full,
     /// A projection: a listed property may be left out.
     Projection,
+}
+
+/// What an entity read protected: the properties it decrypted, and those its item covers
+/// (every encrypted one among them).
+#[derive(Debug, Default)]
+struct Protected {
+    encrypted: BTreeSet<String>,
+    signed: BTreeSet<String>,
+}
+
+impl Protected {
+    /// Encrypted properties authenticated one by one, where nothing else is signed (formats
+    /// 1 and 2, and the legacy format).
+    fn encrypted(names: BTreeSet<String>) -> Self {
+        Self {
+            signed: names.clone(),
+            encrypted: names,
+        }
+    }
 }
 
 /// Why a content key could not be had.
@@ -158,6 +177,7 @@ impl EncryptionPolicy {
                     };
                 // A property the policy encrypts that the (unauthenticated) list leaves out
                 // is a legacy failure like any other: no error may tell what a list held.
+                let decrypted = Protected::encrypted(decrypted);
                 if self
                     .first_unprotected(keys, &properties, &decrypted)
                     .is_some()
@@ -166,25 +186,33 @@ impl EncryptionPolicy {
                 }
                 decrypted
             }
-            (None, None) => BTreeSet::new(),
+            (None, None) => Protected::default(),
         };
-        if let Some(name) = self.first_unprotected(keys, &properties, &decrypted) {
-            return Err(reading.fail(name, Cause::NotEncrypted));
+        if let Some((name, cause)) = self.first_unprotected(keys, &properties, &decrypted) {
+            return Err(reading.fail(name, cause));
         }
         Ok(properties)
     }
 
-    /// The first property of `properties` this policy encrypts that is not among `encrypted`.
+    /// The first property of `properties` this policy protects more than the entity did: one
+    /// it encrypts that was not decrypted, or one it signs that the item does not cover.
     fn first_unprotected<'p>(
         &self,
         keys: &Keys,
         properties: &'p Properties,
-        encrypted: &BTreeSet<String>,
-    ) -> Option<&'p str> {
+        protected: &Protected,
+    ) -> Option<(&'p str, Cause)> {
         properties
             .iter()
-            .map(|(name, _)| name)
-            .find(|name| !encrypted.contains(*name) && self.selects(keys.pk(), keys.rk(), name))
+            .find_map(|(name, _)| match self.action(keys.pk(), keys.rk(), name) {
+                Action::EncryptAndSign if !protected.encrypted.contains(name) => {
+                    Some((name, Cause::NotEncrypted))
+                }
+                Action::SignOnly if !protected.signed.contains(name) => {
+                    Some((name, Cause::NotSigned))
+                }
+                _ => None,
+            })
     }
 
     async fn decrypt_own(
@@ -192,7 +220,7 @@ impl EncryptionPolicy {
         reading: &Reading<'_>,
         metadata: EdmValue,
         properties: &mut Properties,
-    ) -> Result<BTreeSet<String>> {
+    ) -> Result<Protected> {
         let malformed = |why: String| reading.fail(METADATA_PROPERTY, Cause::Malformed(why));
         let EdmValue::String(text) = metadata else {
             return Err(malformed(format!(
@@ -218,7 +246,7 @@ impl EncryptionPolicy {
         reading: &Reading<'_>,
         metadata: v3::Metadata,
         properties: &mut Properties,
-    ) -> Result<BTreeSet<String>> {
+    ) -> Result<Protected> {
         // Whether a name is bound is stored; which one is not: a wrong one fails the ciphertexts
         // and the item MAC, which cover it.
         match (metadata.table_bound, &self.table_binding) {
@@ -331,12 +359,18 @@ impl EncryptionPolicy {
                 }
             }
         }
-        let mut encrypted = BTreeSet::new();
+        let mut protected = Protected::default();
         for (name, text) in plaintexts {
             properties.insert(name.clone(), text);
-            encrypted.insert(name);
+            protected.encrypted.insert(name);
         }
-        Ok(encrypted)
+        protected.signed = metadata
+            .entries
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|name| properties.contains(name))
+            .collect();
+        Ok(protected)
     }
 
     /// Checks that a trusted key signed the item as stored.
@@ -407,7 +441,7 @@ impl EncryptionPolicy {
         reading: &Reading<'_>,
         metadata: v2::Metadata,
         properties: &mut Properties,
-    ) -> Result<BTreeSet<String>> {
+    ) -> Result<Protected> {
         let listed: BTreeSet<String> = metadata.props.iter().cloned().collect();
         if listed.len() != metadata.props.len() {
             return Err(reading.fail(
@@ -481,7 +515,7 @@ impl EncryptionPolicy {
                 String::from_utf8(plaintext).map_err(|_| reading.fail(name, Cause::NotUtf8))?;
             properties.insert(name.clone(), text);
         }
-        Ok(listed)
+        Ok(Protected::encrypted(listed))
     }
 
     /// Finds the key named `kid` (the policy's own key first, then the resolver) and unwraps

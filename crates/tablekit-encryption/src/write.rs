@@ -12,36 +12,45 @@ use crate::format::v3::{
 };
 use crate::format::{METADATA_PROPERTY, OVERHEAD};
 use crate::key::{ContentKey, WrappedKey};
-use crate::policy::{EncryptionPolicy, check_not_reserved};
+use crate::policy::{Action, EncryptionPolicy, check_not_reserved};
 
 impl EncryptionPolicy {
-    /// The names of the properties of `properties` this policy encrypts, in order, after every
-    /// check [`encrypt`](Self::encrypt) makes before it calls the key: reserved names,
-    /// selected properties that are not strings, the property count and each encrypted
-    /// value's size.
-    fn to_encrypt(&self, keys: &Keys, properties: &Properties) -> Result<Vec<String>> {
+    /// The properties of `properties` this policy protects — encrypts, or signs only — in
+    /// order, after every check [`encrypt`](Self::encrypt) makes before it calls the key:
+    /// reserved names, properties to encrypt that are not strings, unclassified strings in
+    /// strict mode, the property count and each encrypted value's size.
+    fn to_protect(&self, keys: &Keys, properties: &Properties) -> Result<Vec<Entry>> {
         let (pk, rk) = (keys.pk(), keys.rk());
-        let mut selected = Vec::new();
+        let mut entries = Vec::new();
         for (name, value) in properties.iter() {
             check_not_reserved(name)?;
-            if self.selects(pk, rk, name) {
-                match value {
-                    EdmValue::String(_) => selected.push(name.to_owned()),
+            let kind = match self.action(pk, rk, name) {
+                Action::EncryptAndSign => match value {
+                    EdmValue::String(_) => Kind::Encrypted,
                     other => return Err(not_a_string(name, other.edm_type())),
-                }
-            } else if self.is_strict()
-                && matches!(value, EdmValue::String(_))
-                && !self.classifies(pk, rk, name)
-            {
+                },
+                Action::SignOnly => Kind::SignOnly,
+                Action::Plain => continue,
+            };
+            entries.push(Entry {
+                kind,
+                name: name.to_owned(),
+            });
+        }
+        if self.is_strict() {
+            let unclassified = properties.iter().find(|(name, value)| {
+                matches!(value, EdmValue::String(_)) && !self.classifies(pk, rk, name)
+            });
+            if let Some((name, _)) = unclassified {
                 return Err(Error::encode(
                     name,
                     "the strict encryption policy does not classify this string property \
-                     (encrypted or plain): a name misspelled in the policy?",
+                     (encrypted, signed only or plain): a name misspelled in the policy?",
                 ));
             }
         }
-        if selected.is_empty() {
-            return Ok(selected);
+        if entries.is_empty() {
+            return Ok(entries);
         }
         if properties.len() + 1 > MAX_USER_PROPERTIES {
             return Err(Error::LimitExceeded {
@@ -49,18 +58,18 @@ impl EncryptionPolicy {
                 actual: properties.len() + 1,
             });
         }
-        for name in &selected {
-            let stored = properties.get_str(name).map_or(0, str::len) + OVERHEAD;
+        for entry in entries.iter().filter(|e| e.kind == Kind::Encrypted) {
+            let stored = properties.get_str(&entry.name).map_or(0, str::len) + OVERHEAD;
             if stored > MAX_PROPERTY_BYTES {
                 return Err(Error::LimitExceeded {
                     limit: Limit::PropertyBytes {
-                        property: name.clone(),
+                        property: entry.name.clone(),
                     },
                     actual: stored,
                 });
             }
         }
-        Ok(selected)
+        Ok(entries)
     }
 
     /// Whether [`encrypt`](Self::encrypt) will accept `properties` for the entity `keys`
@@ -73,17 +82,20 @@ impl EncryptionPolicy {
     /// number, date, Boolean or Guid, an encrypted value's UTF-8 length + 16, and metadata
     /// sized for a wrapped key of 4 KiB (RSA-8192 wraps to 1 KiB).
     pub(crate) fn check_encrypt(&self, keys: &Keys, properties: &Properties) -> Result<bool> {
-        let selected = self.to_encrypt(keys, properties)?;
-        if selected.is_empty() {
+        let entries = self.to_protect(keys, properties)?;
+        if entries.is_empty() {
             return Ok(true);
         }
+        let encrypted = |name: &str| {
+            entries
+                .iter()
+                .any(|e| e.kind == Kind::Encrypted && e.name == name)
+        };
         let mut bound = 4 + 2 * (keys.pk().len() + keys.rk().len());
         for (name, value) in properties.iter() {
             bound += 8 + 2 * name.len();
             bound += match value {
-                EdmValue::String(text) if selected.iter().any(|s| s == name) => {
-                    4 + text.len() + OVERHEAD
-                }
+                EdmValue::String(text) if encrypted(name) => 4 + text.len() + OVERHEAD,
                 EdmValue::String(text) => 4 + 2 * text.len(),
                 EdmValue::Binary(bytes) => 4 + bytes.len(),
                 _ => 16,
@@ -95,13 +107,7 @@ impl EncryptionPolicy {
             wrapped: Vec::new(),
             salt: [0; SALT_LEN],
             table_bound: self.table_binding.is_some(),
-            entries: selected
-                .into_iter()
-                .map(|name| Entry {
-                    kind: Kind::Encrypted,
-                    name,
-                })
-                .collect(),
+            entries,
             signer: self.signer(),
             mac: Vec::new(),
             signature: Vec::new(),
@@ -155,8 +161,8 @@ impl EncryptionPolicy {
         keys: &Keys,
         properties: Properties,
     ) -> Result<Properties> {
-        let selected = self.to_encrypt(keys, &properties)?;
-        if selected.is_empty() {
+        let entries = self.to_protect(keys, &properties)?;
+        if entries.is_empty() {
             return Ok(properties);
         }
         if self.signing_key.is_none() && !self.signers.is_empty() {
@@ -171,7 +177,7 @@ impl EncryptionPolicy {
         let wrapped = self.kek.wrap(&content_key).await?;
         let mut salt = [0u8; SALT_LEN];
         OsRng.fill_bytes(&mut salt);
-        let sealed = self.seal_item(keys, properties, &selected, &content_key, &wrapped, salt);
+        let sealed = self.seal_item(keys, properties, entries, &content_key, &wrapped, salt);
         self.finish(sealed).await
     }
 
@@ -183,14 +189,15 @@ impl EncryptionPolicy {
         })
     }
 
-    /// The stored form of `properties`, `selected` encrypted under the keys derived from
-    /// `content_key` and `salt`, with its metadata (MAC included, signature not yet) and the
-    /// item message: the same bytes for the same inputs, which the known-answer test checks.
+    /// The stored form of `properties`, the encrypted `entries` encrypted under the keys
+    /// derived from `content_key` and `salt`, with its metadata (MAC included, signature not
+    /// yet) and the item message: the same bytes for the same inputs, which the known-answer
+    /// test checks.
     pub(crate) fn seal_item(
         &self,
         keys: &Keys,
         properties: Properties,
-        selected: &[String],
+        entries: Vec<Entry>,
         content_key: &ContentKey,
         wrapped: &WrappedKey,
         salt: [u8; SALT_LEN],
@@ -200,7 +207,10 @@ impl EncryptionPolicy {
         let item = ItemKeys::derive(content_key, &salt);
         let mut out = Properties::new();
         for (name, value) in properties {
-            let value = match (value, selected.iter().position(|s| *s == name)) {
+            let encrypted = entries
+                .iter()
+                .position(|e| e.kind == Kind::Encrypted && e.name == name);
+            let value = match (value, encrypted) {
                 (EdmValue::String(text), Some(index)) => EdmValue::Binary(item.seal(
                     text.into_bytes(),
                     index,
@@ -216,13 +226,7 @@ impl EncryptionPolicy {
             wrapped: wrapped.bytes().to_vec(),
             salt,
             table_bound: self.table_binding.is_some(),
-            entries: selected
-                .iter()
-                .map(|name| Entry {
-                    kind: Kind::Encrypted,
-                    name: name.clone(),
-                })
-                .collect(),
+            entries,
             signer: self.signer(),
             mac: Vec::new(),
             signature: Vec::new(),
