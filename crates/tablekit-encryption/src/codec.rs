@@ -21,7 +21,8 @@ impl EncryptionPolicy {
     /// sent.
     ///
     /// Requests: every operation of the handle sends exactly the requests it sends without
-    /// encryption; the key-encryption key is called once per entity written or read (local
+    /// encryption; the key-encryption key is called once per entity written or read, less
+    /// with data-key reuse and a key cache (local
     /// keys send nothing).
     ///
     /// # Examples

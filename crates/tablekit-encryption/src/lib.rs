@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+mod cache;
 mod codec;
 mod error;
 mod format;
@@ -12,6 +13,7 @@ mod read;
 mod sign;
 mod write;
 
+pub use cache::{DataKeyReuse, KeyCache, MAX_DATA_KEY_USES};
 pub use error::{Cause, DecryptionFailure};
 pub use format::{
     ALGORITHM_SUITE, CONTENT_ALGORITHM, FORMAT_VERSION, METADATA_PROPERTY, NONCE_LEN, OVERHEAD,

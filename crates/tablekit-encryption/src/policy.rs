@@ -10,6 +10,7 @@ use tablekit_core::limits::validate_property_name;
 use tablekit_core::{Error, NameKind, OperationKind, Result, TableEntity};
 
 use crate::RESERVED_PROPERTIES;
+use crate::cache::{DataKeyReuse, KeyCache};
 use crate::key::{KeyEncryptionKey, KeyResolver, check_key_id};
 use crate::sign::SigningKey;
 
@@ -82,6 +83,10 @@ pub struct EncryptionPolicy {
     allowed_ids: BTreeSet<String>,
     /// Prefixes of further key ids stored entities may name.
     allowed_prefixes: Vec<String>,
+    /// Unwrapped content keys, for reads.
+    pub(crate) key_cache: Option<KeyCache>,
+    /// The content key reused across writes.
+    pub(crate) data_keys: Option<DataKeyReuse>,
 }
 
 /// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
@@ -101,6 +106,8 @@ pub struct EncryptionPolicyBuilder {
     table_binding: Option<String>,
     allowed_ids: Vec<String>,
     allowed_prefixes: Vec<String>,
+    key_cache: Option<KeyCache>,
+    data_keys: Option<DataKeyReuse>,
 }
 
 impl EncryptionPolicy {
@@ -122,6 +129,8 @@ impl EncryptionPolicy {
             table_binding: None,
             allowed_ids: Vec::new(),
             allowed_prefixes: Vec::new(),
+            key_cache: None,
+            data_keys: None,
         }
     }
 
@@ -513,6 +522,28 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Caches the content keys reads unwrap ([`KeyCache`]): an entity whose wrapped key was
+    /// unwrapped before (the same entity read again, or entities written with
+    /// [`reuse_data_keys`](Self::reuse_data_keys)) costs no key call. Without it, every entity
+    /// read calls the key-encryption key once.
+    #[must_use]
+    pub fn cache_content_keys(mut self, cache: KeyCache) -> Self {
+        self.key_cache = Some(cache);
+        self
+    }
+
+    /// Reuses one content key across the entities written ([`DataKeyReuse`]), for bulk
+    /// loads: one `wrap` call per `max_uses` entities (or per `max_age`) instead of one per
+    /// entity. Each entity keeps keys of its own, derived with a fresh salt; see
+    /// [`DataKeyReuse`] for what the reuse gives away. With
+    /// [`cache_content_keys`](Self::cache_content_keys) too, the keys it wraps are cached for
+    /// reads.
+    #[must_use]
+    pub fn reuse_data_keys(mut self, reuse: DataKeyReuse) -> Self {
+        self.data_keys = Some(reuse);
+        self
+    }
+
     /// The policy.
     ///
     /// # Errors
@@ -524,8 +555,9 @@ impl EncryptionPolicyBuilder {
     /// [`read_legacy_format`](Self::read_legacy_format) names no key id or an invalid one,
     /// two signing keys share an id but not an algorithm, the policy both requires
     /// signatures and reads the legacy format, the bound table name is empty, longer than
-    /// 1 KiB or holds control characters, an allowed key id is invalid or a prefix empty, or
-    /// the resolver does not list its key ids and none are allowed.
+    /// 1 KiB or holds control characters, an allowed key id is invalid or a prefix empty, the
+    /// resolver does not list its key ids and none are allowed, or a key cache or data-key
+    /// reuse has a zero bound (or a reuse above [`MAX_DATA_KEY_USES`](crate::MAX_DATA_KEY_USES)).
     pub fn build(self) -> Result<EncryptionPolicy> {
         check_key_id(self.kek.id())?;
         if let Some(ids) = &self.legacy_key_ids {
@@ -536,6 +568,12 @@ impl EncryptionPolicyBuilder {
                 });
             }
             ids.iter().try_for_each(|id| check_key_id(id))?;
+        }
+        if let Some(cache) = &self.key_cache {
+            cache.check()?;
+        }
+        if let Some(reuse) = &self.data_keys {
+            reuse.check()?;
         }
         let mut allowed_ids: BTreeSet<String> = BTreeSet::new();
         allowed_ids.insert(self.kek.id().to_owned());
@@ -653,6 +691,8 @@ impl EncryptionPolicyBuilder {
             table_binding: self.table_binding,
             allowed_ids,
             allowed_prefixes: self.allowed_prefixes,
+            key_cache: self.key_cache,
+            data_keys: self.data_keys,
         })
     }
 }
@@ -688,6 +728,8 @@ impl fmt::Debug for EncryptionPolicy {
             .field("table_binding", &self.table_binding)
             .field("allowed_ids", &self.allowed_ids)
             .field("allowed_prefixes", &self.allowed_prefixes)
+            .field("key_cache", &self.key_cache)
+            .field("data_keys", &self.data_keys)
             .finish()
     }
 }

@@ -524,7 +524,7 @@ impl EncryptionPolicy {
         &self,
         kid: &str,
         wrapped: &WrappedKey,
-    ) -> std::result::Result<ContentKey, KeyFailure> {
+    ) -> std::result::Result<Arc<ContentKey>, KeyFailure> {
         // Nothing from the stored entity reaches the resolver or a key unchecked: the id must
         // be one the policy allows, the wrapped key bounded, its algorithm the key's own.
         if !is_key_id(kid) {
@@ -542,6 +542,22 @@ impl EncryptionPolicy {
                 "the wrapped key is not 1 to {MAX_WRAPPED_KEY} bytes"
             ))));
         }
+        match &self.key_cache {
+            Some(cache) => {
+                cache
+                    .get_or_unwrap(kid, wrapped, || self.resolve_and_unwrap(kid, wrapped))
+                    .await
+            }
+            None => self.resolve_and_unwrap(kid, wrapped).await.map(Arc::new),
+        }
+    }
+
+    /// Finds the key named `kid` (already allowed), pins the algorithm, unwraps.
+    async fn resolve_and_unwrap(
+        &self,
+        kid: &str,
+        wrapped: &WrappedKey,
+    ) -> std::result::Result<ContentKey, KeyFailure> {
         let key: Arc<dyn KeyEncryptionKey> = if kid == self.kek.id() {
             Arc::clone(&self.kek)
         } else {

@@ -1,5 +1,7 @@
 //! Encrypting an entity's properties for a write, in tablekit's format version 3.
 
+use std::sync::Arc;
+
 use aes_gcm::aead::OsRng;
 use aes_gcm::aead::rand_core::RngCore;
 use tablekit_core::edm::{EdmValue, Properties, to_entity_json};
@@ -173,12 +175,30 @@ impl EncryptionPolicy {
                     .into(),
             });
         }
-        let content_key = ContentKey::generate();
-        let wrapped = self.kek.wrap(&content_key).await?;
+        let (content_key, wrapped) = self.data_key().await?;
         let mut salt = [0u8; SALT_LEN];
         OsRng.fill_bytes(&mut salt);
         let sealed = self.seal_item(keys, properties, entries, &content_key, &wrapped, salt);
         self.finish(sealed).await
+    }
+
+    /// The content key of the next entity written, and its wrapped form: a fresh one, or the
+    /// one [`DataKeyReuse`](crate::DataKeyReuse) keeps (cached for reads when the policy has
+    /// a key cache).
+    async fn data_key(&self) -> Result<(Arc<ContentKey>, WrappedKey)> {
+        let Some(reuse) = &self.data_keys else {
+            let key = ContentKey::generate();
+            let wrapped = self.kek.wrap(&key).await?;
+            return Ok((Arc::new(key), wrapped));
+        };
+        let kid = self.kek.id();
+        let (key, wrapped, new) = reuse
+            .next(kid, |key| async move { self.kek.wrap(&key).await })
+            .await?;
+        if let (true, Some(cache)) = (new, &self.key_cache) {
+            cache.insert(kid, &wrapped, Arc::clone(&key));
+        }
+        Ok((key, wrapped))
     }
 
     /// The signer fields of what this policy writes.
