@@ -599,3 +599,98 @@ fn key_failure(reading: &Reading<'_>, failure: KeyFailure) -> Error {
         KeyFailure::Service(error) => error,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tablekit_core::Keys;
+    use tablekit_core::edm::{EdmValue, Properties};
+
+    use crate::format::v3::{self, ItemKeys, Kind};
+    use crate::format::{METADATA_PROPERTY, Stored};
+    use crate::key::{KeyEncryptionKey, WrappedKey};
+    use crate::local::AesKeyWrap;
+    use crate::policy::EncryptionPolicy;
+    use crate::sign::Ed25519SigningKey;
+
+    /// What a holder of the key-encryption key can do without the signing key: unwrap the
+    /// content key, change the item — a ciphertext re-encrypted, a signed value — and compute
+    /// its MAC again. A policy without a signing key accepts that; the signature, which covers
+    /// the same message, does not.
+    #[tokio::test]
+    async fn the_signature_covers_what_a_holder_of_the_key_encryption_key_can_recompute() {
+        let kek = Arc::new(AesKeyWrap::new("k1", &[1; 32]).unwrap());
+        let builder = || {
+            EncryptionPolicy::builder(kek.clone())
+                .properties(["Email"])
+                .sign_only(["Age"])
+        };
+        let signer = Arc::new(Ed25519SigningKey::from_seed("s1", &[2; 32]).unwrap());
+        let signing = builder().signing_key(signer).build().unwrap();
+        let unsigned = builder().build().unwrap();
+        let keys = Keys::new("Sales", "000223").unwrap();
+        let original = signing
+            .encrypt(
+                &keys,
+                Properties::new()
+                    .with("Email", "jun@contoso.example")
+                    .with("Age", 47i64),
+            )
+            .await
+            .unwrap();
+
+        type Change = fn(&mut Properties, &ItemKeys, &v3::Metadata, &Keys);
+        let changes: [(&str, Change); 2] = [
+            (
+                "a ciphertext re-encrypted",
+                |stored, item, metadata, keys| {
+                    let index = metadata
+                        .entries
+                        .iter()
+                        .position(|e| e.kind == Kind::Encrypted && e.name == "Email")
+                        .unwrap();
+                    let ad = v3::property_ad("", keys.pk(), keys.rk(), "Email");
+                    let forged = item.seal(b"attacker@evil.example".to_vec(), index, &ad);
+                    stored.insert("Email", EdmValue::Binary(forged));
+                },
+            ),
+            ("a signed value changed", |stored, _, _, _| {
+                stored.insert("Age", 18i64);
+            }),
+        ];
+        for (what, change) in changes {
+            let mut stored = original.clone();
+            let Some(Stored::V3(mut metadata)) = stored
+                .get_str(METADATA_PROPERTY)
+                .map(|t| Stored::decode(t).unwrap())
+            else {
+                panic!("format 3");
+            };
+            let wrapped = WrappedKey::new(metadata.wrap_alg.clone(), metadata.wrapped.clone());
+            let content_key = kek.unwrap(&wrapped).await.unwrap();
+            let item = ItemKeys::derive(&content_key, &metadata.salt);
+            change(&mut stored, &item, &metadata, &keys);
+            let values: Vec<&EdmValue> = metadata
+                .entries
+                .iter()
+                .map(|e| stored.get(&e.name).unwrap())
+                .collect();
+            metadata.mac = item.mac(&metadata.message("", keys.pk(), keys.rk(), &values));
+            stored.insert(METADATA_PROPERTY, metadata.encode());
+
+            // A policy that trusts no signer checks the MAC alone, which the key holder
+            // recomputed …
+            assert!(
+                unsigned.decrypt("T", &keys, stored.clone()).await.is_ok(),
+                "{what}: the MAC alone is the key holder's to recompute"
+            );
+            // … and the signature stops it.
+            let error = signing.decrypt("T", &keys, stored).await.unwrap_err();
+            assert!(
+                error.to_string().contains("does not verify"),
+                "{what}: {error}"
+            );
+        }
+    }
+}

@@ -105,6 +105,25 @@ async fn entities_written_in_format_version_2_stay_readable() {
 }
 
 #[tokio::test]
+async fn the_known_answer_vectors_of_format_3_read_back() {
+    let (_, _, _, plain) = format_v1();
+    for (file, keys, stored, policy) in common::format_v3_fixtures() {
+        assert!(
+            stored
+                .get_str(METADATA_PROPERTY)
+                .unwrap()
+                .starts_with("3;fixture-kek;A256KW;"),
+            "{file}"
+        );
+        assert_eq!(
+            policy.decrypt(TABLE, &keys, stored).await.unwrap(),
+            plain,
+            "{file}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn two_writes_of_one_entity_never_store_the_same_bytes() {
     let policy = policy(aes("k1", 1));
     let a = policy.encrypt(&keys(), employee()).await.unwrap();

@@ -65,6 +65,45 @@ pub fn format_fixture(version: u32) -> (Keys, Properties, EncryptionPolicy, Prop
     (stored.keys, stored.value, policy, plain)
 }
 
+/// The known-answer vectors of format 3, as the service stores them, with the policies that
+/// read them (the unit test `format_3_is_produced_byte_for_byte_from_a_fixed_content_key_and_salt`
+/// produces the same bytes from a fixed content key and salt): `format-v3.json` (encrypted
+/// and sign-only properties) and `format-v3-signed.json` (also bound to the logical table
+/// `fixture-table` and signed by the Ed25519 key `fixture-signer`, seed 32 bytes of 8).
+pub fn format_v3_fixtures() -> Vec<(&'static str, Keys, Properties, EncryptionPolicy)> {
+    let read = |file: &str| {
+        let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+        let json = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        tablekit_core::edm::parse_entity::<Properties>(&json, Some("*")).unwrap()
+    };
+    let builder = || {
+        EncryptionPolicy::builder(aes("fixture-kek", 7))
+            .properties(["Email", "Notes", "Empty"])
+            .sign_only(["Age"])
+    };
+    let signer = tablekit_encryption::Ed25519SigningKey::from_seed("fixture-signer", &[8; 32]);
+    let basic = read("format-v3.json");
+    let signed = read("format-v3-signed.json");
+    vec![
+        (
+            "format-v3.json",
+            basic.keys,
+            basic.value,
+            builder().build().unwrap(),
+        ),
+        (
+            "format-v3-signed.json",
+            signed.keys,
+            signed.value,
+            builder()
+                .bind_table("fixture-table")
+                .signing_key(Arc::new(signer.unwrap()))
+                .build()
+                .unwrap(),
+        ),
+    ]
+}
+
 /// [`format_fixture`] of version 1.
 pub fn format_v1() -> (Keys, Properties, EncryptionPolicy, Properties) {
     format_fixture(1)
