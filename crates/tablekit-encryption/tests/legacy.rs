@@ -5,7 +5,10 @@
 //! through an encrypting table; altered copies of them are decryption failures naming the
 //! entity.
 //!
-//! Skipped, with a message, only when no `python3` is installed.
+//! The interpreter is `TABLEKIT_PYTHON` when set, else `python3`; the test installs the rest
+//! (the virtual environment and the pinned package, with pip). Without the interpreter the
+//! tests are skipped, with a message, only outside CI: when the `CI` variable is set (to
+//! anything but `false` or `0`, as CI services set it) a missing interpreter fails them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,21 +43,46 @@ fn run(command: &mut Command) {
     assert!(status.success(), "{command:?} failed ({status})");
 }
 
+/// The variable naming the interpreter the virtual environment is made with.
+const PYTHON_VARIABLE: &str = "TABLEKIT_PYTHON";
+
+/// Whether the tests run under CI: `CI` set to anything but empty, `false` or `0`.
+fn under_ci(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "false" | "0"))
+}
+
+/// `Some(interpreter)` when it runs; when it does not, `None` (skipped, with a message)
+/// outside CI, and a panic under CI, so that a CI run without it fails instead of passing
+/// without having run.
+fn interpreter_or_skip(interpreter: &str, ci: bool) -> Option<&str> {
+    if Command::new(interpreter).arg("--version").output().is_ok() {
+        return Some(interpreter);
+    }
+    assert!(
+        !ci,
+        "{interpreter} cannot be run, and the legacy-format compatibility tests need it under \
+         CI (the CI variable is set): install Python 3 with venv, or name the interpreter in \
+         {PYTHON_VARIABLE}"
+    );
+    eprintln!(
+        "SKIPPED: {interpreter} cannot be run; the legacy-format compatibility test needs it \
+         (under CI, with the CI variable set, this is a failure)"
+    );
+    None
+}
+
 /// The virtual environment's interpreter, set up once (idempotent: a marker names the
-/// installed package); `None` when no Python is installed.
+/// installed package); `None` outside CI when no Python is installed.
 fn legacy_python() -> Option<PathBuf> {
     static SETUP: Mutex<()> = Mutex::new(());
     let _one_at_a_time = SETUP.lock().unwrap_or_else(|e| e.into_inner());
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!(
-            "SKIPPED: python3 is not installed; the legacy-format compatibility test needs it"
-        );
-        return None;
-    }
+    let interpreter = std::env::var(PYTHON_VARIABLE).unwrap_or_else(|_| "python3".to_owned());
+    let ci = under_ci(std::env::var("CI").ok().as_deref());
+    let interpreter = interpreter_or_skip(&interpreter, ci)?;
     let dir = manifest_dir().join("../../target/py-legacy");
     let python = dir.join("bin/python");
     if !python.exists() {
-        run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
+        run(Command::new(interpreter).args(["-m", "venv"]).arg(&dir));
     }
     let marker = dir.join(".installed");
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(PACKAGE) {
@@ -322,5 +350,29 @@ async fn altered_legacy_entities_fail_with_the_entity_named() {
             .await
             .unwrap_err();
         assert_failure(error, table.name(), &keys, property, cause);
+    }
+}
+
+#[test]
+fn a_missing_interpreter_fails_the_legacy_tests_under_ci_and_skips_them_elsewhere() {
+    let missing = "/nonexistent/tablekit-python3";
+    assert_eq!(interpreter_or_skip(missing, false), None);
+    let outcome = std::panic::catch_unwind(|| interpreter_or_skip(missing, true));
+    let message = outcome.expect_err("under CI a missing interpreter is a failure");
+    let message = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("under CI"), "{message}");
+    for (value, ci) in [
+        (None, false),
+        (Some(""), false),
+        (Some("false"), false),
+        (Some("0"), false),
+        (Some("true"), true),
+        (Some("1"), true),
+        (Some("True"), true),
+    ] {
+        assert_eq!(under_ci(value), ci, "CI={value:?}");
     }
 }
