@@ -59,7 +59,8 @@ pub(crate) struct Global {
     #[arg(long, short, global = true, conflicts_with = "quiet")]
     pub(crate) verbose: bool,
     /// Retries of a request after a transient failure (throttling, timeouts, broken
-    /// connections), with exponential backoff from 2 s [default: 4, after 2, 4, 10, 30 s].
+    /// connections): the account's schedule (2, 4, 10, 30 s) cut to N, or extended by
+    /// repeating its longest delay; 0 for none [default: 4].
     #[arg(long, global = true, value_name = "N")]
     pub(crate) retries: Option<usize>,
     /// Testing hook: act as if Ctrl-C was pressed after this many pages (export, copy) or

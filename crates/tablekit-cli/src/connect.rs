@@ -8,7 +8,7 @@ use tablekit::azure::identity::TokenScope;
 use tablekit::azure::{
     ACCOUNT_NAME_ENV, Account, AccountBuilder, BLOB_ENDPOINT_ENV, CONNECTION_STRING_ENV,
     ENDPOINT_SUFFIX_ENV, Endpoints, QUEUE_ENDPOINT_ENV, ROOT_CERTIFICATE_ENV, RetryPolicy,
-    ScanPolicy, Settings, TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV,
+    ScanPolicy, Settings, TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV, TableService,
 };
 
 use crate::exit::{CliError, CliResult};
@@ -53,20 +53,36 @@ impl std::fmt::Debug for ConnectOptions {
     }
 }
 
-/// The settings the tool runs with: table scans are refused unless the command opts in for
-/// that query (`query --allow-scan`, whole-table transfers); `retries` replaces the default
-/// retry schedule.
-pub(crate) fn settings(retries: Option<usize>) -> Settings {
-    let retry = match retries {
-        None => RetryPolicy::default(),
-        Some(0) => RetryPolicy::none(),
-        Some(n) => RetryPolicy::exponential(n, Duration::from_secs(2), Duration::from_secs(30)),
-    };
-    Settings {
-        scan_policy: ScanPolicy::deny_table_scans(),
-        retry,
-        ..Settings::default()
+/// The settings the tool runs with: the ones tablekit derives for the account's table
+/// endpoint (Azure Table storage, or the Cosmos DB Table API with its limits and budgets),
+/// with table scans refused unless the command opts in for that query (`query --allow-scan`,
+/// whole-table transfers) and `--retries` applied to the retry schedule.
+pub(crate) fn settings(base: &Settings, retries: Option<usize>) -> Settings {
+    let mut settings = base.clone();
+    settings.scan_policy = ScanPolicy::deny_table_scans();
+    if let Some(n) = retries {
+        settings.retry = retry_schedule(&settings.retry, n);
     }
+    settings
+}
+
+/// `base` with `retries` scheduled delays: its first `retries`, or all of them followed by
+/// its longest delay repeated. `0` is no retry at all (not even the immediate one after a
+/// broken connection).
+pub(crate) fn retry_schedule(base: &RetryPolicy, retries: usize) -> RetryPolicy {
+    if retries == 0 {
+        return RetryPolicy::none();
+    }
+    let longest = base
+        .schedule
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or(Duration::from_secs(30));
+    let mut retry = base.clone();
+    retry.schedule.truncate(retries);
+    retry.schedule.resize(retries, longest);
+    retry
 }
 
 /// Connects as the options say, in this order: a SAS (`--sas`, or a SAS URL as
@@ -157,9 +173,14 @@ pub(crate) fn connect(options: &ConnectOptions) -> CliResult<Account> {
         }
         None => builder,
     };
-    builder
-        .with_settings(settings(options.retries))
+    // Built with the settings tablekit derives for the endpoint, then adjusted: a Cosmos DB
+    // endpoint keeps its limits and budgets.
+    let account = builder
         .build()
+        .map_err(|e| CliError::context("connection", &e))?;
+    let adjusted = settings(account.settings(), options.retries);
+    account
+        .with_settings(adjusted)
         .map_err(|e| CliError::context("connection", &e))
 }
 
@@ -285,8 +306,13 @@ pub(crate) fn describe(account: &Account) -> String {
     } else {
         "SAS"
     };
+    let service = if account.settings().table_service == TableService::Cosmos {
+        ", Cosmos DB Table API"
+    } else {
+        ""
+    };
     format!(
-        "account {} at {} ({auth})",
+        "account {} at {} ({auth}{service})",
         account.name(),
         account.endpoints().table.as_str()
     )
@@ -320,6 +346,33 @@ mod tests {
         ))
         .unwrap();
         assert!(!describe(&account).contains("c2VjcmV0"));
+    }
+
+    #[test]
+    fn retries_cut_or_extend_the_schedule_of_the_profile() {
+        let base = RetryPolicy::default();
+        let secs = |p: &RetryPolicy| p.schedule.iter().map(Duration::as_secs).collect::<Vec<_>>();
+        assert_eq!(secs(&retry_schedule(&base, 2)), [2, 4]);
+        assert_eq!(secs(&retry_schedule(&base, 6)), [2, 4, 10, 30, 30, 30]);
+        assert_eq!(retry_schedule(&base, 2).jitter, base.jitter);
+        assert_eq!(retry_schedule(&base, 0), RetryPolicy::none());
+        let cosmos = settings(&Settings::cosmos(), Some(1));
+        assert_eq!(cosmos.table_service, TableService::Cosmos);
+        assert_eq!(cosmos.throughput, Settings::cosmos().throughput);
+        assert_eq!(secs(&cosmos.retry), [2]);
+        assert_eq!(settings(&Settings::default(), None).retry, base);
+    }
+
+    #[test]
+    fn a_cosmos_endpoint_keeps_its_profile() {
+        let account = connect(&options(
+            Some("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;TableEndpoint=https://acct.table.cosmos.azure.com:443/"),
+            None,
+            None,
+        ))
+        .unwrap();
+        assert_eq!(account.settings().table_service, TableService::Cosmos);
+        assert!(describe(&account).contains("Cosmos DB"));
     }
 
     #[test]

@@ -219,6 +219,7 @@ async fn copy_and_verify(ctx: &Ctx, src: &Table, dst: &Table, args: &CopyArgs) -
 /// `replace` — with the entities they write, and those that cannot be sent, with why.
 #[allow(clippy::type_complexity)]
 fn operations(
+    dst: &Table,
     items: Vec<Stored<Properties>>,
     replace: bool,
 ) -> (
@@ -235,7 +236,8 @@ fn operations(
             Operation::upsert_replace(&entity)
         } else {
             Operation::insert(&entity)
-        };
+        }
+        .and_then(|op| transfer::check_for_service(dst, &op).map(|()| op));
         match op {
             Ok(op) => {
                 ops.push(op);
@@ -284,7 +286,7 @@ async fn write_page(
     reporter: &Reporter,
 ) -> CliResult<PageWritten> {
     let continuation = page.continuation.as_ref().map(ToString::to_string);
-    let (ops, entities, invalid) = operations(page.items, replace.load(Ordering::Relaxed));
+    let (ops, entities, invalid) = operations(dst, page.items, replace.load(Ordering::Relaxed));
     let sent = ops
         .iter()
         .map(|op| (op.keys().pk().to_owned(), op.keys().rk().to_owned()))

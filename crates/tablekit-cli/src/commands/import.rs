@@ -351,7 +351,8 @@ async fn read_all(
             origin.pk = Some(row.pk.clone());
             origin.rk = Some(row.rk.clone());
             let op = Keys::new(row.pk.clone(), row.rk.clone())
-                .and_then(|keys| operation(mode, keys, row.properties));
+                .and_then(|keys| operation(mode, keys, row.properties))
+                .and_then(|op| transfer::check_for_service(import.table, &op).map(|()| op));
             let op = match op {
                 Ok(op) => op,
                 Err(e) => {

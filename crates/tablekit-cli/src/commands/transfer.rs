@@ -2,8 +2,9 @@
 //! bulk writes whose unknown outcomes are retried before they are reported.
 
 use futures::{Stream, StreamExt as _};
-use tablekit::azure::{BulkOptions, ContinuationToken, Page, Table};
+use tablekit::azure::{BulkOptions, ContinuationToken, Page, Table, TableService};
 use tablekit::core::batch::Operation;
+use tablekit::core::limits::cosmos;
 use tablekit::core::{Error, ErrorKind, Properties};
 
 use super::Ctx;
@@ -16,6 +17,21 @@ use crate::ranges::{self, KeyRange};
 /// with is safe to repeat: upserts are idempotent, and inserts count an identical stored
 /// entity as written.
 const UNKNOWN_RETRIES: usize = 3;
+
+/// Checks one operation against the limits of the service behind `table` where they are
+/// stricter than Azure Table storage's (the Cosmos DB Table API: a RowKey of at most 255
+/// bytes, no reserved property names), so that the row is refused on its own before anything
+/// is sent instead of failing the whole bulk write.
+///
+/// # Errors
+/// The limit or name the operation breaks.
+pub(crate) fn check_for_service(table: &Table, op: &Operation) -> Result<(), Error> {
+    if table.account().settings().table_service != TableService::Cosmos {
+        return Ok(());
+    }
+    cosmos::validate_row_key(op.keys().rk())?;
+    op.body().map_or(Ok(()), cosmos::validate_entity_body)
+}
 
 /// Checks the range options before anything is sent.
 ///
