@@ -563,6 +563,7 @@ pub(crate) enum Mode {
 const COPY_HELP: &str = "Examples:
   tablekit copy Orders OrdersBackup --create
   tablekit copy Orders --dst-connection-string \"$BACKUP_CS\" --create --split 8 --verify
+  tablekit copy Orders --dst-account contosobackup --create --verify    # Entra ID
   tablekit copy Orders OrdersBackup --resume
   tablekit copy Orders OrdersBackup --verify-only
 
@@ -570,6 +571,10 @@ Entities are streamed page by page and written as inserts while the destination 
 of them (into a new table), with insert-or-replace once it holds some that differ, so
 memory stays bounded and a copy can be repeated or resumed. The checkpoint (--checkpoint, by default
 SRC-to-DST.copy-checkpoint in the current directory) is written after every page.
+The destination is the source's account unless given: --dst-connection-string,
+--dst-sas with --dst-table-endpoint (or a SAS URL), or --dst-account NAME for Microsoft
+Entra ID (with --dst-table-endpoint, --dst-endpoint-suffix, --dst-token-scope and
+--dst-root-certificate as for the source). The environment never applies to the destination.
 --verify compares, partition by partition, the entity count and a SHA-256 over each
 entity's keys and typed properties (Timestamp and ETag excluded) and lists every
 partition that differs (exit 1).";
@@ -591,9 +596,26 @@ pub(crate) struct CopyArgs {
     /// Destination SAS token, with --dst-table-endpoint.
     #[arg(long, value_name = "TOKEN")]
     pub(crate) dst_sas: Option<String>,
-    /// Destination table service URL, for SAS access.
+    /// Destination table service URL: for SAS access (with --dst-sas, or a SAS URL), or
+    /// with --dst-account instead of the derived one.
     #[arg(long, value_name = "URL")]
     pub(crate) dst_table_endpoint: Option<String>,
+    /// Destination storage account reached with Microsoft Entra ID (the default credential
+    /// chain, as for the source) — for accounts with Shared Key access disabled.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) dst_account: Option<String>,
+    /// DNS suffix of the destination account's endpoints with --dst-account
+    /// [default: core.windows.net].
+    #[arg(long, value_name = "SUFFIX")]
+    pub(crate) dst_endpoint_suffix: Option<String>,
+    /// Token audience with --dst-account: storage, account, cosmos, or a scope URI
+    /// [default: storage].
+    #[arg(long, value_name = "SCOPE")]
+    pub(crate) dst_token_scope: Option<String>,
+    /// PEM file of root certificates the destination's endpoint needs [default: the
+    /// source's --root-certificate].
+    #[arg(long, value_name = "PEM")]
+    pub(crate) dst_root_certificate: Option<PathBuf>,
     /// Create the destination table if it does not exist.
     #[arg(long)]
     pub(crate) create: bool,

@@ -182,3 +182,115 @@ async fn entra_id_through_the_default_chain_lists_and_queries() {
     .expect(1);
     assert!(!refused.stderr.contains(&expired), "{}", refused.stderr);
 }
+
+/// A copy whose destination is reached with Microsoft Entra ID only (`--dst-account`, an
+/// https endpoint, its own root certificate): the destination equals the source and verifies;
+/// the source keeps its connection string. Destination options without a destination account,
+/// or Entra ID options next to a destination connection string, exit 2 before any request.
+#[tokio::test]
+async fn a_copy_reaches_its_destination_with_entra_id() {
+    let azurite = oauth_emulator();
+    let src = table("CliEntraSrc").await;
+    seed(&src, 3, 20).await;
+    let dst_name = tablekit_testkit::unique_table_name("CliEntraDst");
+    let dir = scratch("entra-copy");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, azurite.ca_certificate_pem().unwrap()).unwrap();
+    let (token, _) =
+        MintingCredential::new(Claims::valid()).mint("https://storage.azure.com/.default");
+    let (bin, calls) = stand_in_az(&dir, &token);
+    let storage = storage();
+    let dst_flags = [
+        "--dst-account",
+        "devstoreaccount1",
+        "--dst-table-endpoint",
+        &azurite.endpoints().table,
+        "--dst-root-certificate",
+        arg(&ca),
+    ];
+    let cp = dir.join("copy.checkpoint");
+    let run = entra_run(
+        &bin,
+        &[],
+        &[
+            &[
+                "--connection-string",
+                &storage,
+                "--verbose",
+                "copy",
+                src.name(),
+                &dst_name,
+                "--create",
+                "--verify",
+                "--checkpoint",
+                arg(&cp),
+            ][..],
+            &dst_flags[..],
+        ]
+        .concat(),
+    )
+    .expect(0);
+    assert!(
+        run.stderr.contains("destination: account devstoreaccount1")
+            && run.stderr.contains("(Microsoft Entra ID)"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("copied 60 entities"), "{}", run.stderr);
+    assert!(run.stderr.contains("0 differ"), "{}", run.stderr);
+    assert!(!run.stderr.contains(&token), "the token is never printed");
+    let asked = std::fs::read_to_string(&calls).unwrap();
+    assert!(
+        asked.contains("https://storage.azure.com/.default"),
+        "{asked}"
+    );
+    let dst = table_on(&oauth_key_account(), "unused")
+        .await
+        .account()
+        .table(&dst_name)
+        .unwrap();
+    assert_eq!(contents(&dst).await, contents(&src).await);
+
+    for bad in [
+        // A destination option without a destination account.
+        vec!["--dst-token-scope", "storage"],
+        // Entra ID options next to a destination connection string.
+        vec![
+            "--dst-connection-string",
+            "UseDevelopmentStorage=true",
+            "--dst-token-scope",
+            "storage",
+        ],
+        // A bearer token never travels in clear text.
+        vec![
+            "--dst-account",
+            "devstoreaccount1",
+            "--dst-table-endpoint",
+            "http://127.0.0.1:1/devstoreaccount1",
+        ],
+    ] {
+        let run = entra_run(
+            &bin,
+            &[],
+            &[
+                &[
+                    "--connection-string",
+                    &storage,
+                    "copy",
+                    src.name(),
+                    &dst_name,
+                    "--checkpoint",
+                    arg(&dir.join("bad.checkpoint")),
+                ][..],
+                &bad[..],
+            ]
+            .concat(),
+        )
+        .expect(2);
+        assert!(
+            run.stderr.contains("destination") || run.stderr.contains("--dst-"),
+            "{bad:?}: {}",
+            run.stderr
+        );
+    }
+}

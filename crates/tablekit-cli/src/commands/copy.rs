@@ -79,17 +79,43 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
     transfer::check_range_args(&args.ranges)?;
     let separate = args.dst_connection_string.is_some()
         || args.dst_sas.is_some()
-        || args.dst_table_endpoint.is_some();
+        || args.dst_table_endpoint.is_some()
+        || args.dst_account.is_some();
+    let dst_only = [
+        ("--dst-endpoint-suffix", args.dst_endpoint_suffix.is_some()),
+        ("--dst-token-scope", args.dst_token_scope.is_some()),
+        (
+            "--dst-root-certificate",
+            args.dst_root_certificate.is_some(),
+        ),
+    ];
+    if let (false, Some((flag, _))) = (separate, dst_only.iter().find(|(_, given)| *given)) {
+        return Err(CliError::usage(format!(
+            "{flag} describes another destination account: give it with --dst-account, --dst-connection-string or --dst-sas/--dst-table-endpoint"
+        )));
+    }
     let dst_account = if separate {
         let dst = connect::connect(&ConnectOptions {
             connection_string: args.dst_connection_string.clone(),
             sas: args.dst_sas.clone(),
             table_endpoint: args.dst_table_endpoint.clone(),
-            // The source's extra roots also serve a destination on the same private network.
-            root_certificate: ctx.root_certificate.clone(),
+            account: args.dst_account.clone(),
+            endpoint_suffix: args.dst_endpoint_suffix.clone(),
+            token_scope: args.dst_token_scope.clone(),
+            // The source's extra roots also serve a destination on the same private network,
+            // unless the destination has its own.
+            root_certificate: args
+                .dst_root_certificate
+                .clone()
+                .or_else(|| ctx.root_certificate.clone()),
             use_env: false,
             retries: ctx.retries,
             ..ConnectOptions::default()
+        })
+        .map_err(|e| CliError {
+            exit: e.exit,
+            // The messages name the source's options; these are the destination's.
+            message: format!("destination: {}", e.message.replace("--", "--dst-")),
         })?;
         if ctx.verbose {
             eprintln!("destination: {}", connect::describe(&dst));
