@@ -467,6 +467,10 @@ pub(crate) struct RangeArgs {
     /// either side may be empty) listed in FILE, each in parallel.
     #[arg(long, value_name = "FILE")]
     pub(crate) partitions_from: Option<PathBuf>,
+    /// Only this partition (its PartitionKey); repeat for more, each read as its own range
+    /// (an export of several needs a directory as --out).
+    #[arg(long = "partition", value_name = "PK", conflicts_with_all = ["split", "partitions_from"])]
+    pub(crate) partitions: Vec<String>,
     /// Ranges read at the same time.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub(crate) parallel: usize,
@@ -475,11 +479,30 @@ pub(crate) struct RangeArgs {
     pub(crate) page_size: usize,
 }
 
+/// What part of each entity set is moved: a filter and a projection.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ScopeArgs {
+    /// Only entities matching this OData filter (checked as `query` checks it, before any
+    /// request), e.g. "Status eq 'open'".
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) filter: Option<String>,
+    /// Only these properties (comma-separated); the keys are always kept.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub(crate) select: Option<Vec<String>>,
+}
+
 const EXPORT_HELP: &str = "Examples:
   tablekit export Orders --out orders.jsonl
   tablekit export Orders --out orders.jsonl.zst            # zstd, by extension
   tablekit export Orders --out backup/ --split 8 --compress gzip
   tablekit export Orders --out orders.jsonl --resume       # continue after a failure or Ctrl-C
+  tablekit export Orders --out c42.jsonl --partition c42 --select Total,Status
+  tablekit export Orders --out open.jsonl --filter \"Status eq 'open'\"
+  tablekit export Orders --out changes.jsonl --since 2026-11-01T00:00:00Z
+
+--since exports the entities written (Timestamp) at or after a time: a table scan that
+cannot see deletes; refused on the Cosmos DB Table API, whose Timestamp filters return
+nothing.
 
 Each line is one entity in the Table service's own JSON shape: PartitionKey, RowKey,
 Timestamp and every property, with an `@odata.type` annotation wherever JSON alone would
@@ -504,6 +527,12 @@ pub(crate) struct ExportArgs {
     /// Replace an existing output (and its checkpoint).
     #[arg(long)]
     pub(crate) overwrite: bool,
+    /// Only entities written (Timestamp) at or after this UTC time: RFC 3339
+    /// (2026-11-01T00:00:00Z) or a date (2026-11-01).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
     #[command(flatten)]
     pub(crate) ranges: RangeArgs,
 }
@@ -566,6 +595,8 @@ const COPY_HELP: &str = "Examples:
   tablekit copy Orders --dst-account contosobackup --create --verify    # Entra ID
   tablekit copy Orders OrdersBackup --resume
   tablekit copy Orders OrdersBackup --verify-only
+  tablekit copy Orders OrdersBackup --partition c42 --partition c43 --delete-extra --dry-run
+  tablekit copy Orders OrdersOpen --filter \"Status eq 'open'\" --select Total,Status --create
 
 Entities are streamed page by page and written as inserts while the destination holds none
 of them (into a new table), with insert-or-replace once it holds some that differ, so
@@ -575,6 +606,9 @@ The destination is the source's account unless given: --dst-connection-string,
 --dst-sas with --dst-table-endpoint (or a SAS URL), or --dst-account NAME for Microsoft
 Entra ID (with --dst-table-endpoint, --dst-endpoint-suffix, --dst-token-scope and
 --dst-root-certificate as for the source). The environment never applies to the destination.
+--filter, --partition and --select limit what is copied (and what --verify and
+--delete-extra compare). --delete-extra deletes what only the destination holds, after the
+copy; with --dry-run it lists those entities (extra PK RK) and deletes nothing.
 --verify compares, partition by partition, the entity count and a SHA-256 over each
 entity's keys and typed properties (Timestamp and ETag excluded) and lists every
 partition that differs (exit 1).";
@@ -631,6 +665,16 @@ pub(crate) struct CopyArgs {
     /// Only compare; copy nothing.
     #[arg(long, conflicts_with_all = ["verify", "resume", "create"])]
     pub(crate) verify_only: bool,
+    /// After copying, delete the destination's entities that the source does not hold
+    /// (within the partitions, ranges and filter copied), so that both are equal.
+    #[arg(long, conflicts_with = "verify_only")]
+    pub(crate) delete_extra: bool,
+    /// Read the source and check every entity, count what would be copied (and, with
+    /// --delete-extra, list what would be deleted); write nothing, no checkpoint.
+    #[arg(long, conflicts_with_all = ["verify_only", "resume", "verify"])]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
     #[command(flatten)]
     pub(crate) ranges: RangeArgs,
 }

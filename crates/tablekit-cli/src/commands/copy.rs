@@ -12,7 +12,7 @@ use tablekit::azure::{Account, BulkOptions, Table};
 use tablekit::core::batch::Operation;
 use tablekit::core::{Entity, ErrorKind, Properties, Stored};
 
-use super::transfer::{self, Next};
+use super::transfer::{self, Next, Scope};
 use super::{Ctx, ended};
 use crate::checkpoint::{self, VERSION};
 use crate::cli::CopyArgs;
@@ -125,29 +125,53 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
         account.clone()
     };
     let dst = dst_account.table(&dst_name)?;
-    let result = copy_and_verify(ctx, &src, &dst, &args).await;
+    let scope = Scope::new(account, &args.scope, None)?;
+    if args.delete_extra {
+        // Extras are found by reading both tables in key order side by side.
+        dst_account
+            .require_sorted_queries("`copy --delete-extra`")
+            .map_err(|e| CliError::context("destination", &e))?;
+    }
+    let result = if args.dry_run {
+        dry_run(ctx, &src, &dst, &scope, &args).await
+    } else {
+        copy_and_verify(ctx, &src, &dst, &scope, &args).await
+    };
     if separate {
         ctx.report_requests("destination", &dst_account);
     }
     result
 }
 
-async fn copy_and_verify(ctx: &Ctx, src: &Table, dst: &Table, args: &CopyArgs) -> CliResult {
+async fn copy_and_verify(
+    ctx: &Ctx,
+    src: &Table,
+    dst: &Table,
+    scope: &Scope,
+    args: &CopyArgs,
+) -> CliResult {
     if args.verify_only {
         let ranges = transfer::resolve_ranges(ctx, src, &args.ranges).await?;
-        return verify(ctx, src, dst, &ranges, args.ranges.page_size).await;
+        return verify(ctx, src, dst, &ranges, scope, args.ranges.page_size).await;
     }
     let path = args.checkpoint.clone().unwrap_or_else(|| {
         PathBuf::from(format!("{}-to-{}.copy-checkpoint", src.name(), dst.name()))
     });
-    let options = checkpoint::options_hash(&[
+    let page_size = args.ranges.page_size.to_string();
+    let fingerprint = scope.fingerprint();
+    let mut parts = vec![
         "copy",
         src.account().name(),
         src.name(),
         dst.account().name(),
         dst.name(),
-        &args.ranges.page_size.to_string(),
-    ]);
+        &page_size,
+    ];
+    // An unscoped copy keeps the hash of earlier versions' checkpoints.
+    if !fingerprint.is_empty() {
+        parts.push(&fingerprint);
+    }
+    let options = checkpoint::options_hash(&parts);
     let earlier: Option<CopyCheckpoint> = if args.resume {
         checkpoint::load(&path)?
     } else {
@@ -199,6 +223,7 @@ async fn copy_and_verify(ctx: &Ctx, src: &Table, dst: &Table, args: &CopyArgs) -
                 ctx,
                 src,
                 dst,
+                scope,
                 i,
                 r,
                 args.ranges.page_size,
@@ -231,9 +256,19 @@ async fn copy_and_verify(ctx: &Ctx, src: &Table, dst: &Table, args: &CopyArgs) -
     } else {
         Exit::Success
     };
+    let ranges: Vec<KeyRange> = state.ranges.into_iter().map(|s| s.range).collect();
+    if args.delete_extra {
+        let extra =
+            delete_extra(ctx, src, dst, &ranges, scope, args.ranges.page_size, false).await?;
+        if ctx.interrupt.requested() {
+            return Ok(Exit::Interrupted);
+        }
+        if extra.failed > 0 {
+            return Ok(Exit::Partial);
+        }
+    }
     if args.verify {
-        let ranges: Vec<KeyRange> = state.ranges.into_iter().map(|s| s.range).collect();
-        let verified = verify(ctx, src, dst, &ranges, args.ranges.page_size).await?;
+        let verified = verify(ctx, src, dst, &ranges, scope, args.ranges.page_size).await?;
         if verified != Exit::Success {
             return Ok(verified);
         }
@@ -363,6 +398,7 @@ async fn copy_range(
     ctx: &Ctx,
     src: &Table,
     dst: &Table,
+    scope: &Scope,
     index: usize,
     state: &RangeState,
     page_size: usize,
@@ -380,7 +416,13 @@ async fn copy_range(
             shared.path.display()
         )));
     }
-    let mut pages = Box::pin(transfer::range_pages(src, &state.range, page_size, start));
+    let mut pages = Box::pin(transfer::range_pages(
+        src,
+        &state.range,
+        scope,
+        page_size,
+        start,
+    ));
     let what = format!("reading {} ({})", src.name(), state.range.describe());
     let mut writing = futures::stream::FuturesOrdered::new();
     let mut reading = true;
@@ -494,9 +536,14 @@ type PageStream = std::pin::Pin<
     >,
 >;
 
-fn summaries(table: &Table, range: &KeyRange, page_size: usize) -> Summaries<PageStream> {
+fn summaries(
+    table: &Table,
+    range: &KeyRange,
+    scope: &Scope,
+    page_size: usize,
+) -> Summaries<PageStream> {
     Summaries {
-        pages: Box::pin(transfer::range_pages(table, range, page_size, None)),
+        pages: Box::pin(transfer::range_pages(table, range, scope, page_size, None)),
         items: Default::default(),
         summarizer: Summarizer::default(),
         done: false,
@@ -517,6 +564,7 @@ async fn verify(
     src: &Table,
     dst: &Table,
     ranges: &[KeyRange],
+    scope: &Scope,
     page_size: usize,
 ) -> CliResult {
     let reporter = Reporter::new("verify", None, ctx.quiet);
@@ -525,8 +573,8 @@ async fn verify(
             let reporter = reporter.clone();
             async move {
                 let (mut a, mut b) = (
-                    summaries(src, range, page_size),
-                    summaries(dst, range, page_size),
+                    summaries(src, range, scope, page_size),
+                    summaries(dst, range, scope, page_size),
                 );
                 let (mut partitions, mut entities, mut differ) = (0, 0, 0);
                 let (mut x, mut y) = (a.next(ctx).await?, b.next(ctx).await?);
@@ -605,4 +653,238 @@ async fn verify(
     } else {
         Exit::Failure
     })
+}
+
+/// `copy --dry-run`: reads the source as a copy would and checks every entity as it would be
+/// sent; with `--delete-extra`, lists the destination's extra entities. Writes nothing.
+///
+/// Requests: one query per source page; with `--delete-extra`, one per page of keys of each
+/// table.
+async fn dry_run(ctx: &Ctx, src: &Table, dst: &Table, scope: &Scope, args: &CopyArgs) -> CliResult {
+    let ranges = transfer::resolve_ranges(ctx, src, &args.ranges).await?;
+    let reporter = Reporter::new("dry run", None, ctx.quiet);
+    let results: Vec<CliResult<(u64, u64)>> = futures::stream::iter(ranges.iter().map(|range| {
+        let reporter = reporter.clone();
+        async move {
+            let mut pages = Box::pin(transfer::range_pages(
+                src,
+                range,
+                scope,
+                args.ranges.page_size,
+                None,
+            ));
+            let what = format!("reading {} ({})", src.name(), range.describe());
+            let (mut valid, mut invalid) = (0, 0);
+            while let Next::Page(page) = transfer::next_page(ctx, &mut pages, &what).await? {
+                let n = page.items.len() as u64;
+                let (ops, _, refused) = operations(dst, page.items, false);
+                for (pk, rk, reason) in &refused {
+                    reporter.note(&format!("would be refused: ({pk:?}, {rk:?}): {reason}"));
+                }
+                valid += ops.len() as u64;
+                invalid += refused.len() as u64;
+                reporter.add(n);
+            }
+            Ok((valid, invalid))
+        }
+    }))
+    .buffer_unordered(args.ranges.parallel)
+    .collect()
+    .await;
+    reporter.finish();
+    let (mut valid, mut invalid) = (0, 0);
+    for r in results {
+        let (v, i) = r?;
+        valid += v;
+        invalid += i;
+    }
+    if ctx.interrupt.requested() {
+        return Ok(Exit::Interrupted);
+    }
+    ctx.status(&format!(
+        "dry run: would copy {valid} entities from {} to {}; {invalid} would be refused; nothing written",
+        src.name(),
+        dst.name()
+    ));
+    if args.delete_extra {
+        delete_extra(ctx, src, dst, &ranges, scope, args.ranges.page_size, true).await?;
+    }
+    Ok(ended(
+        ctx,
+        if invalid > 0 {
+            Exit::Partial
+        } else {
+            Exit::Success
+        },
+    ))
+}
+
+/// What [`delete_extra`] did.
+#[derive(Debug, Default)]
+struct Extras {
+    found: u64,
+    deleted: u64,
+    failed: u64,
+}
+
+/// The keys of one side of a range, in key order.
+struct KeyStream {
+    pages: PageStream,
+    items: std::collections::VecDeque<(String, String)>,
+    done: bool,
+    what: String,
+    /// A missing table holds nothing.
+    missing_is_empty: bool,
+}
+
+impl KeyStream {
+    fn new(table: &Table, range: &KeyRange, scope: &Scope, page_size: usize, dst: bool) -> Self {
+        // Keys only: an empty projection (tablekit always adds the keys).
+        let keys_only = Scope {
+            filter: scope.filter.clone(),
+            select: Some(Vec::new()),
+        };
+        Self {
+            pages: Box::pin(transfer::range_pages(
+                table, range, &keys_only, page_size, None,
+            )),
+            items: Default::default(),
+            done: false,
+            what: format!(
+                "reading the keys of {} ({})",
+                table.name(),
+                range.describe()
+            ),
+            missing_is_empty: dst,
+        }
+    }
+
+    async fn next(&mut self, ctx: &Ctx) -> CliResult<Option<(String, String)>> {
+        loop {
+            if let Some(keys) = self.items.pop_front() {
+                return Ok(Some(keys));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if ctx.interrupt.requested() {
+                return Ok(None);
+            }
+            match self.pages.next().await {
+                Some(Ok(page)) => self.items.extend(
+                    page.items
+                        .into_iter()
+                        .map(|s| (s.keys.pk().to_owned(), s.keys.rk().to_owned())),
+                ),
+                Some(Err(e)) if self.missing_is_empty && e.kind() == ErrorKind::NotFound => {
+                    self.done = true;
+                }
+                Some(Err(e)) => return Err(CliError::context(&self.what, &e)),
+                None => self.done = true,
+            }
+        }
+    }
+}
+
+/// Deletes (or with `dry_run` lists, as `extra\tPK\tRK` on stdout) the entities of `dst` in
+/// `ranges` and the scope's filter that `src` does not hold. Both tables are read in key order
+/// side by side, keys only; deletes go in transactions of up to 100 per partition,
+/// unconditional (an entity already gone counts as deleted).
+///
+/// Requests: one query per page of keys of each table, plus the delete transactions.
+async fn delete_extra(
+    ctx: &Ctx,
+    src: &Table,
+    dst: &Table,
+    ranges: &[KeyRange],
+    scope: &Scope,
+    page_size: usize,
+    dry_run: bool,
+) -> CliResult<Extras> {
+    let mut total = Extras::default();
+    for range in ranges {
+        let mut a = KeyStream::new(src, range, scope, page_size, false);
+        let mut b = KeyStream::new(dst, range, scope, page_size, true);
+        let (mut x, mut y) = (a.next(ctx).await?, b.next(ctx).await?);
+        let mut batch: Vec<(String, String)> = Vec::new();
+        while let Some(d) = y.take() {
+            match &x {
+                Some(s) if *s < d => {
+                    x = a.next(ctx).await?;
+                    y = Some(d);
+                }
+                Some(s) if *s == d => {
+                    x = a.next(ctx).await?;
+                    y = b.next(ctx).await?;
+                }
+                _ => {
+                    total.found += 1;
+                    if dry_run {
+                        println!("extra\t{}\t{}", d.0, d.1);
+                    } else {
+                        batch.push(d);
+                        if batch.len() >= 1000 {
+                            delete_keys(dst, std::mem::take(&mut batch), &mut total).await?;
+                        }
+                    }
+                    y = b.next(ctx).await?;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            delete_keys(dst, batch, &mut total).await?;
+        }
+        if ctx.interrupt.requested() {
+            break;
+        }
+    }
+    ctx.status(&if dry_run {
+        format!(
+            "dry run: {} entities only in {} would be deleted",
+            total.found,
+            dst.name()
+        )
+    } else {
+        format!(
+            "deleted {} entities only in {}; failed {}",
+            total.deleted,
+            dst.name(),
+            total.failed
+        )
+    });
+    Ok(total)
+}
+
+async fn delete_keys(
+    dst: &Table,
+    keys: Vec<(String, String)>,
+    total: &mut Extras,
+) -> CliResult<()> {
+    let mut ops = Vec::with_capacity(keys.len());
+    for (pk, rk) in &keys {
+        let keys = tablekit::core::Keys::new(pk.clone(), rk.clone())
+            .map_err(|e| CliError::context("deleting an extra entity", &e))?;
+        ops.push(
+            Operation::delete(keys, tablekit::core::IfMatch::Any)
+                .map_err(|e| CliError::context("deleting an extra entity", &e))?,
+        );
+    }
+    let report = dst
+        .bulk_write(ops, BulkOptions::default())
+        .await
+        .map_err(|e| CliError::context(&format!("deleting from {}", dst.name()), &e))?;
+    for ((pk, rk), outcome) in keys.iter().zip(report.outcomes) {
+        match outcome {
+            tablekit::azure::OperationOutcome::Written(_) => total.deleted += 1,
+            tablekit::azure::OperationOutcome::Failed(e) if e.kind() == ErrorKind::NotFound => {
+                total.deleted += 1;
+            }
+            tablekit::azure::OperationOutcome::Failed(e)
+            | tablekit::azure::OperationOutcome::Unknown(e) => {
+                total.failed += 1;
+                eprintln!("not deleted: ({pk:?}, {rk:?}): {e}");
+            }
+        }
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@ use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tablekit::azure::{Account, Table};
 
-use super::transfer::{self, Next};
+use super::transfer::{self, Next, Scope};
 use super::{Ctx, ended};
 use crate::checkpoint::{self, VERSION};
 use crate::cli::ExportArgs;
@@ -59,6 +59,7 @@ struct Part {
 pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliResult {
     let table = account.table(&args.table)?;
     transfer::check_range_args(&args.ranges)?;
+    let scope = Scope::new(account, &args.scope, args.since.as_deref())?;
     let multi = transfer::is_multi(&args.ranges);
     let compression = if multi {
         args.compress.unwrap_or(Compression::None)
@@ -79,7 +80,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
         plan_parts(ctx, &table, &args, compression).await?
     } else {
         vec![Part {
-            range: KeyRange::All,
+            range: transfer::single_range(&args.ranges),
             path: args.out.clone(),
         }]
     };
@@ -104,6 +105,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
             ctx,
             &table,
             part,
+            &scope,
             compression,
             args.ranges.page_size,
             args.resume,
@@ -211,18 +213,21 @@ fn remove_parts(dir: &Path) -> CliResult<()> {
 fn options_hash(
     table: &Table,
     range: &KeyRange,
+    scope: &Scope,
     compression: Compression,
     page_size: usize,
 ) -> String {
     let range = serde_json::to_string(range).unwrap_or_default();
-    checkpoint::options_hash(&[
-        "export",
-        table.account().name(),
-        table.name(),
-        &range,
-        &format!("{compression:?}"),
-        &page_size.to_string(),
-    ])
+    let fingerprint = scope.fingerprint();
+    let mut parts = vec!["export", table.account().name(), table.name(), &range];
+    let compression = format!("{compression:?}");
+    let page_size = page_size.to_string();
+    parts.extend([compression.as_str(), page_size.as_str()]);
+    // An unscoped export keeps the hash of earlier versions' checkpoints.
+    if !fingerprint.is_empty() {
+        parts.push(&fingerprint);
+    }
+    checkpoint::options_hash(&parts)
 }
 
 fn io_error(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
@@ -230,10 +235,12 @@ fn io_error(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
 }
 
 /// Exports one part; returns the entities it holds (also those of earlier runs).
+#[allow(clippy::too_many_arguments)]
 async fn export_part(
     ctx: &Ctx,
     table: &Table,
     part: &Part,
+    scope: &Scope,
     compression: Compression,
     page_size: usize,
     resume: bool,
@@ -241,7 +248,7 @@ async fn export_part(
 ) -> CliResult<u64> {
     let path = &part.path;
     let checkpoint_path = checkpoint::beside(path, ".checkpoint");
-    let options = options_hash(table, &part.range, compression, page_size);
+    let options = options_hash(table, &part.range, scope, compression, page_size);
     let earlier: Option<ExportCheckpoint> = if resume {
         checkpoint::load(&checkpoint_path)?
     } else {
@@ -271,7 +278,13 @@ async fn export_part(
     }
     let mut file = open_output(path, keep).map_err(io_error(path))?;
     let mut bytes = keep.unwrap_or(0);
-    let mut pages = Box::pin(transfer::range_pages(table, &part.range, page_size, start));
+    let mut pages = Box::pin(transfer::range_pages(
+        table,
+        &part.range,
+        scope,
+        page_size,
+        start,
+    ));
     let what = format!("reading {} ({})", table.name(), part.range.describe());
     loop {
         let page = match transfer::next_page(ctx, &mut pages, &what).await? {

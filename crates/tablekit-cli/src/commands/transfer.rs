@@ -2,13 +2,14 @@
 //! bulk writes whose unknown outcomes are retried before they are reported.
 
 use futures::{Stream, StreamExt as _};
-use tablekit::azure::{BulkOptions, ContinuationToken, Page, Table, TableService};
+use tablekit::azure::{Account, BulkOptions, ContinuationToken, Page, Table, TableService};
 use tablekit::core::batch::Operation;
+use tablekit::core::filter::Filter;
 use tablekit::core::limits::cosmos;
 use tablekit::core::{Error, ErrorKind, Properties};
 
 use super::Ctx;
-use crate::cli::RangeArgs;
+use crate::cli::{RangeArgs, ScopeArgs};
 use crate::exit::{CliError, CliResult};
 use crate::progress::{Reporter, bulk_options};
 use crate::ranges::{self, KeyRange};
@@ -52,7 +53,103 @@ pub(crate) fn check_range_args(args: &RangeArgs) -> CliResult<()> {
 
 /// Whether the options ask for several parts.
 pub(crate) fn is_multi(args: &RangeArgs) -> bool {
-    args.split.is_some_and(|n| n > 1) || args.partitions_from.is_some()
+    args.split.is_some_and(|n| n > 1) || args.partitions_from.is_some() || args.partitions.len() > 1
+}
+
+/// The range of a single-part transfer: the one `--partition`, else the whole table.
+pub(crate) fn single_range(args: &RangeArgs) -> KeyRange {
+    match args.partitions.as_slice() {
+        [pk] => KeyRange::Partition(pk.clone()),
+        _ => KeyRange::All,
+    }
+}
+
+/// What part of the entities a transfer moves: `--filter` (and `--since`) and `--select`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope {
+    /// Entities must also match this.
+    pub(crate) filter: Option<Filter>,
+    /// Only these properties.
+    pub(crate) select: Option<Vec<String>>,
+}
+
+impl Scope {
+    /// The scope the options give; `since` is export's `--since`.
+    ///
+    /// # Errors
+    /// Usage errors for a filter `query` would refuse, an empty or key-naming selection, a
+    /// malformed time, and `--since` on the Cosmos DB Table API.
+    pub(crate) fn new(account: &Account, args: &ScopeArgs, since: Option<&str>) -> CliResult<Self> {
+        let mut filter = args
+            .filter
+            .as_deref()
+            .map(|text| {
+                let filter = Filter::parse(text)?;
+                filter.render()?;
+                Ok::<_, Error>(filter)
+            })
+            .transpose()
+            .map_err(|e| CliError::context("--filter", &e))?;
+        if let Some(text) = since {
+            if account.settings().table_service == TableService::Cosmos {
+                return Err(CliError::usage(
+                    "--since filters on Timestamp, which the Cosmos DB Table API does not filter on (such a query returns nothing): export the whole table instead",
+                ));
+            }
+            let time = parse_time(text).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--since {text:?}: not a UTC date (2026-11-01) or RFC 3339 time (2026-11-01T06:00:00Z)"
+                ))
+            })?;
+            let since = Filter::ge("Timestamp", time);
+            filter = Some(match filter {
+                Some(f) => f.and(since),
+                None => since,
+            });
+        }
+        if let Some(names) = &args.select {
+            if names.iter().any(|n| n.trim().is_empty()) {
+                return Err(CliError::usage("--select: an empty property name"));
+            }
+            if let Some(key) = names
+                .iter()
+                .find(|n| matches!(n.as_str(), "PartitionKey" | "RowKey" | "Timestamp"))
+            {
+                return Err(CliError::usage(format!(
+                    "--select {key}: the keys and Timestamp are always kept; name properties only"
+                )));
+            }
+        }
+        Ok(Self {
+            filter,
+            select: args.select.clone(),
+        })
+    }
+
+    /// A text that changes with the scope, for checkpoint hashes; empty for no scope (so
+    /// that checkpoints of unscoped transfers keep their hash).
+    pub(crate) fn fingerprint(&self) -> String {
+        let filter = self
+            .filter
+            .as_ref()
+            .and_then(|f| f.render().ok())
+            .unwrap_or_default();
+        match (&self.filter, &self.select) {
+            (None, None) => String::new(),
+            _ => format!("filter={filter}\nselect={:?}", self.select),
+        }
+    }
+}
+
+/// A UTC date (`2026-11-01`, midnight) or an RFC 3339 time.
+pub(crate) fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Some(t.with_timezone(&chrono::Utc));
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|d| d.and_utc())
 }
 
 /// The key ranges the options ask for: listed, sampled (`--split`), or the whole table.
@@ -65,6 +162,15 @@ pub(crate) async fn resolve_ranges(
 ) -> CliResult<Vec<KeyRange>> {
     if let Some(path) = &args.partitions_from {
         return ranges::read_partitions_file(path);
+    }
+    if !args.partitions.is_empty() {
+        let mut seen = std::collections::BTreeSet::new();
+        return Ok(args
+            .partitions
+            .iter()
+            .filter(|pk| seen.insert(pk.as_str()))
+            .map(|pk| KeyRange::Partition(pk.clone()))
+            .collect());
     }
     match args.split {
         Some(n) if n > 1 => {
@@ -97,6 +203,7 @@ pub(crate) enum Next {
 pub(crate) fn range_pages(
     table: &Table,
     range: &KeyRange,
+    scope: &Scope,
     page_size: usize,
     start: Option<ContinuationToken>,
 ) -> impl Stream<Item = tablekit::core::Result<Page<Properties>>> + Send + 'static {
@@ -104,8 +211,15 @@ pub(crate) fn range_pages(
         .query::<Properties>()
         .allow_scan()
         .with_page_size(page_size);
-    if let Some(filter) = range.filter() {
+    let filter = match (range.filter(), scope.filter.clone()) {
+        (Some(r), Some(s)) => Some(r.and(s)),
+        (r, s) => r.or(s),
+    };
+    if let Some(filter) = filter {
         query = query.filter(filter);
+    }
+    if let Some(select) = &scope.select {
+        query = query.select(select.iter().cloned());
     }
     if let Some(token) = start {
         query = query.resume(token);
