@@ -49,8 +49,21 @@ pub fn settings() -> Settings {
     }
 }
 
-/// The request timeout of the account that prepares and checks a run's state.
-const SETUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// `settings` with patient retries: for the requests no fault is meant to reach (making and
+/// judging the state, the last fault-free recovery), where a slow emulator is no fault.
+fn patient(settings: &Settings) -> Settings {
+    Settings {
+        retry: RetryPolicy {
+            schedule: [100, 200, 400, 800, 1600, 3200]
+                .map(Duration::from_millis)
+                .to_vec(),
+            jitter: 0.2,
+            immediate_first_retry_on_connection_error: true,
+            max_retry_after: Duration::from_secs(2),
+        },
+        ..settings.clone()
+    }
+}
 
 /// One operation to explore, with what it starts from, how a caller recovers, and what must
 /// hold afterwards.
@@ -96,8 +109,7 @@ pub trait Scenario: Send + Sync + 'static {
     }
 
     /// Makes the state the operation starts from, through `direct` (not faulted, not
-    /// counted, with a long request timeout and patient retries: a slow emulator is no
-    /// fault of the schedule).
+    /// counted, with patient retries: a slow emulator is no fault of the schedule).
     fn prepare(&self, direct: &Account) -> impl Future<Output = Result<Self::Ctx, String>> + Send;
 
     /// The operation, through `account`: every request passes the proxies.
@@ -440,21 +452,14 @@ async fn run_one<S: Scenario>(
         throughput: ThroughputPolicy::unlimited(),
         ..settings.clone()
     });
-    // What prepares the state and checks it afterwards is no part of the schedule: it waits
-    // out a slow emulator (a busy machine, a partition of a thousand rows to scan) rather than
-    // report a violation no fault caused. Actors keep the scenario's settings.
+    // What prepares the state and checks it afterwards is no part of the schedule: it retries
+    // through a slow emulator (a busy machine, a partition of a thousand rows to scan) rather
+    // than report a violation no fault caused. Its request timeout stays the scenario's: the
+    // pattern handles it builds check their settings against it. Actors keep the scenario's
+    // retries.
     let setup = fixtures::emulator_account(Settings {
         throughput: ThroughputPolicy::unlimited(),
-        request_timeout: settings.request_timeout.max(SETUP_REQUEST_TIMEOUT),
-        retry: RetryPolicy {
-            schedule: [100, 200, 400, 800, 1600, 3200]
-                .map(Duration::from_millis)
-                .to_vec(),
-            jitter: 0.2,
-            immediate_first_retry_on_connection_error: true,
-            max_retry_after: Duration::from_secs(2),
-        },
-        ..settings.clone()
+        ..patient(&settings)
     });
     let fail = |message: String, recorder: &Recorder| RunOutcome {
         requests: recorder.log(),
@@ -534,7 +539,7 @@ async fn run_one<S: Scenario>(
     let settled = match recovered {
         Err(e) => Err(format!("recovery failed five times: {e}")),
         Ok(()) => {
-            let again = proxies.account_again(settings.clone());
+            let again = proxies.account_again(patient(&settings));
             match drive(
                 Box::pin(scenario.recover(&ctx, &again, report.as_ref())),
                 &recorder,
