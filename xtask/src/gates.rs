@@ -51,6 +51,16 @@ pub(crate) fn run_in_background() {
 }
 
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, String> {
+    run_in(&workspace_root(), program, args, envs)
+}
+
+/// [`run`] in the directory `dir`.
+fn run_in(
+    dir: &Path,
+    program: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> Result<String, String> {
     let mut cmd = if IN_BACKGROUND.load(Ordering::Relaxed) {
         let mut nice = crate::install::command("nice");
         nice.args(["-n", "19", program]);
@@ -58,7 +68,7 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<String, St
     } else {
         crate::install::command(program)
     };
-    cmd.args(args).current_dir(workspace_root());
+    cmd.args(args).current_dir(dir);
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -147,13 +157,36 @@ fn ensure_toolchain(toolchain: &str, components: &[&str]) -> Result<(), String> 
     Ok(())
 }
 
-/// Every library and binary of the workspace builds with the MSRV toolchain.
+/// Ends each manifest line that only builds with a newer Rust than the MSRV: an optional
+/// dependency that needs it, the feature that enables it, what turns that feature on for
+/// tests. The MSRV check drops these lines (a feature stays, enabling nothing), as a user who
+/// leaves the feature off never resolves those dependencies.
+const NEWER_RUST: &str = "# newer Rust: not in the MSRV check";
+
+/// Every library and binary of the workspace builds with the MSRV toolchain, without the
+/// features that need a newer Rust.
+///
+/// It builds a copy of the workspace (in `target/msrv-workspace`) whose manifests drop the
+/// lines marked [`NEWER_RUST`] and whose lockfile is resolved anew for the MSRV, as a user's
+/// would be: the committed lockfile may hold versions that only those features require (the
+/// 1.x Azure SDK crates need `time` 0.3.47, which needs Rust 1.88).
 pub(crate) fn msrv() -> Result<(), String> {
     ensure_toolchain(MSRV, &[])?;
+    let root = workspace_root();
+    let copy = root.join("target/msrv-workspace");
+    copy_without_newer_rust(&root, &copy)?;
+    eprintln!("xtask: cargo +{MSRV} generate-lockfile (the workspace without newer-Rust features)");
+    run_in(
+        &copy,
+        "cargo",
+        &[&format!("+{MSRV}"), "generate-lockfile", "--quiet"],
+        &[("CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS", "fallback")],
+    )?;
     // xtask itself is left out: it is not published, and `public-api` needs Rust 1.88.
     eprintln!("xtask: cargo +{MSRV} check --workspace --exclude xtask --lib --bins");
-    let target = workspace_root().join("target/msrv");
-    run(
+    let target = root.join("target/msrv");
+    run_in(
+        &copy,
         "cargo",
         &[
             &format!("+{MSRV}"),
@@ -168,6 +201,65 @@ pub(crate) fn msrv() -> Result<(), String> {
         &[("CARGO_TARGET_DIR", target.to_string_lossy().as_ref())],
     )?;
     Ok(())
+}
+
+/// Copies the workspace at `root` but `target` and `.git` to `copy` (anew, keeping
+/// modification times so unchanged crates are not rebuilt), and drops every manifest line
+/// marked [`NEWER_RUST`].
+fn copy_without_newer_rust(root: &Path, copy: &Path) -> Result<(), String> {
+    if copy.exists() {
+        std::fs::remove_dir_all(copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    }
+    std::fs::create_dir_all(copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    let entries = std::fs::read_dir(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let name = path.file_name().unwrap_or_default();
+        if name == "target" || name == ".git" {
+            continue;
+        }
+        let (from, to) = (path.to_string_lossy(), copy.to_string_lossy());
+        run("cp", &["-a", from.as_ref(), to.as_ref()], &[])?;
+    }
+    strip_newer_rust(copy)
+}
+
+/// Drops the lines marked [`NEWER_RUST`] from every `Cargo.toml` under `dir`.
+fn strip_newer_rust(dir: &Path) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.is_dir() {
+            strip_newer_rust(&path)?;
+        } else if path.file_name().is_some_and(|n| n == "Cargo.toml") {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if text.contains(NEWER_RUST) {
+                std::fs::write(&path, without_newer_rust(&text))
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `manifest` without its lines marked [`NEWER_RUST`], but for the features among them, which
+/// stay, enabling nothing (so that `cfg(feature = …)` still names a known feature).
+fn without_newer_rust(manifest: &str) -> String {
+    let mut out = String::with_capacity(manifest.len());
+    for line in manifest.lines() {
+        if !line.trim_end().ends_with(NEWER_RUST) {
+            out.push_str(line);
+            out.push('\n');
+        } else if let Some((name, value)) = line.split_once('=') {
+            // A feature's value is an array; a dependency's a string or a table.
+            if value.trim_start().starts_with('[') {
+                out.push_str(name.trim_end());
+                out.push_str(" = []\n");
+            }
+        }
+    }
+    out
 }
 
 fn snapshot_path(krate: &str) -> PathBuf {
@@ -388,6 +480,17 @@ fn walk(dir: &Path, extension: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_msrv_check_drops_the_lines_marked_for_a_newer_rust() {
+        let manifest = format!(
+            "[dependencies]\na = \"1\"\nb = {{ version = \"1\", optional = true }} {NEWER_RUST}\n\n[features]\nb = [\"dep:b\"] {NEWER_RUST}\n"
+        );
+        assert_eq!(
+            without_newer_rust(&manifest),
+            "[dependencies]\na = \"1\"\n\n[features]\nb = []\n"
+        );
+    }
 
     #[test]
     fn the_facade_features_are_read_from_its_manifest() {

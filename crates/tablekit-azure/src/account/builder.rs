@@ -238,6 +238,22 @@ impl AccountBuilder {
         self
     }
 
+    /// Authenticate with bearer tokens from an `azure_core` 1.x credential of the official
+    /// SDK (feature `azure-core-1`, Rust 1.88), replacing any key or SAS: e.g.
+    /// `azure_identity::ManagedIdentityCredential::new(None)?` of `azure_identity` 1.x. Its
+    /// tokens are cached, refreshed and scoped exactly as a 0.21 credential's; see
+    /// [`AzureCore1Credential`](crate::identity::AzureCore1Credential).
+    #[cfg(feature = "azure-core-1")]
+    #[must_use]
+    pub fn with_azure_core_1_credential(
+        self,
+        credential: Arc<dyn azure_core_1::credentials::TokenCredential>,
+    ) -> Self {
+        self.with_token_credential(Arc::new(super::core1::AzureCore1Credential::new(
+            credential,
+        )))
+    }
+
     /// The scope tokens are requested for (default [`TokenScope::Storage`]).
     #[must_use]
     pub fn with_token_scope(mut self, scope: TokenScope) -> Self {

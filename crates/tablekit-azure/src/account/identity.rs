@@ -7,6 +7,11 @@
 //! (service principal secret, workload identity), App Service and virtual machine managed
 //! identity, Azure CLI — and [`AccountBuilder::build`] uses it when no credential is given.
 //!
+//! With the `azure-core-1` feature, an `azure_core` 1.x credential of the official SDK
+//! (`azure_identity` 1.x: managed identity, workload identity, client secret, Azure CLI)
+//! works too: give it to `AccountBuilder::with_azure_core_1_credential`, or wrap it in an
+//! `AzureCore1Credential`. It needs Rust 1.88, as the 1.x crates do.
+//!
 //! The types a credential of your own implements are re-exported here, so it needs no
 //! dependency on the SDK crates:
 //!
@@ -38,6 +43,9 @@ pub use azure_core::error::{Error as CredentialError, ErrorKind as CredentialErr
 pub use time::OffsetDateTime;
 
 pub use super::token::{DEFAULT_REFRESH_MARGIN, TokenScope};
+
+#[cfg(feature = "azure-core-1")]
+pub use super::core1::{AzureCore1Credential, azure_core_1};
 
 #[cfg(feature = "identity")]
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 
 mod builder;
 mod connection_string;
+#[cfg(feature = "azure-core-1")]
+mod core1;
 pub mod identity;
 pub(crate) mod sas_token;
 mod token;
