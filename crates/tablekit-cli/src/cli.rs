@@ -16,6 +16,8 @@ const TOP_HELP: &str = "Examples:
   tablekit export Orders --out orders.jsonl.zst
   tablekit import OrdersCopy --in orders.jsonl.zst --create
   tablekit copy Orders --dst-connection-string \"$BACKUP_CS\" --create --verify
+  tablekit entity get Orders c42 2026-0001
+  tablekit purge Signins --partition user42 --yes
   tablekit index verify Employees --spec employees.index.json --partition Sales
   tablekit queue poison list archive-jobs
   tablekit retention drop-older-than Signins --period day --cutoff 2026-09-01 --dry-run
@@ -63,10 +65,23 @@ pub(crate) struct Global {
     /// repeating its longest delay; 0 for none [default: 4].
     #[arg(long, global = true, value_name = "N")]
     pub(crate) retries: Option<usize>,
+    /// How the final summary is printed: text on stderr, or one JSON object on stdout (on
+    /// stderr when stdout carries the data, as with `export --out -`).
+    #[arg(long, global = true, value_enum, default_value_t = OutputMode::Text)]
+    pub(crate) output: OutputMode,
     /// Testing hook: act as if Ctrl-C was pressed after this many pages (export, copy) or
     /// chunks (import).
     #[arg(long, global = true, hide = true, value_name = "N")]
     pub(crate) interrupt_after: Option<u64>,
+}
+
+/// `--output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OutputMode {
+    /// Human-readable lines on stderr.
+    Text,
+    /// One JSON object with the counts and outcome (machine-readable).
+    Json,
 }
 
 /// Where to connect. The environment variable is read by the `connect` module, not by
@@ -133,6 +148,15 @@ pub(crate) enum Command {
     /// Copy a table, within an account or to another one.
     #[command(after_help = COPY_HELP)]
     Copy(CopyArgs),
+    /// Read, write or delete one entity.
+    #[command(after_help = ENTITY_HELP)]
+    Entity {
+        #[command(subcommand)]
+        command: EntityCommand,
+    },
+    /// Delete every entity of some partitions, or every entity matching a filter.
+    #[command(after_help = PURGE_HELP)]
+    Purge(PurgeArgs),
     /// Verify, repair or backfill a secondary index declared in a spec file.
     #[command(after_help = INDEX_HELP)]
     Index {
@@ -151,6 +175,119 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+}
+
+const ENTITY_HELP: &str = "Examples:
+  tablekit entity get Orders c42 2026-0001
+  tablekit entity put Orders c42 2026-0001 --json '{\"Total\":12,\"Big@odata.type\":\"Edm.Int64\",\"Big\":\"9007199254740993\"}'
+  tablekit entity get Orders c42 2026-0001 | jq '.Total = 13' | tablekit entity put Orders c42 2026-0001 --in - --if-match '*'
+  tablekit entity merge Orders c42 2026-0001 --json '{\"Status\":\"paid\"}' --if-match 'W/\"datetime…\"'
+  tablekit entity delete Orders c42 2026-0001 --yes
+
+Entities are JSON in the export format (one object; `@odata.type` annotations keep the EDM
+types). `get` prints the entity with its ETag as \"odata.etag\"; put and merge print the new
+ETag on stderr. Keys in the JSON, if any, must match the arguments. A missing entity exits 1;
+--if-match with an ETag that no longer matches exits 1 (HTTP 412) and writes nothing.";
+
+/// `tablekit entity …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum EntityCommand {
+    /// Print one entity (export format, with its ETag as \"odata.etag\"); exit 1 if missing.
+    #[command(after_help = "Examples:\n  tablekit entity get Orders c42 2026-0001")]
+    Get(EntityKeys),
+    /// Write one entity: insert or replace; with --if-match, replace only that version.
+    #[command(
+        after_help = "Examples:\n  tablekit entity put Orders c42 2026-0001 --json '{\"Total\":12}'\n  tablekit entity put Orders c42 2026-0001 --in entity.json --if-match '*'"
+    )]
+    Put(EntityWrite),
+    /// Merge properties into one entity: insert or merge; with --if-match, merge into that
+    /// version only.
+    #[command(
+        after_help = "Examples:\n  tablekit entity merge Orders c42 2026-0001 --json '{\"Status\":\"paid\"}'"
+    )]
+    Merge(EntityWrite),
+    /// Delete one entity (asks unless --yes); with --if-match, that version only.
+    #[command(after_help = "Examples:\n  tablekit entity delete Orders c42 2026-0001 --yes")]
+    Delete {
+        #[command(flatten)]
+        keys: EntityKeys,
+        /// Delete only if the entity still has this ETag [default: any version; a missing
+        /// entity exits 1].
+        #[arg(long, value_name = "ETAG")]
+        if_match: Option<String>,
+        /// Delete without asking (required when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// The entity a command acts on.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EntityKeys {
+    /// The table.
+    pub(crate) table: String,
+    /// The PartitionKey.
+    pub(crate) partition_key: String,
+    /// The RowKey.
+    pub(crate) row_key: String,
+}
+
+/// `entity put` and `entity merge`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EntityWrite {
+    #[command(flatten)]
+    pub(crate) keys: EntityKeys,
+    /// The properties, as one JSON object in the export format.
+    #[arg(
+        long,
+        value_name = "JSON",
+        required_unless_present = "input",
+        conflicts_with = "input"
+    )]
+    pub(crate) json: Option<String>,
+    /// Read the JSON object from FILE, or from stdin with `-`.
+    #[arg(long = "in", value_name = "FILE|-")]
+    pub(crate) input: Option<PathBuf>,
+    /// Write only if the entity has this ETag (`*`: any version, but it must exist)
+    /// [default: insert or replace / insert or merge].
+    #[arg(long, value_name = "ETAG")]
+    pub(crate) if_match: Option<String>,
+}
+
+const PURGE_HELP: &str = "Examples:
+  tablekit purge Signins --partition user42 --dry-run
+  tablekit purge Signins --partition user42 --partition user43 --yes
+  tablekit purge Signins --filter \"Expired eq true\" --allow-scan --yes
+
+Reads the keys (keys only, page by page) and deletes them in transactions of up to 100 of a
+partition, several at a time; an entity already gone counts as deleted, so a purge that
+stopped can be run again. --dry-run counts what would be deleted and deletes nothing. A
+filter without `PartitionKey eq` reads every partition and needs --allow-scan.";
+
+/// `tablekit purge`.
+#[derive(Debug, Args)]
+pub(crate) struct PurgeArgs {
+    /// The table.
+    pub(crate) table: String,
+    /// A partition to delete (its PartitionKey); repeat for more.
+    #[arg(
+        long = "partition",
+        value_name = "PK",
+        required_unless_present = "filter"
+    )]
+    pub(crate) partitions: Vec<String>,
+    /// Delete the entities matching this OData filter (within the partitions, if given).
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) filter: Option<String>,
+    /// Allow a filter that reads every partition (no `PartitionKey eq`).
+    #[arg(long)]
+    pub(crate) allow_scan: bool,
+    /// Count what would be deleted; delete nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Delete without asking (required when stdin is not a terminal).
+    #[arg(long)]
+    pub(crate) yes: bool,
 }
 
 const INDEX_HELP: &str = "Examples:

@@ -1,9 +1,11 @@
 //! The commands, one module each, and what they share.
 
 mod copy;
+mod entity;
 mod export;
 mod import;
 mod index;
+mod purge;
 mod query;
 mod queue;
 mod retention;
@@ -14,7 +16,7 @@ use std::io::IsTerminal as _;
 
 use tablekit::azure::Account;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, OutputMode};
 use crate::connect::{self, ConnectOptions};
 use crate::exit::{CliResult, Exit};
 use crate::interrupt::Interrupt;
@@ -33,9 +35,37 @@ pub(crate) struct Ctx {
     pub(crate) verbose: bool,
     /// The stop request (Ctrl-C or the testing hook).
     pub(crate) interrupt: Interrupt,
+    /// `--output`: how the final summary is printed.
+    pub(crate) output: OutputMode,
+    /// Whether stdout carries the command's data (`--out -`): a JSON summary then goes to
+    /// stderr.
+    pub(crate) stdout_is_data: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Ctx {
+    /// Prints a command's final summary: `text` on stderr (unless `--quiet` or empty), or with
+    /// `--output json` the object `json` as one line on stdout (on stderr when stdout carries
+    /// the command's data).
+    pub(crate) fn summary(&self, text: &str, json: serde_json::Value) {
+        match self.output {
+            OutputMode::Text => {
+                if !text.is_empty() {
+                    self.status(text);
+                }
+            }
+            OutputMode::Json => {
+                if self
+                    .stdout_is_data
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    eprintln!("{json}");
+                } else {
+                    println!("{json}");
+                }
+            }
+        }
+    }
+
     /// Prints a status line on stderr unless `--quiet`.
     pub(crate) fn status(&self, message: &str) {
         if !self.quiet {
@@ -78,6 +108,8 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             quiet: cli.global.quiet,
             verbose: cli.global.verbose,
             interrupt: Interrupt::install(cli.global.interrupt_after),
+            output: cli.global.output,
+            stdout_is_data: Default::default(),
         };
     let c = &cli.global.connection;
     let source = ConnectOptions {
@@ -104,6 +136,8 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             Command::Export(args) => export::run(&ctx, &account, args).await,
             Command::Import(args) => import::run(&ctx, &account, args).await,
             Command::Copy(args) => copy::run(&ctx, &account, args).await,
+            Command::Entity { command } => entity::run(&ctx, &account, command).await,
+            Command::Purge(args) => purge::run(&ctx, &account, args).await,
             Command::Index { command } => index::run(&ctx, &account, command).await,
             Command::Queue { command } => queue::run(&ctx, &account, command).await,
             Command::Retention { command } => retention::run(&ctx, &account, command).await,
@@ -158,5 +192,21 @@ pub(crate) fn ended(ctx: &Ctx, done: Exit) -> Exit {
         Exit::Interrupted
     } else {
         done
+    }
+}
+
+/// Writes `bytes` to stdout and flushes; a reader that went away (`| head`) is not an error.
+///
+/// # Errors
+/// A failure for other write errors.
+pub(crate) fn write_stdout(bytes: &[u8]) -> CliResult<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(crate::exit::CliError::failure(format!(
+            "writing the output: {e}"
+        ))),
     }
 }
