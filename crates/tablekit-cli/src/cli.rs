@@ -633,6 +633,8 @@ const EXPORT_HELP: &str = "Examples:
   tablekit export Orders --out orders.jsonl.zst            # zstd, by extension
   tablekit export Orders --out backup/ --split 8 --compress gzip
   tablekit export Orders --out orders.jsonl --resume       # continue after a failure or Ctrl-C
+  tablekit export Orders --out orders.csv                  # Storage Explorer's typed CSV
+  tablekit export Orders --out - --compress zstd | ssh backup 'cat > orders.jsonl.zst'
   tablekit export Orders --out c42.jsonl --partition c42 --select Total,Status
   tablekit export Orders --out open.jsonl --filter \"Status eq 'open'\"
   tablekit export Orders --out changes.jsonl --since 2026-11-01T00:00:00Z
@@ -647,14 +649,43 @@ lose the type (Int64 as a string, DateTime at 100 ns, Guid, Binary as base64, Do
 A checkpoint (OUT.checkpoint) is written after every page; --resume appends from it and
 produces the same file as an uninterrupted export.";
 
+/// The formats of export and import files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FileFormat {
+    /// JSON Lines in the service's entity shape, with `@odata.type` annotations.
+    Jsonl,
+    /// CSV with a `Name@type` column beside every property (Azure Storage Explorer's form).
+    Csv,
+}
+
+impl FileFormat {
+    /// The format a file name implies: `.csv` (before any compression extension) is CSV.
+    pub(crate) fn from_path(path: &std::path::Path) -> Self {
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let name = name
+            .strip_suffix(".gz")
+            .or_else(|| name.strip_suffix(".zst"))
+            .unwrap_or(&name);
+        if name.ends_with(".csv") {
+            FileFormat::Csv
+        } else {
+            FileFormat::Jsonl
+        }
+    }
+}
+
 /// `tablekit export`.
 #[derive(Debug, Args)]
 pub(crate) struct ExportArgs {
     /// The table.
     pub(crate) table: String,
-    /// Output file, or directory with --split / --partitions-from (part-00001.jsonl, …).
-    #[arg(long, value_name = "FILE|DIR")]
+    /// Output file, `-` for stdout, or a directory with --split / --partitions-from /
+    /// several --partition (part-00001.jsonl, …).
+    #[arg(long, value_name = "FILE|DIR|-")]
     pub(crate) out: PathBuf,
+    /// File format [default: csv for a .csv file name (also .csv.gz, .csv.zst), else jsonl].
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<FileFormat>,
     /// Compression [default: by extension: .gz gzip, .zst zstd, else none].
     #[arg(long, value_enum)]
     pub(crate) compress: Option<Compression>,
@@ -678,6 +709,8 @@ const IMPORT_HELP: &str = "Examples:
   tablekit import Orders --in orders.jsonl.zst --create
   tablekit import Orders --in backup/ --mode insert --rejects rejects.jsonl
   tablekit import Orders --in orders.jsonl --resume
+  tablekit import Orders --in orders.csv --create            # Storage Explorer's typed CSV
+  zstd -dc orders.jsonl.zst | tablekit import Orders --in -
 
 Rows are written in transactions of up to 100 entities of one partition (atomic each).
 Invalid rows (keys, sizes, EDM annotations) are refused before sending; rows the service
@@ -695,9 +728,16 @@ rows), merge (insert or merge properties).";
 pub(crate) struct ImportArgs {
     /// The table.
     pub(crate) table: String,
-    /// Input file, or a directory of parts (every *.jsonl, *.jsonl.gz, *.jsonl.zst, by name).
-    #[arg(long = "in", value_name = "FILE|DIR")]
+    /// Input file, `-` for stdin, or a directory of parts (every *.jsonl and *.csv, also
+    /// .gz or .zst, by name).
+    #[arg(long = "in", value_name = "FILE|DIR|-")]
     pub(crate) input: PathBuf,
+    /// File format [default: by the file name: csv for .csv, else jsonl; jsonl for stdin].
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<FileFormat>,
+    /// Compression of stdin (files: by their extension).
+    #[arg(long, value_enum)]
+    pub(crate) compress: Option<Compression>,
     /// How rows are written.
     #[arg(long, value_enum, default_value_t = Mode::Upsert)]
     pub(crate) mode: Mode,

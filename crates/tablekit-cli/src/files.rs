@@ -112,14 +112,22 @@ pub(crate) fn open_output(path: &Path, keep: Option<u64>) -> io::Result<File> {
 /// The lines of a JSON Lines file, decompressed by its extension.
 pub(crate) fn open_lines(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
     let file = BufReader::with_capacity(1 << 16, File::open(path)?);
-    Ok(match Compression::from_path(path) {
-        Compression::None => Box::new(file),
-        Compression::Gzip => Box::new(BufReader::new(GzMembers::new(file))),
+    Ok(decompressing(Box::new(file), Compression::from_path(path)))
+}
+
+/// `input` decompressed as `compression` says.
+pub(crate) fn decompressing(
+    input: Box<dyn BufRead + Send>,
+    compression: Compression,
+) -> Box<dyn BufRead + Send> {
+    match compression {
+        Compression::None => input,
+        Compression::Gzip => Box::new(BufReader::new(GzMembers::new(input))),
         Compression::Zstd => Box::new(BufReader::new(ZstdFrames {
-            source: Some(file),
+            source: Some(input),
             frame: None,
         })),
-    })
+    }
 }
 
 /// Every gzip member of a stream in turn; an empty stream is empty (an export of an empty

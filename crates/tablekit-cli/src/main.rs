@@ -8,6 +8,7 @@ mod checkpoint;
 mod cli;
 mod commands;
 mod connect;
+mod csv;
 mod entity_json;
 mod exit;
 mod files;

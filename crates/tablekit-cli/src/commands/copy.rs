@@ -242,11 +242,16 @@ async fn copy_and_verify(
     let (copied, refused, unknown) = state.ranges.iter().fold((0, 0, 0), |(c, r, u), s| {
         (c + s.copied, r + s.refused, u + s.unknown)
     });
-    ctx.status(&format!(
-        "copied {copied} entities from {} to {}; refused {refused}; unknown {unknown}",
-        src.name(),
-        dst.name()
-    ));
+    ctx.summary(
+        &format!(
+            "copied {copied} entities from {} to {}; refused {refused}; unknown {unknown}",
+            src.name(),
+            dst.name()
+        ),
+        serde_json::json!({"source": src.name(), "destination": dst.name(),
+            "copied": copied, "refused": refused, "unknown": unknown,
+            "interrupted": ctx.interrupt.requested()}),
+    );
     if ctx.interrupt.requested() {
         ctx.status("interrupted: run the same command with --resume to continue");
         return Ok(Exit::Interrupted);
@@ -568,6 +573,9 @@ async fn verify(
     page_size: usize,
 ) -> CliResult {
     let reporter = Reporter::new("verify", None, ctx.quiet);
+    // The differences, for the JSON summary (printed as they come otherwise).
+    let lines = std::sync::Mutex::new(Vec::<String>::new());
+    let lines = &lines;
     let results: Vec<CliResult<(u64, u64, u64)>> =
         futures::stream::iter(ranges.iter().map(|range| {
             let reporter = reporter.clone();
@@ -622,7 +630,11 @@ async fn verify(
                     partitions += 1;
                     if let Some(line) = line {
                         differ += 1;
-                        println!("{line}");
+                        if ctx.json() {
+                            lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                        } else {
+                            println!("{line}");
+                        }
                     }
                     if ctx.interrupt.requested() {
                         break;
@@ -645,9 +657,12 @@ async fn verify(
     if ctx.interrupt.requested() {
         return Ok(ended(ctx, Exit::Interrupted));
     }
-    ctx.status(&format!(
-        "verified {partitions} partitions ({entities} source entities): {differ} differ"
-    ));
+    let lines = std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()));
+    ctx.summary(
+        &format!("verified {partitions} partitions ({entities} source entities): {differ} differ"),
+        serde_json::json!({"verify": {"partitions": partitions, "entities": entities,
+            "differ": differ, "differences": lines}}),
+    );
     Ok(if differ == 0 {
         Exit::Success
     } else {
@@ -701,11 +716,15 @@ async fn dry_run(ctx: &Ctx, src: &Table, dst: &Table, scope: &Scope, args: &Copy
     if ctx.interrupt.requested() {
         return Ok(Exit::Interrupted);
     }
-    ctx.status(&format!(
-        "dry run: would copy {valid} entities from {} to {}; {invalid} would be refused; nothing written",
-        src.name(),
-        dst.name()
-    ));
+    ctx.summary(
+        &format!(
+            "dry run: would copy {valid} entities from {} to {}; {invalid} would be refused; nothing written",
+            src.name(),
+            dst.name()
+        ),
+        serde_json::json!({"source": src.name(), "destination": dst.name(), "dry_run": true,
+            "would_copy": valid, "would_refuse": invalid}),
+    );
     if args.delete_extra {
         delete_extra(ctx, src, dst, &ranges, scope, args.ranges.page_size, true).await?;
     }
@@ -819,7 +838,7 @@ async fn delete_extra(
                 }
                 _ => {
                     total.found += 1;
-                    if dry_run {
+                    if dry_run && !ctx.json() {
                         println!("extra\t{}\t{}", d.0, d.1);
                     } else {
                         batch.push(d);
@@ -838,7 +857,7 @@ async fn delete_extra(
             break;
         }
     }
-    ctx.status(&if dry_run {
+    let text = if dry_run {
         format!(
             "dry run: {} entities only in {} would be deleted",
             total.found,
@@ -851,7 +870,12 @@ async fn delete_extra(
             dst.name(),
             total.failed
         )
-    });
+    };
+    ctx.summary(
+        &text,
+        serde_json::json!({"extra": {"found": total.found, "deleted": total.deleted,
+            "failed": total.failed}}),
+    );
     Ok(total)
 }
 

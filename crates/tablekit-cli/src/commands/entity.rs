@@ -78,8 +78,8 @@ async fn get(ctx: &Ctx, account: &Account, keys: &EntityKeys) -> CliResult {
     out.push(b',');
     out.extend_from_slice(&line[1..]);
     // The entity is the output, in either --output mode.
+    ctx.stdout_carries_data();
     super::write_stdout(&out)?;
-    let _ = ctx;
     Ok(Exit::Success)
 }
 
@@ -150,7 +150,7 @@ async fn put_or_merge(ctx: &Ctx, account: &Account, write: &EntityWrite, merge: 
     })?;
     ctx.summary(
         &format!("{verb} {} {}: etag {}", table.name(), describe(&k), etag.as_str()),
-        serde_json::json!({"command": format!("entity {}", if merge { "merge" } else { "put" }),
+        serde_json::json!({
             "table": table.name(), "PartitionKey": k.pk(), "RowKey": k.rk(), "etag": etag.as_str()}),
     );
     Ok(Exit::Success)
@@ -177,7 +177,7 @@ async fn delete(
         })?;
     ctx.summary(
         &format!("deleted {} {}", table.name(), describe(&k)),
-        serde_json::json!({"command": "entity delete", "table": table.name(),
+        serde_json::json!({"table": table.name(),
             "PartitionKey": k.pk(), "RowKey": k.rk()}),
     );
     Ok(Exit::Success)

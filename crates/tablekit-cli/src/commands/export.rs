@@ -1,7 +1,7 @@
 //! `tablekit export`: pages streamed to JSON Lines (optionally compressed), a checkpoint after
 //! every page, parts in parallel over key ranges.
 
-use std::io::Write as _;
+use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt as _;
@@ -11,10 +11,10 @@ use tablekit::azure::{Account, Table};
 use super::transfer::{self, Next, Scope};
 use super::{Ctx, ended};
 use crate::checkpoint::{self, VERSION};
-use crate::cli::ExportArgs;
-use crate::entity_json::write_line;
+use crate::cli::{ExportArgs, FileFormat};
+use crate::entity_json::{read_line, write_line};
 use crate::exit::{CliError, CliResult, Exit};
-use crate::files::{Compression, open_output};
+use crate::files::{Compression, open_lines, open_output};
 use crate::progress::Reporter;
 use crate::ranges::KeyRange;
 
@@ -61,7 +61,21 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
     transfer::check_range_args(&args.ranges)?;
     let scope = Scope::new(account, &args.scope, args.since.as_deref())?;
     let multi = transfer::is_multi(&args.ranges);
-    let compression = if multi {
+    let to_stdout = args.out.as_os_str() == "-";
+    let format = args
+        .format
+        .unwrap_or_else(|| FileFormat::from_path(&args.out));
+    if multi && (to_stdout || format == FileFormat::Csv) {
+        return Err(CliError::usage(
+            "parts (--split, --partitions-from, several --partition) are written to a directory as JSON Lines: not to stdout, not as CSV",
+        ));
+    }
+    if to_stdout && args.resume {
+        return Err(CliError::usage(
+            "--resume needs an output file: an export to stdout cannot be resumed",
+        ));
+    }
+    let compression = if multi || to_stdout {
         args.compress.unwrap_or(Compression::None)
     } else {
         let implied = Compression::from_path(&args.out);
@@ -76,6 +90,20 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
             None => implied,
         }
     };
+    if to_stdout {
+        ctx.stdout_carries_data();
+    }
+    if format == FileFormat::Csv {
+        return export_csv(ctx, &table, &args, &scope, compression, to_stdout).await;
+    }
+    if to_stdout {
+        let reporter = Reporter::new("export", None, ctx.quiet);
+        let range = transfer::single_range(&args.ranges);
+        let result =
+            stream_to_stdout(ctx, &table, &range, &scope, &args, compression, &reporter).await;
+        reporter.finish();
+        return finish(ctx, &args, FileFormat::Jsonl, result?);
+    }
     let parts = if multi {
         plan_parts(ctx, &table, &args, compression).await?
     } else {
@@ -86,17 +114,10 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
     };
     if !args.resume && !args.overwrite {
         for part in &parts {
-            for path in [
+            refuse_existing(&[
                 part.path.clone(),
                 checkpoint::beside(&part.path, ".checkpoint"),
-            ] {
-                if path.exists() {
-                    return Err(CliError::usage(format!(
-                        "{} exists: pass --resume to continue that export or --overwrite to replace it",
-                        path.display()
-                    )));
-                }
-            }
+            ])?;
         }
     }
     let reporter = Reporter::new("export", None, ctx.quiet);
@@ -120,19 +141,237 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
     for result in results {
         total += result?;
     }
+    finish(ctx, &args, FileFormat::Jsonl, total)
+}
+
+/// Refuses to start over an existing output or checkpoint without --resume or --overwrite.
+fn refuse_existing(paths: &[PathBuf]) -> CliResult<()> {
+    for path in paths {
+        if path.exists() {
+            return Err(CliError::usage(format!(
+                "{} exists: pass --resume to continue that export or --overwrite to replace it",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The end of an export: the summary, and how the tool exits.
+fn finish(ctx: &Ctx, args: &ExportArgs, format: FileFormat, total: u64) -> CliResult {
     let exit = ended(ctx, Exit::Success);
-    if exit == Exit::Interrupted {
-        ctx.status(&format!(
-            "interrupted after {total} entities: run the same command with --resume to continue"
-        ));
+    let text = if exit == Exit::Interrupted {
+        if args.out.as_os_str() == "-" {
+            format!("interrupted after {total} entities")
+        } else {
+            format!(
+                "interrupted after {total} entities: run the same command with --resume to continue"
+            )
+        }
     } else {
-        ctx.status(&format!(
+        format!(
             "exported {total} entities from {} to {}",
             args.table,
             args.out.display()
-        ));
-    }
+        )
+    };
+    ctx.summary(
+        &text,
+        serde_json::json!({
+            "table": args.table, "out": args.out.display().to_string(),
+            "format": format!("{format:?}").to_lowercase(), "entities": total,
+            "interrupted": exit == Exit::Interrupted,
+        }),
+    );
     Ok(exit)
+}
+
+/// An export to stdout: each page as a frame, no checkpoint.
+async fn stream_to_stdout(
+    ctx: &Ctx,
+    table: &Table,
+    range: &KeyRange,
+    scope: &Scope,
+    args: &ExportArgs,
+    compression: Compression,
+    reporter: &Reporter,
+) -> CliResult<u64> {
+    let mut pages = Box::pin(transfer::range_pages(
+        table,
+        range,
+        scope,
+        args.ranges.page_size,
+        None,
+    ));
+    let what = format!("reading {}", table.name());
+    let mut entities = 0;
+    let mut out = std::io::stdout().lock();
+    while let Next::Page(page) = transfer::next_page(ctx, &mut pages, &what).await? {
+        let mut lines = Vec::with_capacity(512 * page.items.len());
+        for stored in &page.items {
+            write_line(
+                &mut lines,
+                stored.keys.pk(),
+                stored.keys.rk(),
+                stored.timestamp.as_ref(),
+                &stored.value,
+            );
+        }
+        if !lines.is_empty() {
+            let frame = compression
+                .frame(lines)
+                .map_err(|e| CliError::failure(format!("compressing: {e}")))?;
+            out.write_all(&frame)
+                .and_then(|()| out.flush())
+                .map_err(|e| CliError::failure(format!("writing to stdout: {e}")))?;
+        }
+        entities += page.items.len() as u64;
+        reporter.add(page.items.len() as u64);
+        ctx.interrupt.unit_done();
+    }
+    Ok(entities)
+}
+
+/// A CSV export: the entities go to a JSON Lines file first (resumable, with its checkpoint,
+/// beside the output; in the temporary directory for stdout) while the property names are
+/// not all known; once complete, it is written out as CSV under the header of every name, and
+/// removed. Requests as a JSON Lines export; the conversion reads the local file twice.
+async fn export_csv(
+    ctx: &Ctx,
+    table: &Table,
+    args: &ExportArgs,
+    scope: &Scope,
+    compression: Compression,
+    to_stdout: bool,
+) -> CliResult {
+    let staging = if to_stdout {
+        std::env::temp_dir().join(format!(
+            "tablekit-export-{}-{}.jsonl",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ))
+    } else {
+        checkpoint::beside(&args.out, ".partial.jsonl")
+    };
+    let staging_checkpoint = checkpoint::beside(&staging, ".checkpoint");
+    if !to_stdout && !args.resume && !args.overwrite {
+        refuse_existing(&[
+            args.out.clone(),
+            staging.clone(),
+            staging_checkpoint.clone(),
+        ])?;
+    }
+    let part = Part {
+        range: transfer::single_range(&args.ranges),
+        path: staging.clone(),
+    };
+    let reporter = Reporter::new("export", None, ctx.quiet);
+    let result = export_part(
+        ctx,
+        table,
+        &part,
+        scope,
+        Compression::None,
+        args.ranges.page_size,
+        args.resume && !to_stdout,
+        &reporter,
+    )
+    .await;
+    reporter.finish();
+    let total = match result {
+        Ok(total) if !ctx.interrupt.requested() => total,
+        other => {
+            if to_stdout {
+                let _ = std::fs::remove_file(&staging);
+                let _ = std::fs::remove_file(&staging_checkpoint);
+            }
+            return finish(ctx, args, FileFormat::Csv, other?);
+        }
+    };
+    let names = match &scope.select {
+        Some(names) => names.clone(),
+        None => staged_names(&staging)?,
+    };
+    if to_stdout {
+        let mut out = std::io::stdout().lock();
+        write_csv(&staging, &names, compression, &mut out)?;
+    } else {
+        let tmp = checkpoint::beside(&args.out, ".tmp");
+        let mut file = std::fs::File::create(&tmp).map_err(io_error(&tmp))?;
+        write_csv(&staging, &names, compression, &mut file)?;
+        file.sync_all().map_err(io_error(&tmp))?;
+        std::fs::rename(&tmp, &args.out).map_err(io_error(&args.out))?;
+    }
+    let _ = std::fs::remove_file(&staging);
+    let _ = std::fs::remove_file(&staging_checkpoint);
+    finish(ctx, args, FileFormat::Csv, total)
+}
+
+/// Every property name of a staged export, sorted.
+fn staged_names(staging: &Path) -> CliResult<Vec<String>> {
+    let mut names = std::collections::BTreeSet::new();
+    let reader = open_lines(staging).map_err(io_error(staging))?;
+    for line in reader.lines() {
+        let line = line.map_err(io_error(staging))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row = read_line(&line)
+            .map_err(|e| CliError::failure(format!("{}: {e}", staging.display())))?;
+        for (name, _) in row.properties.iter() {
+            if !names.contains(name) {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    Ok(names.into_iter().collect())
+}
+
+/// Writes a staged export as CSV to `out`, in frames of up to 1,000 records.
+fn write_csv(
+    staging: &Path,
+    names: &[String],
+    compression: Compression,
+    out: &mut dyn std::io::Write,
+) -> CliResult<()> {
+    let write_err = |e: std::io::Error| CliError::failure(format!("writing the CSV: {e}"));
+    let mut chunk = crate::csv::header(names).into_bytes();
+    let mut in_chunk = 0;
+    let reader = open_lines(staging).map_err(io_error(staging))?;
+    for line in reader.lines() {
+        let line = line.map_err(io_error(staging))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row = read_line(&line)
+            .map_err(|e| CliError::failure(format!("{}: {e}", staging.display())))?;
+        let timestamp = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| {
+                v["Timestamp"]
+                    .as_str()
+                    .and_then(tablekit::core::edm::parse_datetime)
+            });
+        chunk.extend_from_slice(
+            crate::csv::record(names, &row.pk, &row.rk, timestamp.as_ref(), &row.properties)
+                .as_bytes(),
+        );
+        in_chunk += 1;
+        if in_chunk == 1000 {
+            out.write_all(
+                &compression
+                    .frame(std::mem::take(&mut chunk))
+                    .map_err(write_err)?,
+            )
+            .map_err(write_err)?;
+            in_chunk = 0;
+        }
+    }
+    if !chunk.is_empty() {
+        out.write_all(&compression.frame(chunk).map_err(write_err)?)
+            .map_err(write_err)?;
+    }
+    out.flush().map_err(write_err)
 }
 
 /// The parts of a split export, and the manifest that keeps them for `--resume`.

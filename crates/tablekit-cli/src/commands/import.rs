@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufRead as _, BufWriter, Write as _};
+use std::io::{BufRead, BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -14,10 +14,10 @@ use tablekit::core::{Entity, Keys};
 use super::transfer::{self, Settled};
 use super::{Ctx, ended};
 use crate::checkpoint::{self, VERSION};
-use crate::cli::{ImportArgs, Mode};
-use crate::entity_json::read_line;
+use crate::cli::{FileFormat, ImportArgs, Mode};
+use crate::entity_json::{Row, read_line};
 use crate::exit::{CliError, CliResult, Exit};
-use crate::files::{open_lines, open_output};
+use crate::files::{Compression, open_lines, open_output};
 use crate::progress::Reporter;
 
 /// Where every row before it has a final outcome.
@@ -116,6 +116,9 @@ impl Rejects {
 
 /// The input files: the file, or the directory's `*.jsonl[.gz|.zst]` files by name.
 fn input_files(input: &Path) -> CliResult<Vec<PathBuf>> {
+    if input.as_os_str() == "-" {
+        return Ok(vec![input.to_owned()]);
+    }
     if !input.is_dir() {
         if !input.is_file() {
             return Err(CliError::usage(format!(
@@ -135,15 +138,22 @@ fn input_files(input: &Path) -> CliResult<Vec<PathBuf>> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            [".jsonl", ".jsonl.gz", ".jsonl.zst"]
-                .iter()
-                .any(|ext| name.ends_with(ext))
+            [
+                ".jsonl",
+                ".jsonl.gz",
+                ".jsonl.zst",
+                ".csv",
+                ".csv.gz",
+                ".csv.zst",
+            ]
+            .iter()
+            .any(|ext| name.ends_with(ext))
         })
         .collect();
     files.sort();
     if files.is_empty() {
         return Err(CliError::usage(format!(
-            "{}: no *.jsonl, *.jsonl.gz or *.jsonl.zst files",
+            "{}: no *.jsonl or *.csv files (also .gz, .zst)",
             input.display()
         )));
     }
@@ -173,7 +183,8 @@ struct Import<'a> {
     reporter: Reporter,
     rejects: Rejects,
     state: ImportCheckpoint,
-    checkpoint_path: PathBuf,
+    /// `None` for stdin, which cannot be resumed.
+    checkpoint_path: Option<PathBuf>,
     chunk: Vec<(Operation, Origin)>,
     keys_in_chunk: HashSet<(String, String)>,
 }
@@ -212,7 +223,9 @@ impl Import<'_> {
         self.state.file = file;
         self.state.line = line;
         self.state.rejects_bytes = self.rejects.sync()?;
-        checkpoint::store(&self.checkpoint_path, &self.state)?;
+        if let Some(path) = &self.checkpoint_path {
+            checkpoint::store(path, &self.state)?;
+        }
         if sent {
             self.ctx.interrupt.unit_done();
         }
@@ -237,6 +250,17 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         return Err(CliError::usage("--chunk must be at least 1"));
     }
     let files = input_files(&args.input)?;
+    let stdin = args.input.as_os_str() == "-";
+    if stdin && args.resume {
+        return Err(CliError::usage(
+            "--resume needs an input file: an import from stdin cannot be resumed",
+        ));
+    }
+    if !stdin && args.compress.is_some() {
+        return Err(CliError::usage(
+            "--compress applies to stdin; files are decompressed by their extension",
+        ));
+    }
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     let options = checkpoint::options_hash(&[
         "import",
@@ -245,15 +269,21 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         &format!("{:?}", args.mode),
         &names.join("\n"),
     ]);
-    let checkpoint_path =
-        checkpoint::beside(args.input.components().as_path(), ".import-checkpoint");
+    let checkpoint_path = (!stdin)
+        .then(|| checkpoint::beside(args.input.components().as_path(), ".import-checkpoint"));
     let earlier: Option<ImportCheckpoint> = if args.resume {
-        checkpoint::load(&checkpoint_path)?
+        checkpoint_path
+            .as_deref()
+            .map(checkpoint::load::<ImportCheckpoint>)
+            .transpose()?
+            .flatten()
     } else {
         None
     };
     if let Some(cp) = &earlier {
-        checkpoint::check_same(&checkpoint_path, cp.version, &cp.options, &options)?;
+        if let Some(path) = &checkpoint_path {
+            checkpoint::check_same(path, cp.version, &cp.options, &options)?;
+        }
         if cp.complete {
             ctx.status("the import is already complete");
             return Ok(summary(ctx, cp));
@@ -302,7 +332,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         chunk: Vec::with_capacity(args.chunk),
         keys_in_chunk: HashSet::new(),
     };
-    let result = read_all(&mut import, &files, args.mode, args.chunk).await;
+    let result = read_all(&mut import, &files, &args).await;
     import.reporter.finish();
     result?;
     if ctx.interrupt.requested() {
@@ -311,37 +341,125 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         return Ok(ended(ctx, Exit::Interrupted));
     }
     import.state.complete = true;
-    checkpoint::store(&import.checkpoint_path, &import.state)?;
+    if let Some(path) = &import.checkpoint_path {
+        checkpoint::store(path, &import.state)?;
+    }
     Ok(summary(ctx, &import.state))
 }
 
+/// The rows of one input, JSON Lines or CSV.
+enum Source {
+    Lines {
+        lines: std::io::Lines<Box<dyn BufRead + Send>>,
+        line: u64,
+    },
+    Csv {
+        records: crate::csv::Records<Box<dyn BufRead + Send>>,
+        columns: crate::csv::Columns,
+        width: usize,
+    },
+}
+
+impl Source {
+    fn open(path: &Path, args: &ImportArgs) -> CliResult<Self> {
+        let stdin = path.as_os_str() == "-";
+        let reader: Box<dyn BufRead + Send> = if stdin {
+            open_stdin(args.compress.unwrap_or(Compression::None))
+        } else {
+            open_lines(path).map_err(|e| CliError::io(path, &e))?
+        };
+        let format = match (args.format, stdin) {
+            (Some(f), _) => f,
+            (None, true) => FileFormat::Jsonl,
+            (None, false) => FileFormat::from_path(path),
+        };
+        Ok(match format {
+            FileFormat::Jsonl => Source::Lines {
+                lines: reader.lines(),
+                line: 0,
+            },
+            FileFormat::Csv => {
+                let mut records = crate::csv::Records::new(reader);
+                let header = records
+                    .next_record()
+                    .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?
+                    .map(|(_, h)| h)
+                    .unwrap_or_default();
+                if header.is_empty() {
+                    return Err(CliError::usage(format!(
+                        "{}: no CSV header",
+                        path.display()
+                    )));
+                }
+                let columns = crate::csv::Columns::parse(&header)
+                    .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+                Source::Csv {
+                    records,
+                    columns,
+                    width: header.len(),
+                }
+            }
+        })
+    }
+
+    /// The next row and the line it starts on: `None` at the end; an inner `None` for a
+    /// blank line or record.
+    #[allow(clippy::type_complexity)]
+    fn next(&mut self) -> std::io::Result<Option<(u64, Option<Result<Row, String>>)>> {
+        match self {
+            Source::Lines { lines, line } => {
+                let Some(text) = lines.next().transpose()? else {
+                    return Ok(None);
+                };
+                *line += 1;
+                if text.trim().is_empty() {
+                    return Ok(Some((*line, None)));
+                }
+                Ok(Some((*line, Some(read_line(&text)))))
+            }
+            Source::Csv {
+                records,
+                columns,
+                width,
+            } => {
+                let Some((line, record)) = records.next_record()? else {
+                    return Ok(None);
+                };
+                if record.len() == 1 && record[0].is_empty() {
+                    return Ok(Some((line, None)));
+                }
+                Ok(Some((line, Some(columns.row(&record, *width)))))
+            }
+        }
+    }
+}
+
+/// Stdin, decompressed as `--compress` says.
+fn open_stdin(compression: Compression) -> Box<dyn BufRead + Send> {
+    let stdin = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+    crate::files::decompressing(Box::new(stdin), compression)
+}
+
 /// Reads every file from the checkpoint on, sending a chunk whenever it is full.
-async fn read_all(
-    import: &mut Import<'_>,
-    files: &[PathBuf],
-    mode: Mode,
-    chunk: usize,
-) -> CliResult<()> {
+async fn read_all(import: &mut Import<'_>, files: &[PathBuf], args: &ImportArgs) -> CliResult<()> {
+    let (mode, chunk) = (args.mode, args.chunk);
     let (first_file, skip) = (import.state.file, import.state.line);
     for (index, path) in files.iter().enumerate().skip(first_file) {
-        let reader = open_lines(path).map_err(|e| CliError::io(path, &e))?;
-        let mut line_no = 0_u64;
-        for line in reader.lines() {
-            line_no += 1;
+        let mut source = Source::open(path, args)?;
+        loop {
+            let next = source.next().map_err(|e| CliError::io(path, &e))?;
+            let Some((line_no, row)) = next else { break };
             if index == first_file && line_no <= skip {
                 continue;
             }
-            let line = line.map_err(|e| CliError::io(path, &e))?;
-            if line.trim().is_empty() {
-                continue;
-            }
+            let Some(row) = row else { continue };
             let mut origin = Origin {
                 file: index,
                 line: line_no,
                 pk: None,
                 rk: None,
             };
-            let row = match read_line(&line) {
+            let row = match row {
                 Ok(row) => row,
                 Err(reason) => {
                     import.refuse(&origin, &reason)?;
@@ -386,10 +504,14 @@ async fn read_all(
 
 /// Prints the counts; partial when any row was refused or is unknown.
 fn summary(ctx: &Ctx, state: &ImportCheckpoint) -> Exit {
-    ctx.status(&format!(
-        "imported {} rows; refused {}; unknown {}",
-        state.imported, state.refused, state.unknown
-    ));
+    ctx.summary(
+        &format!(
+            "imported {} rows; refused {}; unknown {}",
+            state.imported, state.refused, state.unknown
+        ),
+        serde_json::json!({"imported": state.imported, "refused": state.refused,
+            "unknown": state.unknown}),
+    );
     if state.refused + state.unknown > 0 {
         Exit::Partial
     } else {

@@ -37,32 +37,65 @@ pub(crate) struct Ctx {
     pub(crate) interrupt: Interrupt,
     /// `--output`: how the final summary is printed.
     pub(crate) output: OutputMode,
-    /// Whether stdout carries the command's data (`--out -`): a JSON summary then goes to
-    /// stderr.
+    /// Whether stdout carries the command's data (`--out -`, query results): a JSON summary
+    /// then goes to stderr.
     pub(crate) stdout_is_data: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The fields of the JSON summary, gathered while the command runs.
+    pub(crate) report: std::sync::Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Ctx {
-    /// Prints a command's final summary: `text` on stderr (unless `--quiet` or empty), or with
-    /// `--output json` the object `json` as one line on stdout (on stderr when stdout carries
-    /// the command's data).
+    /// A step's summary: `text` on stderr (unless `--quiet` or empty); the fields of `json`
+    /// (an object) go into the JSON summary that `--output json` prints at the end.
     pub(crate) fn summary(&self, text: &str, json: serde_json::Value) {
-        match self.output {
-            OutputMode::Text => {
-                if !text.is_empty() {
-                    self.status(text);
-                }
-            }
-            OutputMode::Json => {
-                if self
-                    .stdout_is_data
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    eprintln!("{json}");
-                } else {
-                    println!("{json}");
-                }
-            }
+        if self.output == OutputMode::Text && !text.is_empty() {
+            self.status(text);
+        }
+        if let serde_json::Value::Object(fields) = json {
+            self.report
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(fields);
+        }
+    }
+
+    /// Whether summaries are JSON.
+    pub(crate) fn json(&self) -> bool {
+        self.output == OutputMode::Json
+    }
+
+    /// Marks stdout as carrying the command's data.
+    pub(crate) fn stdout_carries_data(&self) {
+        self.stdout_is_data
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// With `--output json`, prints the summary: one object with the command, its fields,
+    /// the exit code and the error, on stdout (stderr when stdout carries data).
+    fn print_report(&self, command: &str, code: u8, error: Option<&str>) {
+        if self.output != OutputMode::Json {
+            return;
+        }
+        let mut report = serde_json::Map::new();
+        report.insert("command".into(), command.into());
+        report.extend(
+            self.report
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        );
+        report.insert("exit".into(), code.into());
+        if let Some(error) = error {
+            report.insert("error".into(), error.into());
+        }
+        let line = serde_json::Value::Object(report);
+        if self
+            .stdout_is_data
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
         }
     }
 
@@ -110,7 +143,9 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             interrupt: Interrupt::install(cli.global.interrupt_after),
             output: cli.global.output,
             stdout_is_data: Default::default(),
+            report: Default::default(),
         };
+    let name = command_name(&cli.command);
     let c = &cli.global.connection;
     let source = ConnectOptions {
         connection_string: c.connection_string.clone(),
@@ -147,11 +182,43 @@ pub(crate) async fn run(cli: Cli) -> u8 {
     }
     .await;
     match result {
-        Ok(exit) => exit.code(),
+        Ok(exit) => {
+            ctx.print_report(&name, exit.code(), None);
+            exit.code()
+        }
         Err(e) => {
             eprintln!("error: {e}");
+            ctx.print_report(&name, e.exit.code(), Some(&e.message));
             e.exit.code()
         }
+    }
+}
+
+/// The command's name as typed (`copy`, `entity put`, …), for the JSON summary.
+fn command_name(command: &Command) -> String {
+    use crate::cli::{EntityCommand, TablesCommand};
+    match command {
+        Command::Tables { command } => match command {
+            TablesCommand::List { .. } => "tables list",
+            TablesCommand::Create { .. } => "tables create",
+            TablesCommand::Delete { .. } => "tables delete",
+        }
+        .into(),
+        Command::Query(_) => "query".into(),
+        Command::Export(_) => "export".into(),
+        Command::Import(_) => "import".into(),
+        Command::Copy(_) => "copy".into(),
+        Command::Entity { command } => match command {
+            EntityCommand::Get(_) => "entity get",
+            EntityCommand::Put(_) => "entity put",
+            EntityCommand::Merge(_) => "entity merge",
+            EntityCommand::Delete { .. } => "entity delete",
+        }
+        .into(),
+        Command::Purge(_) => "purge".into(),
+        Command::Index { .. } => "index".into(),
+        Command::Queue { .. } => "queue".into(),
+        Command::Retention { .. } => "retention".into(),
     }
 }
 

@@ -119,9 +119,9 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: PurgeArgs) -> CliRes
             total.deleted, args.table, total.already_gone, total.transactions
         ),
         serde_json::json!({
-            "command": "purge", "table": args.table, "deleted": total.deleted,
+            "table": args.table, "deleted": total.deleted,
             "already_gone": total.already_gone, "scanned": total.scanned,
-            "transactions": total.transactions, "exit": 0,
+            "transactions": total.transactions,
         }),
     );
     Ok(Exit::Success)
@@ -154,8 +154,8 @@ async fn dry_run(
     }
     ctx.summary(
         &format!("dry run: would delete {count} entities ({what}); nothing deleted"),
-        serde_json::json!({"command": "purge", "table": table.name(), "dry_run": true,
-            "would_delete": count, "exit": 0}),
+        serde_json::json!({"table": table.name(), "dry_run": true,
+            "would_delete": count}),
     );
     Ok(Exit::Success)
 }

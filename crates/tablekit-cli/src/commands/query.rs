@@ -68,6 +68,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: QueryArgs) -> CliRes
     } else {
         Format::Jsonl
     });
+    ctx.stdout_carries_data();
     let mut out = Output::new(format, args.select);
     let mut pages = Box::pin(query.pages());
     loop {
@@ -92,6 +93,10 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: QueryArgs) -> CliRes
     if let Some(note) = out.dropped_note() {
         ctx.status(&note);
     }
+    ctx.summary(
+        "",
+        serde_json::json!({"table": args.table, "entities": out.entities}),
+    );
     Ok(ended(ctx, Exit::Success))
 }
 

@@ -18,6 +18,10 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: TablesCommand) ->
                 .list_tables(&prefix)
                 .await
                 .map_err(|e| CliError::context("listing tables", &e))?;
+            if ctx.json() {
+                ctx.summary("", serde_json::json!({"tables": names}));
+                return Ok(Exit::Success);
+            }
             let mut out = std::io::stdout().lock();
             for name in names {
                 writeln!(out, "{name}").map_err(|e| CliError::failure(e.to_string()))?;
@@ -30,7 +34,10 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: TablesCommand) ->
                 .create()
                 .await
                 .map_err(|e| CliError::context(&format!("creating {name}"), &e))?;
-            ctx.status(&format!("created {name}"));
+            ctx.summary(
+                &format!("created {name}"),
+                serde_json::json!({"table": name, "created": true}),
+            );
             Ok(Exit::Success)
         }
         TablesCommand::Delete { name, yes } => {
@@ -54,7 +61,10 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: TablesCommand) ->
                 .delete_table()
                 .await
                 .map_err(|e| CliError::context(&format!("deleting {name}"), &e))?;
-            ctx.status(&format!("deleted {name}"));
+            ctx.summary(
+                &format!("deleted {name}"),
+                serde_json::json!({"table": name, "deleted": true}),
+            );
             Ok(Exit::Success)
         }
     }
