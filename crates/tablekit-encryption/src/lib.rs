@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+mod beacon;
 mod cache;
 mod codec;
 mod error;
@@ -10,9 +11,13 @@ mod legacy;
 mod local;
 mod policy;
 mod read;
+mod search;
 mod sign;
 mod write;
 
+pub use beacon::{
+    BEACON_PREFIX, BeaconKey, MAX_BEACON_BITS, MIN_BEACON_BITS, NormalizeFn, StandardBeacon,
+};
 pub use cache::{DataKeyReuse, KeyCache, MAX_DATA_KEY_USES};
 pub use error::{Cause, DecryptionFailure};
 pub use format::{
@@ -26,6 +31,7 @@ pub use key::{
 pub use legacy::{LEGACY_METADATA_1, LEGACY_METADATA_2};
 pub use local::{AesKeyWrap, RsaOaepKey};
 pub use policy::{Action, ClassifyFn, EncryptionPolicy, EncryptionPolicyBuilder, SelectFn};
+pub use search::BeaconFilter;
 pub use sign::{Ed25519SigningKey, HmacSigningKey, SigningKey};
 
 /// The property names reserved for encryption metadata: tablekit's and the legacy format's.

@@ -10,6 +10,7 @@ use tablekit_core::limits::validate_property_name;
 use tablekit_core::{Error, NameKind, OperationKind, Result, TableEntity};
 
 use crate::RESERVED_PROPERTIES;
+use crate::beacon::{StandardBeacon, is_beacon_name};
 use crate::cache::{DataKeyReuse, KeyCache};
 use crate::key::{KeyEncryptionKey, KeyResolver, check_key_id};
 use crate::sign::SigningKey;
@@ -87,6 +88,8 @@ pub struct EncryptionPolicy {
     pub(crate) key_cache: Option<KeyCache>,
     /// The content key reused across writes.
     pub(crate) data_keys: Option<DataKeyReuse>,
+    /// The beacons written beside encrypted properties, by property name.
+    pub(crate) beacons: BTreeMap<String, StandardBeacon>,
 }
 
 /// Builds an [`EncryptionPolicy`]; see [`EncryptionPolicy::builder`].
@@ -108,6 +111,7 @@ pub struct EncryptionPolicyBuilder {
     allowed_prefixes: Vec<String>,
     key_cache: Option<KeyCache>,
     data_keys: Option<DataKeyReuse>,
+    beacons: Vec<StandardBeacon>,
 }
 
 impl EncryptionPolicy {
@@ -131,6 +135,7 @@ impl EncryptionPolicy {
             allowed_prefixes: Vec::new(),
             key_cache: None,
             data_keys: None,
+            beacons: Vec::new(),
         }
     }
 
@@ -211,7 +216,14 @@ impl EncryptionPolicy {
         by_name.then(|| {
             self.properties()
                 .chain(self.sign_only.iter().map(String::as_str))
+                .chain(self.beacons.values().map(StandardBeacon::stored_name))
         })
+    }
+
+    /// The beacon this policy writes beside the encrypted property `property`, if any
+    /// ([`EncryptionPolicyBuilder::beacon`]).
+    pub fn beacon(&self, property: &str) -> Option<&StandardBeacon> {
+        self.beacons.get(property)
     }
 
     /// Whether stored entities may name the key id `kid`.
@@ -264,6 +276,16 @@ impl EncryptionPolicy {
     /// [`Error::InvalidFilter`] naming the property.
     pub fn check_filter(&self, filter: &Filter) -> Result<()> {
         if let Some(name) = self.encrypted_in(filter) {
+            if self.beacons.contains_key(&name) {
+                return Err(Error::InvalidFilter {
+                    reason: format!(
+                        "`{name}` is encrypted: its stored value is ciphertext, so the service \
+                         cannot compare it; it has a beacon, so an equality with it can be \
+                         asked through EncryptionPolicy::search, which compares the beacon and \
+                         then the decrypted value"
+                    ),
+                });
+            }
             return Err(Error::InvalidFilter {
                 reason: format!(
                     "`{name}` is encrypted: its stored value is ciphertext under a key unique to \
@@ -544,6 +566,22 @@ impl EncryptionPolicyBuilder {
         self
     }
 
+    /// Writes `beacon` beside its encrypted property: every entity written with the property
+    /// also stores the beacon of its value in the plain property
+    /// [`StandardBeacon::stored_name`] (`_Beacon_Email`), covered by the item MAC and
+    /// signature like a sign-only property, and removed again when the entity is read.
+    /// Equality filters on the property can then be sent as filters on the beacon
+    /// ([`EncryptionPolicy::search`]). The property must be listed as encrypted
+    /// ([`properties`](Self::properties) or `#[table(encrypt)]`).
+    ///
+    /// A beacon tells whoever reads the table which entities hold equal values, and how
+    /// often each value occurs; see the crate documentation for what its length trades.
+    #[must_use]
+    pub fn beacon(mut self, beacon: StandardBeacon) -> Self {
+        self.beacons.push(beacon);
+        self
+    }
+
     /// The policy.
     ///
     /// # Errors
@@ -557,7 +595,8 @@ impl EncryptionPolicyBuilder {
     /// signatures and reads the legacy format, the bound table name is empty, longer than
     /// 1 KiB or holds control characters, an allowed key id is invalid or a prefix empty, the
     /// resolver does not list its key ids and none are allowed, or a key cache or data-key
-    /// reuse has a zero bound (or a reuse above [`MAX_DATA_KEY_USES`](crate::MAX_DATA_KEY_USES)).
+    /// reuse has a zero bound (or a reuse above [`MAX_DATA_KEY_USES`](crate::MAX_DATA_KEY_USES)),
+    /// or a beacon is given for a property not listed as encrypted, or twice.
     pub fn build(self) -> Result<EncryptionPolicy> {
         check_key_id(self.kek.id())?;
         if let Some(ids) = &self.legacy_key_ids {
@@ -675,6 +714,25 @@ impl EncryptionPolicyBuilder {
                 reason: "protects no property: list names or give a selection function".into(),
             });
         }
+        let mut beacons = BTreeMap::new();
+        for beacon in self.beacons {
+            let property = beacon.property().to_owned();
+            if !self.properties.contains(&property) {
+                return Err(Error::InvalidConfig {
+                    part: "encryption policy".into(),
+                    reason: format!(
+                        "a beacon for `{property}`, which the policy does not list as \
+                         encrypted: a beacon stands for an encrypted property's value"
+                    ),
+                });
+            }
+            if beacons.insert(property.clone(), beacon).is_some() {
+                return Err(Error::InvalidConfig {
+                    part: "encryption policy".into(),
+                    reason: format!("two beacons for `{property}`"),
+                });
+            }
+        }
         Ok(EncryptionPolicy {
             kek: self.kek,
             resolver: self.resolver,
@@ -693,12 +751,24 @@ impl EncryptionPolicyBuilder {
             allowed_prefixes: self.allowed_prefixes,
             key_cache: self.key_cache,
             data_keys: self.data_keys,
+            beacons,
         })
     }
 }
 
-/// Refuses the names of the encryption metadata properties as user properties.
+/// Refuses the names of the encryption metadata properties, and those reserved for beacons, as
+/// user properties.
 pub(crate) fn check_not_reserved(name: &str) -> Result<()> {
+    if is_beacon_name(name) {
+        return Err(Error::InvalidName {
+            kind: NameKind::Property,
+            name: name.to_owned(),
+            reason: format!(
+                "names starting with {:?} are reserved for beacons",
+                crate::BEACON_PREFIX
+            ),
+        });
+    }
     if RESERVED_PROPERTIES.contains(&name) {
         return Err(Error::InvalidName {
             kind: NameKind::Property,
@@ -730,6 +800,7 @@ impl fmt::Debug for EncryptionPolicy {
             .field("allowed_prefixes", &self.allowed_prefixes)
             .field("key_cache", &self.key_cache)
             .field("data_keys", &self.data_keys)
+            .field("beacons", &self.beacons.values().collect::<Vec<_>>())
             .finish()
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, Result, Target};
 
+use crate::beacon::is_beacon_name;
 use crate::error::{Cause, DecryptionFailure};
 use crate::format::v2::{self, Opener, SEAL_COUNTER, property_counter};
 use crate::format::v3::MAX_WRAPPED_KEY;
@@ -190,6 +191,16 @@ impl EncryptionPolicy {
         };
         if let Some((name, cause)) = self.first_unprotected(keys, &properties, &decrypted) {
             return Err(reading.fail(name, cause));
+        }
+        // Beacons are for the service's filters, not the reader.
+        let beacons: Vec<String> = properties
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| is_beacon_name(name))
+            .map(str::to_owned)
+            .collect();
+        for name in beacons {
+            properties.remove(&name);
         }
         Ok(properties)
     }

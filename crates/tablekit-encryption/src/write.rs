@@ -1,5 +1,6 @@
 //! Encrypting an entity's properties for a write, in tablekit's format version 3.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use aes_gcm::aead::OsRng;
@@ -8,6 +9,7 @@ use tablekit_core::edm::{EdmValue, Properties, to_entity_json};
 use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, MAX_USER_PROPERTIES};
 use tablekit_core::{Error, Keys, Limit, Result};
 
+use crate::beacon::is_beacon_name;
 use crate::error::not_a_string;
 use crate::format::v3::{
     self, Entry, ItemKeys, Kind, MAC_LEN, MAX_SIGNATURE, MAX_WRAPPED_KEY, SALT_LEN, Signer,
@@ -25,6 +27,15 @@ impl EncryptionPolicy {
         let (pk, rk) = (keys.pk(), keys.rk());
         let mut entries = Vec::new();
         for (name, value) in properties.iter() {
+            // A beacon `with_beacons` added: signed, so that a writer to the table cannot
+            // point it at another value.
+            if is_beacon_name(name) && self.writes_beacon(name) {
+                entries.push(Entry {
+                    kind: Kind::SignOnly,
+                    name: name.to_owned(),
+                });
+                continue;
+            }
             check_not_reserved(name)?;
             let kind = match self.action(pk, rk, name) {
                 Action::EncryptAndSign => match value {
@@ -41,7 +52,9 @@ impl EncryptionPolicy {
         }
         if self.is_strict() {
             let unclassified = properties.iter().find(|(name, value)| {
-                matches!(value, EdmValue::String(_)) && !self.classifies(pk, rk, name)
+                matches!(value, EdmValue::String(_))
+                    && !self.classifies(pk, rk, name)
+                    && !(is_beacon_name(name) && self.writes_beacon(name))
             });
             if let Some((name, _)) = unclassified {
                 return Err(Error::encode(
@@ -74,6 +87,43 @@ impl EncryptionPolicy {
         Ok(entries)
     }
 
+    /// Whether `name` is the stored name of one of this policy's beacons.
+    fn writes_beacon(&self, name: &str) -> bool {
+        self.beacons.values().any(|b| b.stored_name() == name)
+    }
+
+    /// `properties` with the beacon of each encrypted string property this policy has a
+    /// beacon for, under the beacon's stored name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when the bag already holds a name reserved for beacons.
+    fn with_beacons<'p>(&self, properties: Cow<'p, Properties>) -> Result<Cow<'p, Properties>> {
+        if self.beacons.is_empty() {
+            return Ok(properties);
+        }
+        if let Some((name, _)) = properties.iter().find(|(name, _)| is_beacon_name(name)) {
+            check_not_reserved(name)?;
+        }
+        let values: Vec<(String, String)> = self
+            .beacons
+            .values()
+            .filter_map(|beacon| match properties.get(beacon.property()) {
+                Some(EdmValue::String(text)) => {
+                    Some((beacon.stored_name().to_owned(), beacon.value(text)))
+                }
+                _ => None,
+            })
+            .collect();
+        if values.is_empty() {
+            return Ok(properties);
+        }
+        let mut properties = properties.into_owned();
+        for (name, value) in values {
+            properties.insert(name, value);
+        }
+        Ok(Cow::Owned(properties))
+    }
+
     /// Whether [`encrypt`](Self::encrypt) will accept `properties` for the entity `keys`
     /// without calling the key: `Ok(true)` when every check passes and the encrypted entity is
     /// certain to fit 1 MiB, `Ok(false)` when only encrypting it can tell (an entity close to
@@ -84,6 +134,8 @@ impl EncryptionPolicy {
     /// number, date, Boolean or Guid, an encrypted value's UTF-8 length + 16, and metadata
     /// sized for a wrapped key of 4 KiB (RSA-8192 wraps to 1 KiB).
     pub(crate) fn check_encrypt(&self, keys: &Keys, properties: &Properties) -> Result<bool> {
+        let properties = self.with_beacons(Cow::Borrowed(properties))?;
+        let properties = properties.as_ref();
         let entries = self.to_protect(keys, properties)?;
         if entries.is_empty() {
             return Ok(true);
@@ -163,6 +215,7 @@ impl EncryptionPolicy {
         keys: &Keys,
         properties: Properties,
     ) -> Result<Properties> {
+        let properties = self.with_beacons(Cow::Owned(properties))?.into_owned();
         let entries = self.to_protect(keys, &properties)?;
         if entries.is_empty() {
             return Ok(properties);
