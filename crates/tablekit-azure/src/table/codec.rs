@@ -18,7 +18,7 @@ use super::Table;
 /// How many entities of one page or plan are encoded or decoded at once: a codec that calls a
 /// remote key store overlaps those calls, without one call per entity of a 1,000-entity page
 /// in flight.
-const CODEC_CONCURRENCY: usize = 16;
+pub(crate) const CODEC_CONCURRENCY: usize = 16;
 
 /// Operations encoded per task when a bulk write's operations are encoded: large enough that
 /// a task's overhead is negligible, small enough that both workers of a small machine get

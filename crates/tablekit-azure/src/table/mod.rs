@@ -25,7 +25,9 @@ use tracing::Instrument as _;
 pub use batch::TransactionOutcome;
 pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
 pub use codec::EntityCodec;
-pub use query::{ContinuationToken, Page, Query};
+pub use query::{
+    ContinuationToken, EntityError, EntityResult, Page, PerEntity, PerEntityPage, Query,
+};
 pub use typed::{TypedTable, WriteMode};
 pub use update::ConflictLoop;
 

@@ -9,10 +9,10 @@ use azure_storage::clients::ServiceType;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tablekit_core::edm::{Properties, field_names, parse_page};
+use tablekit_core::edm::{Properties, field_names, from_properties, parse_page};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::{MAX_PAGE_SIZE, validate_property_identifier};
-use tablekit_core::{Error, Limit, QueryShape, Result, Stored};
+use tablekit_core::{ETag, Error, ErrorKind, Keys, Limit, QueryShape, Result, Stored, Target};
 use tracing::Instrument as _;
 
 use super::{ACCEPT_MINIMAL, Table};
@@ -529,25 +529,55 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// Reads a page's entities as `T`s, decoded by the handle's codec if it has one (without
     /// one, the page is parsed straight into `T`s, as before codecs existed).
     async fn parse(&self, raw: RawPage) -> Result<Page<T>> {
-        let items = match self.table.codec() {
-            None => parse_page::<T>(&raw.body).map_err(|e| self.table.in_table(e))?,
-            Some(codec) => {
-                let stored =
-                    parse_page::<Properties>(&raw.body).map_err(|e| self.table.in_table(e))?;
-                self.table.decode_all(codec.as_ref(), stored).await?
-            }
-        };
-        let metrics = self.table.account().metrics();
-        metrics.entities_read(items.len());
-        charge_returned(
-            metrics,
-            self.table.name(),
-            items.iter().map(|s| s.keys.pk()),
-        );
+        let items = <Stored<T> as Items<T>>::parse(self, &raw.body).await?;
         Ok(Page {
             items,
             continuation: raw.continuation,
         })
+    }
+
+    /// Reads each entity of a page as `T` on its own: one that does not decode (or, with a
+    /// codec, does not decrypt) becomes an [`EntityError`] in its place; a malformed page, or
+    /// a codec failure that is not the entity's own (its key service is unreachable, say),
+    /// is the page's error.
+    async fn parse_each(&self, body: &[u8]) -> Result<Vec<EntityResult<T>>> {
+        let stored = parse_page::<Properties>(body).map_err(|e| self.table.in_table(e))?;
+        let table = self.table.name();
+        let items: Vec<Result<EntityResult<T>>> = match self.table.codec() {
+            None => stored
+                .into_iter()
+                .map(|s| match from_properties::<T>(&s.value) {
+                    Ok(value) => Ok(Ok(Stored {
+                        keys: s.keys,
+                        etag: s.etag,
+                        timestamp: s.timestamp,
+                        value,
+                    })),
+                    Err(e) => {
+                        let error = e.with_target(Target::entity(table, s.keys.clone()));
+                        EntityError::of(s, error)
+                    }
+                })
+                .collect(),
+            Some(codec) => {
+                futures::stream::iter(stored)
+                    .map(|s| {
+                        let codec = codec.clone();
+                        async move {
+                            // Kept to report the entity as stored if it does not decode.
+                            let kept = s.clone();
+                            match self.table.decode_stored::<T>(codec.as_ref(), s).await {
+                                Ok(stored) => Ok(Ok(stored)),
+                                Err(error) => EntityError::of(kept, error),
+                            }
+                        }
+                    })
+                    .buffered(super::codec::CODEC_CONCURRENCY)
+                    .collect()
+                    .await
+            }
+        };
+        items.into_iter().collect()
     }
 
     /// All pages, following continuation tokens until there is none (an empty page with a
@@ -560,6 +590,24 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
     /// most two pages (one without read-ahead).
     pub fn pages(self) -> impl Stream<Item = Result<Page<T>>> + Send + 'static {
+        self.pages_of::<Stored<T>>()
+            .map_ok(|(items, continuation)| Page {
+                items,
+                continuation,
+            })
+    }
+
+    /// Reads every entity on its own instead of failing at the first that does not decode
+    /// into `T`: see [`PerEntity`]. Nothing is sent yet.
+    #[must_use]
+    pub fn per_entity(self) -> PerEntity<T> {
+        PerEntity { query: self }
+    }
+
+    /// The pages of this query, each entity read as `I` ([`Items`]).
+    fn pages_of<I: Items<T>>(
+        self,
+    ) -> impl Stream<Item = Result<(Vec<I>, Option<ContinuationToken>)>> + Send + 'static {
         struct State<T> {
             query: Query<T>,
             prepared: Prepared,
@@ -623,13 +671,13 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                     q.pinned(),
                 )));
             }
-            match q.parse(raw).await {
-                Ok(mut page) => {
+            match I::parse(q, &raw.body).await {
+                Ok(mut items) => {
                     if let Some(r) = st.remaining.as_mut() {
-                        page.items.truncate(*r);
-                        *r -= page.items.len();
+                        items.truncate(*r);
+                        *r -= items.len();
                     }
-                    Some((Ok(page), (st, None)))
+                    Some((Ok((items, raw.continuation)), (st, None)))
                 }
                 Err(e) => {
                     st.done = true;
@@ -665,6 +713,251 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     pub async fn first(self) -> Result<Option<Stored<T>>> {
         let mut stream = Box::pin(self.top(1).stream());
         stream.next().await.transpose()
+    }
+}
+
+/// How a page's entities are read: all as `Stored<T>` (the first that does not decode fails
+/// the page), or each on its own ([`EntityResult`]).
+trait Items<T>: Sized + Send + 'static {
+    /// The entities of a page body, charged to the meter and the budgets.
+    fn parse(
+        query: &Query<T>,
+        body: &[u8],
+    ) -> impl std::future::Future<Output = Result<Vec<Self>>> + Send;
+}
+
+/// Counts a page's entities as read and charges them, by partition, whatever became of them.
+fn count_read<'a>(table: &Table, pks: impl ExactSizeIterator<Item = &'a str>) {
+    let metrics = table.account().metrics();
+    metrics.entities_read(pks.len());
+    charge_returned(metrics, table.name(), pks);
+}
+
+impl<T: DeserializeOwned + Send + 'static> Items<T> for Stored<T> {
+    async fn parse(query: &Query<T>, body: &[u8]) -> Result<Vec<Self>> {
+        let table = &query.table;
+        let items = match table.codec() {
+            None => parse_page::<T>(body).map_err(|e| table.in_table(e))?,
+            Some(codec) => {
+                let stored = parse_page::<Properties>(body).map_err(|e| table.in_table(e))?;
+                table.decode_all(codec.as_ref(), stored).await?
+            }
+        };
+        count_read(table, items.iter().map(|s| s.keys.pk()));
+        Ok(items)
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Items<T> for EntityResult<T> {
+    async fn parse(query: &Query<T>, body: &[u8]) -> Result<Vec<Self>> {
+        let items = query.parse_each(body).await?;
+        count_read(
+            &query.table,
+            items.iter().map(|item| match item {
+                Ok(stored) => stored.keys.pk(),
+                Err(bad) => bad.keys.pk(),
+            }),
+        );
+        Ok(items)
+    }
+}
+
+/// One entity of a [`PerEntity`] read: the entity as `T`, or why it could not be read.
+pub type EntityResult<T> = std::result::Result<Stored<T>, EntityError>;
+
+/// An entity a [`PerEntity`] read returned but could not read as `T`: its keys, its ETag and
+/// timestamp, its properties as stored, and the error — [`Error::Decode`] naming the
+/// property that does not fit, or, through a codec, the codec's own (client-side encryption
+/// reports an entity that does not decrypt or authenticate as [`Error::Corrupt`]).
+///
+/// `Display` is the error's, which names the table and the keys. `?` turns it into that
+/// [`Error`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct EntityError {
+    /// The entity's keys.
+    pub keys: Keys,
+    /// Its ETag: a conditional repair or delete of exactly this version can follow.
+    pub etag: ETag,
+    /// Its last-modified time, when the response carried one.
+    pub timestamp: Option<chrono::DateTime<chrono::Utc>>,
+    /// Its properties as the service returned them, before any codec (ciphertext, for an
+    /// encrypted entity); only those of the projection when the query has one.
+    pub properties: Properties,
+    /// Why it could not be read: its [`ErrorKind`] is [`Decode`](ErrorKind::Decode) or
+    /// [`Corrupt`](ErrorKind::Corrupt).
+    pub error: Error,
+}
+
+impl EntityError {
+    /// `stored` as a bad entity when `error` is the entity's own (decoding, or a codec's
+    /// verdict on its data); any other error (the codec's key service failed, say) is the
+    /// page's, and ends the read.
+    fn of<T>(stored: Stored<Properties>, error: Error) -> Result<EntityResult<T>> {
+        match error.kind() {
+            ErrorKind::Decode | ErrorKind::Corrupt => Ok(Err(EntityError {
+                keys: stored.keys,
+                etag: stored.etag,
+                timestamp: stored.timestamp,
+                properties: stored.value,
+                error,
+            })),
+            _ => Err(error),
+        }
+    }
+}
+
+impl fmt::Display for EntityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for EntityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<EntityError> for Error {
+    fn from(bad: EntityError) -> Self {
+        bad.error
+    }
+}
+
+/// One response of a [`PerEntity`] read: each entity as `T` or as an [`EntityError`], in
+/// (PartitionKey, RowKey) order, and where to continue.
+#[derive(Debug)]
+pub struct PerEntityPage<T> {
+    /// The entities, each read on its own.
+    pub items: Vec<EntityResult<T>>,
+    /// Where the next page starts; `None` at the end.
+    pub continuation: Option<ContinuationToken>,
+}
+
+impl<T> PerEntityPage<T> {
+    /// The entities that could not be read.
+    pub fn errors(&self) -> impl Iterator<Item = &EntityError> {
+        self.items.iter().filter_map(|item| item.as_ref().err())
+    }
+}
+
+/// A [`Query`] that reads each entity on its own ([`Query::per_entity`]): an entity that does
+/// not decode into `T` — or, on a handle with a codec, does not decrypt or authenticate — is
+/// an [`EntityError`] carrying its keys, ETag, stored properties and error, in its place in
+/// the results, and the read goes on. A plain [`Query`] stops at the first such entity
+/// (fail-fast, the default).
+///
+/// Only the entity's own failures are set aside ([`ErrorKind::Decode`] and
+/// [`ErrorKind::Corrupt`]); a failed request, a malformed response, or a codec that cannot
+/// reach its keys ends the read with that error, as a plain query does.
+///
+/// Requests: exactly those of the same [`Query`] — one per page, the same pages and
+/// continuation tokens; bad entities cost no request of their own. Every entity returned,
+/// bad ones included, counts toward [`Query::top`], the metrics and the throughput budgets.
+/// Consistency: as a plain query — each page is consistent, pages are not a snapshot of the
+/// table. Cost: each entity is read into [`Properties`] first and then into `T` (the plain
+/// query reads straight into `T`), and, on a handle with a codec, its stored properties are
+/// copied before decoding in case it fails.
+///
+/// ```no_run
+/// use futures::TryStreamExt as _;
+/// use tablekit_core::filter::Filter;
+///
+/// #[derive(serde::Deserialize)]
+/// struct Order { #[serde(rename = "Total")] total: i64 }
+///
+/// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
+/// let mut orders = std::pin::pin!(table
+///     .query::<Order>()
+///     .filter(Filter::partition("2026-11"))
+///     .per_entity()
+///     .stream());
+/// while let Some(order) = orders.try_next().await? {
+///     match order {
+///         Ok(order) => println!("{}: {}", order.keys, order.value.total),
+///         Err(bad) => eprintln!("skipped {}: {}", bad.keys, bad.error),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct PerEntity<T> {
+    query: Query<T>,
+}
+
+impl<T> Clone for PerEntity<T> {
+    fn clone(&self) -> Self {
+        Self {
+            query: self.query.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for PerEntity<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PerEntity").field(&self.query).finish()
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> PerEntity<T> {
+    /// The query this reads.
+    pub fn query(&self) -> &Query<T> {
+        &self.query
+    }
+
+    /// Fetches one page, starting at the query's start (or its [`Query::resume`] token).
+    ///
+    /// Requests: 1.
+    ///
+    /// # Errors
+    /// As [`Query::page`], except that an entity that does not decode is an [`EntityError`]
+    /// in the page.
+    pub async fn page(&self) -> Result<PerEntityPage<T>> {
+        let q = &self.query;
+        let prepared = q.prepare()?;
+        let url = q.page_url(&prepared, q.start.as_ref(), per_request(q.top, q.page_size));
+        let raw = fetch_raw(q.table.clone(), url, q.shape(), q.pinned()).await?;
+        let items = <EntityResult<T> as Items<T>>::parse(q, &raw.body).await?;
+        Ok(PerEntityPage {
+            items,
+            continuation: raw.continuation,
+        })
+    }
+
+    /// All pages (see [`Query::pages`]: the same requests, read-ahead and memory).
+    pub fn pages(self) -> impl Stream<Item = Result<PerEntityPage<T>>> + Send + 'static {
+        self.query
+            .pages_of::<EntityResult<T>>()
+            .map_ok(|(items, continuation)| PerEntityPage {
+                items,
+                continuation,
+            })
+    }
+
+    /// Every matching entity, each as `T` or as an [`EntityError`] (see [`Query::stream`]).
+    /// The stream's own error (`Err` of the outer `Result`) ends it.
+    pub fn stream(self) -> impl Stream<Item = Result<EntityResult<T>>> + Send + 'static {
+        self.pages()
+            .map_ok(|page| futures::stream::iter(page.items.into_iter().map(Ok)))
+            .try_flatten()
+    }
+
+    /// Every matching entity, collected: the entities read and, apart, those that could not
+    /// be, both in (PartitionKey, RowKey) order.
+    ///
+    /// # Errors
+    /// As [`Query::page`], but never for an entity that does not decode.
+    pub async fn collect(self) -> Result<(Vec<Stored<T>>, Vec<EntityError>)> {
+        let mut good = Vec::new();
+        let mut bad = Vec::new();
+        let mut stream = std::pin::pin!(self.stream());
+        while let Some(item) = stream.try_next().await? {
+            match item {
+                Ok(stored) => good.push(stored),
+                Err(error) => bad.push(error),
+            }
+        }
+        Ok((good, bad))
     }
 }
 
