@@ -158,6 +158,13 @@ pub trait Scenario: Send + Sync + 'static {
 pub enum Plan {
     /// Every single-fault schedule of the fault-free run ([`single_fault`]).
     SingleFaults,
+    /// Every `stride`-th single-fault schedule — the first, then every `stride`-th after it:
+    /// a deterministic part of [`SingleFaults`](Plan::SingleFaults) for a scenario whose every
+    /// run takes seconds, numbered as in the whole plan.
+    SingleFaultsEvery {
+        /// One schedule in this many runs (1: all of them).
+        stride: u64,
+    },
     /// `count` random schedules of 2–3 faults and maybe an actor ([`random`]).
     Random {
         /// The seed.
@@ -346,6 +353,12 @@ pub async fn explore<S: Scenario>(scenario: Arc<S>, plan: Plan, parallel: usize)
         Plan::SingleFaults => single_fault(&report.baseline, actors)
             .into_iter()
             .zip(1..)
+            .map(|(s, i)| (i, s))
+            .collect(),
+        Plan::SingleFaultsEvery { stride } => single_fault(&report.baseline, actors)
+            .into_iter()
+            .zip(1..)
+            .filter(|(_, i)| (i - 1) % stride.max(1) == 0)
             .map(|(s, i)| (i, s))
             .collect(),
         Plan::Random { seed, count } => (0..count)
