@@ -32,7 +32,8 @@ Connection:
   Secrets are never printed, not even with --verbose.
 
 Exit codes: 0 success, 1 failure, 2 invalid input (refused before any request),
-3 partial (some rows refused or of unknown outcome), 130 interrupted (checkpoint written).";
+3 partial (some rows refused or of unknown outcome), 4 differences (copy --verify found
+some), 130 interrupted by Ctrl-C or SIGTERM (checkpoint written; removed after success).";
 
 /// Back up, copy, migrate and query Azure Table storage tables.
 #[derive(Debug, Parser)]
@@ -157,6 +158,20 @@ pub(crate) enum Command {
     /// Delete every entity of some partitions, or every entity matching a filter.
     #[command(after_help = PURGE_HELP)]
     Purge(PurgeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  tablekit completions bash > ~/.local/share/bash-completion/completions/tablekit\n  tablekit completions zsh > ~/.zfunc/_tablekit\n  tablekit completions fish > ~/.config/fish/completions/tablekit.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    #[command(
+        after_help = "Examples:\n  tablekit man > ~/.local/share/man/man1/tablekit.1\n  tablekit man | man -l -"
+    )]
+    Man,
     /// Verify, repair or backfill a secondary index declared in a spec file.
     #[command(after_help = INDEX_HELP)]
     Index {
@@ -528,11 +543,16 @@ pub(crate) enum TablesCommand {
         #[arg(long, default_value = "")]
         prefix: String,
     },
-    /// Create a table (exit 1 if it exists).
-    #[command(after_help = "Examples:\n  tablekit tables create Orders")]
+    /// Create a table (exit 1 if it exists, unless --if-not-exists).
+    #[command(
+        after_help = "Examples:\n  tablekit tables create Orders\n  tablekit tables create Orders --if-not-exists"
+    )]
     Create {
         /// The table name.
         name: String,
+        /// Succeed (exit 0) when the table exists already.
+        #[arg(long)]
+        if_not_exists: bool,
     },
     /// Delete a table and every entity in it.
     #[command(after_help = "Examples:\n  tablekit tables delete Orders --yes")]
@@ -710,6 +730,7 @@ const IMPORT_HELP: &str = "Examples:
   tablekit import Orders --in backup/ --mode insert --rejects rejects.jsonl
   tablekit import Orders --in orders.jsonl --resume
   tablekit import Orders --in orders.csv --create            # Storage Explorer's typed CSV
+  tablekit import Orders --in orders.jsonl --dry-run         # check and count; write nothing
   zstd -dc orders.jsonl.zst | tablekit import Orders --in -
 
 Rows are written in transactions of up to 100 entities of one partition (atomic each).
@@ -753,6 +774,10 @@ pub(crate) struct ImportArgs {
     /// Rows per checkpoint (each chunk is written with bounded parallelism).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub(crate) chunk: usize,
+    /// Read and check every row, count what would be imported and report what would be
+    /// refused; write nothing (no table, no checkpoint).
+    #[arg(long, conflicts_with_all = ["resume", "create"])]
+    pub(crate) dry_run: bool,
 }
 
 /// How `import` writes rows.
@@ -788,7 +813,7 @@ Entra ID (with --dst-table-endpoint, --dst-endpoint-suffix, --dst-token-scope an
 copy; with --dry-run it lists those entities (extra PK RK) and deletes nothing.
 --verify compares, partition by partition, the entity count and a SHA-256 over each
 entity's keys and typed properties (Timestamp and ETag excluded) and lists every
-partition that differs (exit 1).";
+partition that differs (exit 4: differences, not a failure).";
 
 /// `tablekit copy`.
 #[derive(Debug, Args)]

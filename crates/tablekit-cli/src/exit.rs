@@ -17,7 +17,9 @@ pub(crate) enum Exit {
     Usage,
     /// Done, except for rows that were refused or whose outcome stayed unknown.
     Partial,
-    /// Stopped by Ctrl-C (or SIGINT) after writing the checkpoint.
+    /// A verification ran to its end and found differences (not a failure of the tool).
+    Differences,
+    /// Stopped by Ctrl-C (SIGINT) or SIGTERM after writing the checkpoint.
     Interrupted,
 }
 
@@ -29,6 +31,7 @@ impl Exit {
             Exit::Failure => 1,
             Exit::Usage => 2,
             Exit::Partial => 3,
+            Exit::Differences => 4,
             Exit::Interrupted => 130,
         }
     }

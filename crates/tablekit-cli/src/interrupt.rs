@@ -1,5 +1,6 @@
-//! Ctrl-C: the first one asks the running command to stop at its next safe point (after the
-//! page or chunk in hand is written and checkpointed); the second one ends the process at
+//! Ctrl-C (SIGINT) and SIGTERM (what containers and Kubernetes send before killing a
+//! process): the first one asks the running command to stop at its next safe point (after
+//! the page or chunk in hand is written and checkpointed); the second one ends the process at
 //! once. Checkpoints are replaced atomically, so even then the last one written is whole.
 
 use std::sync::Arc;
@@ -30,14 +31,15 @@ impl Interrupt {
         };
         let stop = interrupt.stop.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_err() {
+            let mut signals = Signals::new();
+            if !signals.next().await {
                 return;
             }
             eprintln!(
                 "interrupted: finishing the work in hand and writing the checkpoint (Ctrl-C again to abort)"
             );
             stop.send_replace(true);
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if signals.next().await {
                 eprintln!("aborted");
                 std::process::exit(i32::from(Exit::Interrupted.code()));
             }
@@ -63,5 +65,32 @@ impl Interrupt {
         if self.after.is_some_and(|after| done >= after) {
             self.stop.send_replace(true);
         }
+    }
+}
+
+/// SIGINT and, on Unix, SIGTERM, as one stream of stop requests.
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        Self {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// Resolves with `true` at the next signal; `false` when no signal can be received.
+    async fn next(&mut self) -> bool {
+        #[cfg(unix)]
+        if let Some(term) = &mut self.term {
+            return tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                r = term.recv() => r.is_some(),
+            };
+        }
+        tokio::signal::ctrl_c().await.is_ok()
     }
 }

@@ -79,7 +79,7 @@ async fn a_copy_to_another_account_verifies_and_a_tampered_entity_is_detected() 
             &dst_cs,
         ],
     )
-    .expect(1);
+    .expect(4);
     let lines: Vec<&str> = verify.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", verify.stdout);
     assert!(
@@ -118,7 +118,7 @@ async fn a_copy_to_another_account_verifies_and_a_tampered_entity_is_detected() 
             &dst_cs,
         ],
     )
-    .expect(1);
+    .expect(4);
     assert_eq!(after.stdout.lines().collect::<Vec<_>>(), [lines[2]]);
 }
 

@@ -22,6 +22,8 @@ fn every_command_has_help_with_examples() {
         &["entity", "merge"],
         &["entity", "delete"],
         &["purge"],
+        &["completions"],
+        &["man"],
         &["index"],
         &["index", "verify"],
         &["index", "repair"],

@@ -60,8 +60,11 @@ async fn an_interrupted_export_resumes_to_the_same_bytes() {
             std::fs::read(&whole).unwrap(),
             "{name}: resumed export differs"
         );
-        // Resuming a complete export does nothing and succeeds.
-        tablekit(&[&args[..], &["--resume"]].concat()).expect(0);
+        // A complete export has no checkpoint left: resuming it is refused and changes
+        // nothing.
+        assert!(!dir.join(format!("resumed-{name}.checkpoint")).exists());
+        let again = tablekit(&[&args[..], &["--resume"]].concat()).expect(2);
+        assert!(again.stderr.contains("--overwrite"), "{}", again.stderr);
         assert_eq!(
             std::fs::read(&part).unwrap(),
             std::fs::read(&whole).unwrap()
@@ -197,6 +200,16 @@ async fn an_interrupted_copy_resumes_to_the_same_table() {
 
 #[tokio::test]
 async fn sigint_mid_export_exits_130_with_a_checkpoint_that_resumes() {
+    signal_mid_export_exits_130_with_a_checkpoint_that_resumes("-INT").await;
+}
+
+/// SIGTERM (what containers and Kubernetes Jobs get) is handled as Ctrl-C is.
+#[tokio::test]
+async fn sigterm_mid_export_exits_130_with_a_checkpoint_that_resumes() {
+    signal_mid_export_exits_130_with_a_checkpoint_that_resumes("-TERM").await;
+}
+
+async fn signal_mid_export_exits_130_with_a_checkpoint_that_resumes(signal: &str) {
     let src = table("CliSigint").await;
     seed(&src, 3, 100).await;
     let dir = scratch("sigint");
@@ -248,7 +261,7 @@ async fn sigint_mid_export_exits_130_with_a_checkpoint_that_resumes() {
         waited += 1;
     }
     let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());

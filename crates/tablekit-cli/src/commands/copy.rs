@@ -238,6 +238,7 @@ async fn copy_and_verify(
     for result in results {
         result?;
     }
+    let checkpoint_path = shared.path.clone();
     let state = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
     let (copied, refused, unknown) = state.ranges.iter().fold((0, 0, 0), |(c, r, u), s| {
         (c + s.copied, r + s.refused, u + s.unknown)
@@ -261,6 +262,13 @@ async fn copy_and_verify(
     } else {
         Exit::Success
     };
+    // Every range is copied: nothing is left to resume, so the checkpoint goes (it stays
+    // after a failure or an interruption).
+    match std::fs::remove_file(&checkpoint_path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(CliError::io(&checkpoint_path, &e)),
+    }
     let ranges: Vec<KeyRange> = state.ranges.into_iter().map(|s| s.range).collect();
     if args.delete_extra {
         let extra =
@@ -666,7 +674,7 @@ async fn verify(
     Ok(if differ == 0 {
         Exit::Success
     } else {
-        Exit::Failure
+        Exit::Differences
     })
 }
 

@@ -50,6 +50,9 @@ const MANIFEST: &str = "export-manifest.json";
 struct Part {
     range: KeyRange,
     path: PathBuf,
+    /// The only part: `--resume` without its checkpoint means the export completed (or
+    /// never checkpointed a page), not that this part of a split export is yet to start.
+    single: bool,
 }
 
 /// Runs `export`.
@@ -110,6 +113,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
         vec![Part {
             range: transfer::single_range(&args.ranges),
             path: args.out.clone(),
+            single: true,
         }]
     };
     if !args.resume && !args.overwrite {
@@ -141,7 +145,26 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
     for result in results {
         total += result?;
     }
+    if !ctx.interrupt.requested() {
+        // Complete: nothing is left to resume, so the checkpoints (and a split export's
+        // manifest) go. They stay after a failure or an interruption.
+        for part in &parts {
+            remove_if_present(&checkpoint::beside(&part.path, ".checkpoint"))?;
+        }
+        if multi {
+            remove_if_present(&args.out.join(MANIFEST))?;
+        }
+    }
     finish(ctx, &args, FileFormat::Jsonl, total)
+}
+
+/// Removes a file; one that is not there is fine.
+fn remove_if_present(path: &Path) -> CliResult<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(CliError::io(path, &e)),
+    }
 }
 
 /// Refuses to start over an existing output or checkpoint without --resume or --overwrite.
@@ -264,6 +287,7 @@ async fn export_csv(
     let part = Part {
         range: transfer::single_range(&args.ranges),
         path: staging.clone(),
+        single: true,
     };
     let reporter = Reporter::new("export", None, ctx.quiet);
     let result = export_part(
@@ -399,6 +423,12 @@ async fn plan_parts(
             m.ranges
         }
         None => {
+            if args.resume && has_parts(dir) {
+                return Err(CliError::usage(format!(
+                    "{}: no manifest to resume from — the export completed (its manifest and checkpoints are removed then) or never started; pass --overwrite to export again",
+                    dir.display()
+                )));
+            }
             if dir.join(MANIFEST).exists() && !args.overwrite && !args.resume {
                 return Err(CliError::usage(format!(
                     "{} holds an export: pass --resume to continue it or --overwrite to replace it",
@@ -432,8 +462,18 @@ async fn plan_parts(
                 i + 1,
                 compression.part_extension()
             )),
+            single: false,
         })
         .collect())
+}
+
+/// Whether `dir` holds parts of an export.
+fn has_parts(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
+    })
 }
 
 /// Removes the parts (and their checkpoints) of an earlier export in `dir`, so that an
@@ -493,6 +533,12 @@ async fn export_part(
     } else {
         None
     };
+    if resume && part.single && earlier.is_none() && path.exists() {
+        return Err(CliError::usage(format!(
+            "{}: no checkpoint to resume from — the export either completed (its checkpoint is removed then) or stopped before its first page; pass --overwrite to export again",
+            path.display()
+        )));
+    }
     let (start, mut entities, keep) = match &earlier {
         Some(cp) => {
             checkpoint::check_same(&checkpoint_path, cp.version, &cp.options, &options)?;

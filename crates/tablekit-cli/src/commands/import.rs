@@ -187,6 +187,8 @@ struct Import<'a> {
     checkpoint_path: Option<PathBuf>,
     chunk: Vec<(Operation, Origin)>,
     keys_in_chunk: HashSet<(String, String)>,
+    /// `--dry-run`: chunks are counted, not sent.
+    dry_run: bool,
 }
 
 impl Import<'_> {
@@ -196,6 +198,14 @@ impl Import<'_> {
         let chunk = std::mem::take(&mut self.chunk);
         let sent = !chunk.is_empty();
         self.keys_in_chunk.clear();
+        if self.dry_run {
+            self.state.imported += chunk.len() as u64;
+            self.reporter.add(chunk.len() as u64);
+            if sent {
+                self.ctx.interrupt.unit_done();
+            }
+            return Ok(());
+        }
         let (operations, origins): (Vec<Operation>, Vec<Origin>) = chunk.into_iter().unzip();
         let settled: Settled = transfer::write_settled(
             self.table,
@@ -269,7 +279,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         &format!("{:?}", args.mode),
         &names.join("\n"),
     ]);
-    let checkpoint_path = (!stdin)
+    let checkpoint_path = (!stdin && !args.dry_run)
         .then(|| checkpoint::beside(args.input.components().as_path(), ".import-checkpoint"));
     let earlier: Option<ImportCheckpoint> = if args.resume {
         checkpoint_path
@@ -286,7 +296,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         }
         if cp.complete {
             ctx.status("the import is already complete");
-            return Ok(summary(ctx, cp));
+            return Ok(summary(ctx, cp, false));
         }
     }
     let rejects = match &args.rejects {
@@ -331,20 +341,27 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
         checkpoint_path,
         chunk: Vec::with_capacity(args.chunk),
         keys_in_chunk: HashSet::new(),
+        dry_run: args.dry_run,
     };
     let result = read_all(&mut import, &files, &args).await;
     import.reporter.finish();
     result?;
     if ctx.interrupt.requested() {
         ctx.status("interrupted: run the same command with --resume to continue");
-        summary(ctx, &import.state);
+        summary(ctx, &import.state, args.dry_run);
         return Ok(ended(ctx, Exit::Interrupted));
     }
     import.state.complete = true;
+    // Every row has its outcome: nothing is left to resume, so the checkpoint goes (it stays
+    // after a failure or an interruption). The rejects file keeps the rows not imported.
     if let Some(path) = &import.checkpoint_path {
-        checkpoint::store(path, &import.state)?;
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(CliError::io(path, &e)),
+        }
     }
-    Ok(summary(ctx, &import.state))
+    Ok(summary(ctx, &import.state, args.dry_run))
 }
 
 /// The rows of one input, JSON Lines or CSV.
@@ -503,15 +520,26 @@ async fn read_all(import: &mut Import<'_>, files: &[PathBuf], args: &ImportArgs)
 }
 
 /// Prints the counts; partial when any row was refused or is unknown.
-fn summary(ctx: &Ctx, state: &ImportCheckpoint) -> Exit {
-    ctx.summary(
-        &format!(
-            "imported {} rows; refused {}; unknown {}",
-            state.imported, state.refused, state.unknown
-        ),
-        serde_json::json!({"imported": state.imported, "refused": state.refused,
-            "unknown": state.unknown}),
-    );
+fn summary(ctx: &Ctx, state: &ImportCheckpoint, dry_run: bool) -> Exit {
+    if dry_run {
+        ctx.summary(
+            &format!(
+                "dry run: would import {} rows; {} would be refused; nothing written",
+                state.imported, state.refused
+            ),
+            serde_json::json!({"dry_run": true, "would_import": state.imported,
+                "would_refuse": state.refused}),
+        );
+    } else {
+        ctx.summary(
+            &format!(
+                "imported {} rows; refused {}; unknown {}",
+                state.imported, state.refused, state.unknown
+            ),
+            serde_json::json!({"imported": state.imported, "refused": state.refused,
+                "unknown": state.unknown}),
+        );
+    }
     if state.refused + state.unknown > 0 {
         Exit::Partial
     } else {

@@ -176,6 +176,8 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             Command::Index { command } => index::run(&ctx, &account, command).await,
             Command::Queue { command } => queue::run(&ctx, &account, command).await,
             Command::Retention { command } => retention::run(&ctx, &account, command).await,
+            // Handled before connecting (see main).
+            Command::Completions { .. } | Command::Man => Ok(Exit::Success),
         };
         ctx.report_requests("source", &account);
         result
@@ -219,6 +221,8 @@ fn command_name(command: &Command) -> String {
         Command::Index { .. } => "index".into(),
         Command::Queue { .. } => "queue".into(),
         Command::Retention { .. } => "retention".into(),
+        Command::Completions { .. } => "completions".into(),
+        Command::Man => "man".into(),
     }
 }
 

@@ -28,15 +28,24 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: TablesCommand) ->
             }
             Ok(Exit::Success)
         }
-        TablesCommand::Create { name } => {
+        TablesCommand::Create {
+            name,
+            if_not_exists,
+        } => {
             let table = account.table(&name)?;
-            table
-                .create()
-                .await
-                .map_err(|e| CliError::context(&format!("creating {name}"), &e))?;
+            let created = if if_not_exists {
+                table.create_if_not_exists().await
+            } else {
+                table.create().await.map(|()| true)
+            }
+            .map_err(|e| CliError::context(&format!("creating {name}"), &e))?;
             ctx.summary(
-                &format!("created {name}"),
-                serde_json::json!({"table": name, "created": true}),
+                &if created {
+                    format!("created {name}")
+                } else {
+                    format!("{name} exists already")
+                },
+                serde_json::json!({"table": name, "created": created}),
             );
             Ok(Exit::Success)
         }
