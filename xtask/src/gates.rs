@@ -167,40 +167,76 @@ const NEWER_RUST: &str = "# newer Rust: not in the MSRV check";
 /// features that need a newer Rust.
 ///
 /// It builds a copy of the workspace (in `target/msrv-workspace`) whose manifests drop the
-/// lines marked [`NEWER_RUST`] and whose lockfile is resolved anew for the MSRV, as a user's
-/// would be: the committed lockfile may hold versions that only those features require (the
-/// 1.x Azure SDK crates need `time` 0.3.47, which needs Rust 1.88).
+/// lines marked [`NEWER_RUST`], with the committed lockfile. That lockfile may hold versions
+/// only those features require (the 1.x Azure SDK crates need `time` 0.3.47, which needs Rust
+/// 1.88): the packages cargo names as too new for the MSRV are moved, in the copy, to the
+/// newest versions the MSRV supports — what a user's lockfile without the features holds —
+/// and the check runs again. Every other version stays as committed.
 pub(crate) fn msrv() -> Result<(), String> {
     ensure_toolchain(MSRV, &[])?;
     let root = workspace_root();
     let copy = root.join("target/msrv-workspace");
     copy_without_newer_rust(&root, &copy)?;
-    eprintln!("xtask: cargo +{MSRV} generate-lockfile (the workspace without newer-Rust features)");
-    run_in(
-        &copy,
-        "cargo",
-        &[&format!("+{MSRV}"), "generate-lockfile", "--quiet"],
-        &[("CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS", "fallback")],
-    )?;
     // xtask itself is left out: it is not published, and `public-api` needs Rust 1.88.
     eprintln!("xtask: cargo +{MSRV} check --workspace --exclude xtask --lib --bins");
     let target = root.join("target/msrv");
+    let check = || {
+        run_in(
+            &copy,
+            "cargo",
+            &[
+                &format!("+{MSRV}"),
+                "check",
+                "--quiet",
+                "--workspace",
+                "--exclude",
+                "xtask",
+                "--lib",
+                "--bins",
+            ],
+            &[("CARGO_TARGET_DIR", target.to_string_lossy().as_ref())],
+        )
+    };
+    let message = match check() {
+        Ok(_) => return Ok(()),
+        Err(message) => message,
+    };
+    let newer = too_new_for_msrv(&message);
+    if newer.is_empty() {
+        return Err(message);
+    }
+    eprintln!(
+        "xtask: cargo +{MSRV} update {} (locked for newer-Rust features)",
+        newer.join(" ")
+    );
+    let mut args = vec![format!("+{MSRV}"), "update".into(), "--quiet".into()];
+    args.extend(newer);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     run_in(
         &copy,
         "cargo",
-        &[
-            &format!("+{MSRV}"),
-            "check",
-            "--quiet",
-            "--workspace",
-            "--exclude",
-            "xtask",
-            "--lib",
-            "--bins",
-        ],
-        &[("CARGO_TARGET_DIR", target.to_string_lossy().as_ref())],
+        &args,
+        &[("CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS", "fallback")],
     )?;
-    Ok(())
+    check().map(drop)
+}
+
+/// The packages (`name@version`) cargo's error `message` names as needing a newer rustc
+/// ("rustc 1.85.1 is not supported by the following packages: time@0.3.55 requires rustc
+/// 1.88.0 …"), each once.
+fn too_new_for_msrv(message: &str) -> Vec<String> {
+    let mut packages: Vec<String> = message
+        .lines()
+        .skip_while(|line| !line.contains("is not supported by the following packages"))
+        .skip(1)
+        .map_while(|line| {
+            let (package, _) = line.trim().split_once(" requires rustc ")?;
+            package.contains('@').then(|| package.to_owned())
+        })
+        .collect();
+    packages.sort();
+    packages.dedup();
+    packages
 }
 
 /// Copies the workspace at `root` but `target` and `.git` to `copy` (anew, keeping
@@ -480,6 +516,16 @@ fn walk(dir: &Path, extension: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_packages_too_new_for_the_msrv_are_read_from_cargo_s_error() {
+        let message = "`cargo +1.85 check` failed (exit status: 101):\nerror: rustc 1.85.1 is not supported by the following packages:\n  time@0.3.55 requires rustc 1.88.0\n  time-core@0.1.9 requires rustc 1.88.0\n  time-core@0.1.9 requires rustc 1.88.0\nEither upgrade rustc or select compatible dependency versions with\n";
+        assert_eq!(
+            too_new_for_msrv(message),
+            ["time-core@0.1.9", "time@0.3.55"]
+        );
+        assert!(too_new_for_msrv("error[E0658]: use of unstable library feature").is_empty());
+    }
 
     #[test]
     fn the_msrv_check_drops_the_lines_marked_for_a_newer_rust() {
