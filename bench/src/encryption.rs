@@ -3,16 +3,23 @@
 //! wrapped by a local AES key), against the same load in plain, and against a load of the
 //! same ciphertext, encrypted beforehand and sent through a plain handle: what the emulator
 //! needs for the larger encrypted entities, without any encryption work. The three alternate,
-//! as in the other workloads, so drift in the emulator's speed affects them alike.
+//! as in the other workloads, so drift in the emulator's speed affects them alike. Then the
+//! key-store calls per 1,000 entities of a bulk load and of reading it back, without and with
+//! the key cache and data-key reuse, counted by a key that counts its calls.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde::Serialize;
 use tablekit_azure::{Account, BulkOptions};
 use tablekit_core::Entity;
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, parse_entity};
-use tablekit_encryption::{AesKeyWrap, EncryptionPolicy};
+use tablekit_encryption::{
+    AesKeyWrap, BoxFuture, ContentKey, DataKeyReuse, EncryptionPolicy, KeyCache, KeyEncryptionKey,
+    UnwrapError, WrappedKey,
+};
 
 use crate::measure::{Figure, process_cpu, timed};
 use crate::report::{Check, ratio};
@@ -32,6 +39,17 @@ pub(crate) struct Encryption {
     pub(crate) ciphertext: Figure,
     pub(crate) plain_cpu_us: Figure,
     pub(crate) encrypted_cpu_us: Figure,
+    /// Key-store calls of a bulk load and a read of it, per setup.
+    pub(crate) key_calls: Vec<KeyCalls>,
+}
+
+/// The key-store calls of one setup: `wrap` per 1,000 entities written, `unwrap` per 1,000
+/// entities read back.
+#[derive(Debug, Serialize)]
+pub(crate) struct KeyCalls {
+    pub(crate) setup: &'static str,
+    pub(crate) wraps_per_1000: f64,
+    pub(crate) unwraps_per_1000: f64,
 }
 
 /// What one load sends: the plain operations, through the policy, or the ciphertext.
@@ -93,13 +111,110 @@ pub(crate) async fn encryption(account: &Account, s: Sizes) -> Result<Encryption
         }
     }
     let [plain, encrypted, ciphertext] = rates;
+    let key_calls = key_calls(account, s).await?;
     Ok(Encryption {
         plain: Figure::of(plain, "entities/s"),
         encrypted: Figure::of(encrypted, "entities/s"),
         ciphertext: Figure::of(ciphertext, "entities/s"),
         plain_cpu_us: Figure::of(plain_cpu, "µs/entity"),
         encrypted_cpu_us: Figure::of(encrypted_cpu, "µs/entity"),
+        key_calls,
     })
+}
+
+/// The local AES key, counting the calls a key store would receive.
+struct CountingKey {
+    inner: AesKeyWrap,
+    wraps: AtomicU64,
+    unwraps: AtomicU64,
+}
+
+impl KeyEncryptionKey for CountingKey {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    fn algorithm(&self) -> &str {
+        self.inner.algorithm()
+    }
+    fn wrap<'a>(&'a self, key: &'a ContentKey) -> BoxFuture<'a, tablekit_core::Result<WrappedKey>> {
+        self.wraps.fetch_add(1, Ordering::Relaxed);
+        self.inner.wrap(key)
+    }
+    fn unwrap<'a>(
+        &'a self,
+        wrapped: &'a WrappedKey,
+    ) -> BoxFuture<'a, std::result::Result<ContentKey, UnwrapError>> {
+        self.unwraps.fetch_add(1, Ordering::Relaxed);
+        self.inner.unwrap(wrapped)
+    }
+}
+
+/// The bulk load through policies with and without the key cache and data-key reuse, each
+/// read back whole through the same policy, counting the key's calls.
+async fn key_calls(account: &Account, s: Sizes) -> Result<Vec<KeyCalls>> {
+    const SETUPS: [(&str, bool, bool); 3] = [
+        ("a content key per entity, no cache", false, false),
+        (
+            "a content key per entity, KeyCache (1,000 uses, 5 min)",
+            false,
+            true,
+        ),
+        (
+            "DataKeyReuse (1,000 uses, 5 min) and KeyCache (1,000 uses, 5 min)",
+            true,
+            true,
+        ),
+    ];
+    let bound = (Duration::from_secs(300), 1_000);
+    let mut out = Vec::new();
+    for (setup, reuse, cache) in SETUPS {
+        let key = Arc::new(CountingKey {
+            inner: AesKeyWrap::new("bench-kek", &[7u8; 32]).map_err(err)?,
+            wraps: AtomicU64::new(0),
+            unwraps: AtomicU64::new(0),
+        });
+        let mut policy = EncryptionPolicy::builder(key.clone()).properties(ENCRYPTED);
+        if reuse {
+            policy = policy.reuse_data_keys(DataKeyReuse::new(bound.0, bound.1));
+        }
+        if cache {
+            policy = policy.cache_content_keys(KeyCache::new(bound.0, bound.1));
+        }
+        let policy = policy.build().map_err(err)?;
+        let table = fresh_table(account, "benchkeys").await?;
+        let writer = policy.table(&table);
+        let report = writer
+            .bulk_write(
+                operations(s.bulk, s.bulk_partitions),
+                BulkOptions::default().with_concurrency(s.concurrency),
+            )
+            .await
+            .map_err(err)?;
+        if !report.is_complete() {
+            return Err(format!("bulk load ({setup}) incomplete"));
+        }
+        let read = writer
+            .query::<Properties>()
+            .allow_scan()
+            .collect()
+            .await
+            .map_err(err)?;
+        if read.len() != s.bulk {
+            return Err(format!(
+                "read {} of {} entities ({setup})",
+                read.len(),
+                s.bulk
+            ));
+        }
+        let per_1000 = 1_000.0 / s.bulk as f64;
+        out.push(KeyCalls {
+            setup,
+            wraps_per_1000: key.wraps.load(Ordering::Relaxed) as f64 * per_1000,
+            unwraps_per_1000: key.unwraps.load(Ordering::Relaxed) as f64 * per_1000,
+        });
+        table.delete_table().await.map_err(err)?;
+    }
+    Ok(out)
 }
 
 impl Load {
@@ -152,7 +267,19 @@ pub(crate) fn checks(e: &Encryption) -> Vec<Check> {
 
 /// The workload's table for the report.
 pub(crate) fn section(e: &Encryption, s: &Sizes) -> String {
-    format!(
+    let mut keys = format!(
+        "\nKey-store calls per 1,000 entities: the same bulk load ({} entities), then every \
+         entity read back through the same policy.\n\n\
+         | Setup | `wrap` per 1,000 written | `unwrap` per 1,000 read |\n|---|---|---|\n",
+        s.bulk
+    );
+    for k in &e.key_calls {
+        keys.push_str(&format!(
+            "| {} | {:.1} | {:.1} |\n",
+            k.setup, k.wraps_per_1000, k.unwraps_per_1000
+        ));
+    }
+    let throughput = format!(
         "\n11. Client-side encryption: the bulk load of workload 1 ({} entities / {} partitions) with {} encrypted (AES-256-GCM, a content key per entity wrapped by a local AES key) vs plain, and vs the same ciphertext encrypted beforehand and loaded through a plain handle (the emulator's ceiling for the larger entities).\n\n\
          | Figure | encrypted | plain | ratio | ciphertext, no encryption work | ratio |\n|---|---|---|---|---|---|\n\
          | throughput | {} | {} | {:.2}× | {} | {:.2}× |\n\
@@ -168,5 +295,6 @@ pub(crate) fn section(e: &Encryption, s: &Sizes) -> String {
         e.encrypted_cpu_us.show(),
         e.plain_cpu_us.show(),
         ratio(&e.encrypted_cpu_us, &e.plain_cpu_us),
-    )
+    );
+    throughput + &keys
 }
