@@ -121,6 +121,21 @@ async fn a_beacon_is_stored_beside_the_ciphertext_signed_and_removed_on_read() {
     let error = policy.decrypt(TABLE, &keys(), removed).await.unwrap_err();
     assert_failure(error, &keys(), "_Beacon_Email", "absent");
 
+    // A strict policy needs no classification of the beacon it adds itself.
+    let strict = EncryptionPolicy::builder(aes("employees-2026", 4))
+        .properties_of::<Employee>()
+        .plain(["LastName"])
+        .strict()
+        .beacon(email_beacon())
+        .build()
+        .unwrap();
+    let stored = strict.encrypt(&keys(), bag(JUN)).await.unwrap();
+    assert!(stored.contains("_Beacon_Email"));
+    assert_eq!(
+        strict.decrypt(TABLE, &keys(), stored).await.unwrap(),
+        bag(JUN)
+    );
+
     // Names of beacons are reserved, and a beacon needs an encrypted property.
     let error = policy
         .encrypt(&keys(), bag(JUN).with("_Beacon_Email", "00"))
