@@ -40,6 +40,8 @@ pub(crate) struct ConnectOptions {
     pub(crate) use_env: bool,
     /// `--retries`: transient-failure retries (`None`: tablekit's default schedule).
     pub(crate) retries: Option<usize>,
+    /// `--max-rate`: entities per second the account's budget admits at most.
+    pub(crate) max_rate: Option<f64>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -57,13 +59,33 @@ impl std::fmt::Debug for ConnectOptions {
 /// endpoint (Azure Table storage, or the Cosmos DB Table API with its limits and budgets),
 /// with table scans refused unless the command opts in for that query (`query --allow-scan`,
 /// whole-table transfers) and `--retries` applied to the retry schedule.
-pub(crate) fn settings(base: &Settings, retries: Option<usize>) -> Settings {
+pub(crate) fn settings(base: &Settings, retries: Option<usize>, max_rate: Option<f64>) -> Settings {
     let mut settings = base.clone();
     settings.scan_policy = ScanPolicy::deny_table_scans();
     if let Some(n) = retries {
         settings.retry = retry_schedule(&settings.retry, n);
     }
+    if let Some(rate) = max_rate {
+        // The governor admits `utilization` of a budget: this budget admits `rate`, and never
+        // more than the profile's own.
+        let throughput = &mut settings.throughput;
+        let budget = rate / throughput.utilization;
+        throughput.per_account = throughput.per_account.min(budget);
+    }
     settings
+}
+
+/// Checks `--max-rate` before anything is sent.
+///
+/// # Errors
+/// A usage error for a rate that is not a positive number.
+pub(crate) fn check_max_rate(rate: Option<f64>) -> CliResult<()> {
+    match rate {
+        Some(r) if !(r.is_finite() && r > 0.0) => Err(CliError::usage(
+            "--max-rate must be a positive number of entities per second",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `base` with `retries` scheduled delays: its first `retries`, or all of them followed by
@@ -178,7 +200,8 @@ pub(crate) fn connect(options: &ConnectOptions) -> CliResult<Account> {
     let account = builder
         .build()
         .map_err(|e| CliError::context("connection", &e))?;
-    let adjusted = settings(account.settings(), options.retries);
+    check_max_rate(options.max_rate)?;
+    let adjusted = settings(account.settings(), options.retries, options.max_rate);
     account
         .with_settings(adjusted)
         .map_err(|e| CliError::context("connection", &e))
@@ -356,11 +379,25 @@ mod tests {
         assert_eq!(secs(&retry_schedule(&base, 6)), [2, 4, 10, 30, 30, 30]);
         assert_eq!(retry_schedule(&base, 2).jitter, base.jitter);
         assert_eq!(retry_schedule(&base, 0), RetryPolicy::none());
-        let cosmos = settings(&Settings::cosmos(), Some(1));
+        let cosmos = settings(&Settings::cosmos(), Some(1), None);
         assert_eq!(cosmos.table_service, TableService::Cosmos);
         assert_eq!(cosmos.throughput, Settings::cosmos().throughput);
         assert_eq!(secs(&cosmos.retry), [2]);
-        assert_eq!(settings(&Settings::default(), None).retry, base);
+        assert_eq!(settings(&Settings::default(), None, None).retry, base);
+        // --max-rate lowers the account budget to admit that rate, never raises it.
+        let limited = settings(&Settings::default(), None, Some(95.0));
+        assert!((limited.throughput.per_account - 100.0).abs() < 1e-9);
+        assert_eq!(
+            settings(&Settings::default(), None, Some(1e9)).throughput,
+            Settings::default().throughput
+        );
+        assert!(
+            settings(&Settings::cosmos(), None, Some(95.0))
+                .throughput
+                .per_account
+                < 101.0
+        );
+        assert!(check_max_rate(Some(0.0)).is_err() && check_max_rate(Some(f64::NAN)).is_err());
     }
 
     #[test]

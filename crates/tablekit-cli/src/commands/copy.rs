@@ -110,6 +110,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
                 .or_else(|| ctx.root_certificate.clone()),
             use_env: false,
             retries: ctx.retries,
+            max_rate: ctx.max_rate,
             ..ConnectOptions::default()
         })
         .map_err(|e| CliError {
@@ -139,6 +140,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
     };
     if separate {
         ctx.report_requests("destination", &dst_account);
+        ctx.report_throttling("destination_", &dst_account, true);
     }
     result
 }

@@ -259,6 +259,9 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
     if args.chunk == 0 {
         return Err(CliError::usage("--chunk must be at least 1"));
     }
+    if args.parallel == Some(0) {
+        return Err(CliError::usage("--parallel must be at least 1"));
+    }
     let files = input_files(&args.input)?;
     let stdin = args.input.as_os_str() == "-";
     if stdin && args.resume {
@@ -318,6 +321,9 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ImportArgs) -> CliRe
             .map_err(|e| CliError::context(&format!("creating {}", args.table), &e))?;
     }
     let mut options_bulk = BulkOptions::default();
+    if let Some(n) = args.parallel {
+        options_bulk = options_bulk.with_concurrency(n);
+    }
     if args.mode == Mode::Insert {
         // A row sent again after an unknown outcome or an aborted run finds its own entity:
         // identical means imported, not refused.

@@ -26,6 +26,8 @@ use crate::interrupt::Interrupt;
 pub(crate) struct Ctx {
     /// `--retries`, for the accounts a command connects to itself.
     pub(crate) retries: Option<usize>,
+    /// `--max-rate`, for the accounts a command connects to itself.
+    pub(crate) max_rate: Option<f64>,
     /// `--root-certificate` (or `$TABLEKIT_ROOT_CERTIFICATE`), for the accounts a command
     /// connects to itself.
     pub(crate) root_certificate: Option<std::path::PathBuf>,
@@ -106,6 +108,43 @@ impl Ctx {
         }
     }
 
+    /// Adds `account`'s throttling to the summary: responses refused for throughput, and
+    /// requests that waited for budget and how long; printed for the commands that move
+    /// entities (`transfer`), always in the JSON summary. `role` prefixes the JSON names
+    /// (`destination_` for a copy's other account).
+    pub(crate) fn report_throttling(&self, role: &str, account: &Account, transfer: bool) {
+        let m = account.metrics().snapshot();
+        let who = if role.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", role.trim_end_matches('_'))
+        };
+        let text = transfer.then(|| {
+            format!(
+                "throttling{who}: {} throttled responses, {} retries; governor: {} waits, {:.1} s in all",
+                m.throttled_responses,
+                m.retries,
+                m.budget_waits,
+                m.budget_wait.as_secs_f64()
+            )
+        });
+        let mut fields = serde_json::Map::new();
+        fields.insert(
+            format!("{role}throttled_responses"),
+            m.throttled_responses.into(),
+        );
+        fields.insert(format!("{role}retries"), m.retries.into());
+        fields.insert(format!("{role}governor_waits"), m.budget_waits.into());
+        fields.insert(
+            format!("{role}governor_wait_seconds"),
+            m.budget_wait.as_secs_f64().into(),
+        );
+        self.summary(
+            text.as_deref().unwrap_or(""),
+            serde_json::Value::Object(fields),
+        );
+    }
+
     /// With `--verbose`, prints the requests `account` sent, by kind.
     pub(crate) fn report_requests(&self, role: &str, account: &Account) {
         if !self.verbose {
@@ -135,6 +174,7 @@ pub(crate) async fn run(cli: Cli) -> u8 {
     let ctx =
         Ctx {
             retries: cli.global.retries,
+            max_rate: cli.global.max_rate,
             root_certificate: cli.global.connection.root_certificate.clone().or_else(|| {
                 std::env::var_os(tablekit::azure::ROOT_CERTIFICATE_ENV).map(Into::into)
             }),
@@ -159,7 +199,12 @@ pub(crate) async fn run(cli: Cli) -> u8 {
         root_certificate: c.root_certificate.clone(),
         use_env: true,
         retries: cli.global.retries,
+        max_rate: cli.global.max_rate,
     };
+    let transfer = matches!(
+        cli.command,
+        Command::Export(_) | Command::Import(_) | Command::Copy(_) | Command::Purge(_)
+    );
     let result: CliResult = async {
         let account = connect::connect(&source)?;
         if ctx.verbose {
@@ -180,6 +225,7 @@ pub(crate) async fn run(cli: Cli) -> u8 {
             Command::Completions { .. } | Command::Man => Ok(Exit::Success),
         };
         ctx.report_requests("source", &account);
+        ctx.report_throttling("", &account, transfer);
         result
     }
     .await;
