@@ -12,7 +12,6 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use tablekit_core::limits::{validate_blob_name, validate_dns_name, validate_property_identifier};
 use tablekit_core::{ETag, Error, ErrorKind, NameKind, ResourceKind, Result, Target};
-use tracing::Instrument as _;
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
@@ -205,10 +204,8 @@ impl Container {
         target: &Target,
         build: impl Fn() -> Result<azure_core::Request>,
     ) -> crate::send::Outcome<crate::send::Collected> {
-        let span = tracing::debug_span!("tablekit.blob", op = %kind, container = %self.name);
         self.account
             .send(ServiceType::Blob, kind, target, build)
-            .instrument(span)
             .await
     }
 

@@ -13,6 +13,7 @@ mod sas;
 mod send;
 mod settings;
 mod table;
+mod telemetry;
 mod transport;
 mod url;
 
@@ -40,3 +41,6 @@ pub use table::{
     TransactionOutcome, TypedTable, WriteMode,
 };
 pub use tablekit_core as core;
+pub use telemetry::{
+    DB_SYSTEM_COSMOS, DB_SYSTEM_TABLE_STORAGE, Telemetry, operation_name, step_span,
+};

@@ -115,10 +115,78 @@ struct Counters {
 
 /// Live counters of one account, shared by all its handles (cheap to clone), and the account's
 /// rate meter and throughput budgets (see [`ThroughputPolicy`]).
+///
+/// With the `otel` feature, requests are also recorded through the OpenTelemetry metrics API,
+/// on instruments of the meter `tablekit` taken from the global meter provider when the
+/// account is built (install the provider first):
+///
+/// | instrument | kind, unit | what |
+/// |---|---|---|
+/// | `db.client.operation.duration` | histogram, `s` | one logical request, its retries and budget waits included |
+/// | `tablekit.client.requests` | counter, `{request}` | attempts sent |
+/// | `tablekit.client.throttled_responses` | counter, `{response}` | 429 and 503 answers |
+/// | `tablekit.client.retries` | counter, `{retry}` | retries of transient failures |
+/// | `tablekit.client.governor.waits` | counter, `{wait}` | attempts the throughput budgets held back |
+///
+/// Each carries `db.operation.name`, `db.collection.name`, `server.address`, `server.port`,
+/// `azure.resource_provider.namespace` and, for tables, `db.system.name`; failures add
+/// `error.type` (and `http.response.status_code` when answered). This snapshot API stays.
 #[derive(Clone)]
 pub struct Metrics {
     counters: Arc<Counters>,
     governor: Arc<Governor>,
+    #[cfg(feature = "otel")]
+    instruments: Arc<Instruments>,
+}
+
+/// The OpenTelemetry instruments of an account's requests.
+#[cfg(feature = "otel")]
+pub(crate) struct Instruments {
+    pub(crate) duration: opentelemetry::metrics::Histogram<f64>,
+    pub(crate) requests: opentelemetry::metrics::Counter<u64>,
+    pub(crate) throttled: opentelemetry::metrics::Counter<u64>,
+    pub(crate) retries: opentelemetry::metrics::Counter<u64>,
+    pub(crate) governor_waits: opentelemetry::metrics::Counter<u64>,
+}
+
+#[cfg(feature = "otel")]
+impl Instruments {
+    /// The instruments of the global meter provider's meter `tablekit`.
+    fn global() -> Self {
+        let scope = opentelemetry::InstrumentationScope::builder("tablekit")
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build();
+        let meter = opentelemetry::global::meter_with_scope(scope);
+        Self {
+            duration: meter
+                .f64_histogram("db.client.operation.duration")
+                .with_unit("s")
+                .with_description("Duration of database client operations.")
+                // The conventions' advice for this histogram.
+                .with_boundaries(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0])
+                .build(),
+            requests: meter
+                .u64_counter("tablekit.client.requests")
+                .with_unit("{request}")
+                .with_description("HTTP request attempts sent.")
+                .build(),
+            throttled: meter
+                .u64_counter("tablekit.client.throttled_responses")
+                .with_unit("{response}")
+                .with_description("Throttling answers (429, 503).")
+                .build(),
+            retries: meter
+                .u64_counter("tablekit.client.retries")
+                .with_unit("{retry}")
+                .with_description("Retries of transient failures.")
+                .build(),
+            governor_waits: meter
+                .u64_counter("tablekit.client.governor.waits")
+                .with_unit("{wait}")
+                .with_description("Attempts held back by the throughput budgets.")
+                .build(),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -151,7 +219,15 @@ impl Metrics {
         Self {
             counters: Arc::new(counters),
             governor: Arc::new(Governor::new(policy)),
+            #[cfg(feature = "otel")]
+            instruments: Arc::new(Instruments::global()),
         }
+    }
+
+    /// The OpenTelemetry instruments requests record on.
+    #[cfg(feature = "otel")]
+    pub(crate) fn instruments(&self) -> Option<Arc<Instruments>> {
+        Some(self.instruments.clone())
     }
 
     pub(crate) fn governor(&self) -> &Governor {
@@ -224,8 +300,12 @@ impl Metrics {
 
     /// Waits for `charge`'s budgets (see [`ThroughputPolicy`]) and takes it.
     /// Waits for `charge` to fit the budgets, not past `until`; `false` when it cannot by
-    /// then (nothing was taken).
-    pub(crate) async fn admit(&self, charge: &Charge, until: Option<std::time::Instant>) -> bool {
+    /// then (nothing was taken). Also returns the time spent waiting.
+    pub(crate) async fn admit(
+        &self,
+        charge: &Charge,
+        until: Option<std::time::Instant>,
+    ) -> (bool, Duration) {
         let start = std::time::Instant::now();
         let waited = self.governor.admit(charge, until).await;
         let spent = waited.unwrap_or_else(|| start.elapsed());
@@ -233,7 +313,7 @@ impl Metrics {
             add(&self.counters.budget_waits, 1);
             add(&self.counters.budget_wait_nanos, nanos(spent));
         }
-        waited.is_some()
+        (waited.is_some(), spent)
     }
 
     /// The answer to a charged request: counts what it served, or adapts to a refusal.

@@ -13,7 +13,6 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use tablekit_core::limits::{MAX_QUEUE_MESSAGE_BYTES, validate_dns_name};
 use tablekit_core::{Error, ErrorKind, Limit, NameKind, ResourceKind, Result, Target};
-use tracing::Instrument as _;
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
@@ -274,7 +273,6 @@ impl Queue {
         url: Url,
         body: Option<Bytes>,
     ) -> Outcome<Collected> {
-        let span = tracing::debug_span!("tablekit.queue", op = %kind, queue = %self.name);
         let headers = || {
             body.as_ref().map(|_| {
                 (
@@ -287,7 +285,6 @@ impl Queue {
             .send(ServiceType::Queue, kind, &self.target(), || {
                 build_request(method, url.clone(), headers(), body.as_ref())
             })
-            .instrument(span)
             .await
     }
 

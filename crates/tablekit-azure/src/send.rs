@@ -10,10 +10,12 @@ use azure_core::{Context, Pipeline, Request};
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
 use tablekit_core::{Error, RequestIds, ResourceKind, Result, Target};
+use tracing::Instrument as _;
 
 use crate::account::Account;
 use crate::governor::Charge;
 use crate::metrics::RequestKind;
+use crate::telemetry::RequestTelemetry;
 
 /// What the transport saw of one attempt that the error mapping loses: the server's retry
 /// hint, when the attempt went on the wire, and whether it was refused for its deadline. Put
@@ -116,6 +118,7 @@ fn default_charge(service: ServiceType, kind: RequestKind, target: &Target) -> C
 /// A successful response, fully read.
 #[derive(Debug)]
 pub(crate) struct Collected {
+    pub(crate) status: u16,
     pub(crate) headers: Headers,
     pub(crate) body: Bytes,
     /// The request's ids: errors found in the body (a transaction's) carry them.
@@ -141,6 +144,8 @@ pub(crate) struct Outcome<T> {
     /// never will: its send instant plus [`Settings::late_landing`](crate::Settings::late_landing).
     /// `None` when every attempt got one.
     pub(crate) lands_by: Option<Instant>,
+    /// The request's span, to record a failure found in the answer (a transaction's).
+    pub(crate) span: tracing::Span,
 }
 
 /// Whether a failed attempt may still have taken effect. Throttling responses (503 Server
@@ -238,6 +243,9 @@ impl Account {
     /// throughput budgets to hold it (see [`crate::ThroughputPolicy`]); its answer is metered,
     /// or adapts the budgets when it is a throttling refusal.
     ///
+    /// The request runs in one CLIENT span (see [`crate::Telemetry`]) and is recorded in the
+    /// OpenTelemetry metrics with the `otel` feature.
+    ///
     /// Every attempt carries the server timeout (`timeout=`), and is sent only if it lands
     /// by the request's deadline — [`Settings::write_settles_within`](crate::Settings::write_settles_within)
     /// from now — and by every [`Deadline`](crate::Deadline) scope around the caller;
@@ -250,6 +258,31 @@ impl Account {
         charge: &Charge,
         build: impl Fn() -> Result<Request>,
     ) -> Outcome<Collected> {
+        let telemetry = RequestTelemetry::start(self, service, kind, target, charge);
+        let span = telemetry.span().clone();
+        let (result, maybe_applied, lands_by) = self
+            .send_attempts(service, kind, target, charge, build, &telemetry)
+            .instrument(span.clone())
+            .await;
+        Outcome {
+            result,
+            maybe_applied,
+            lands_by,
+            span,
+        }
+    }
+
+    /// The attempts of [`Account::send_charged`]: its result, whether an earlier attempt may
+    /// have taken effect, and when unanswered attempts have landed.
+    async fn send_attempts(
+        &self,
+        service: ServiceType,
+        kind: RequestKind,
+        target: &Target,
+        charge: &Charge,
+        build: impl Fn() -> Result<Request>,
+        telemetry: &RequestTelemetry,
+    ) -> (Result<Collected>, bool, Option<Instant>) {
         let pipeline = self.pipeline(service);
         let metrics = self.metrics();
         let settings = self.settings();
@@ -258,19 +291,32 @@ impl Account {
         let server_timeout = settings.server_timeout().as_secs().to_string();
         // One id for every attempt of this request, to follow it into the service's logs.
         let client_id = uuid::Uuid::new_v4().to_string();
-        let mut attempts = 0;
+        let mut attempts: u32 = 0;
         let mut maybe_applied = false;
         let mut lands_by: Option<Instant> = None;
-        let outcome = |result, maybe_applied, lands_by| Outcome {
-            result,
-            maybe_applied,
-            lands_by,
+        // The ids of the last attempt that was sent.
+        let mut last_ids: Option<RequestIds> = None;
+        let outcome = |result: Result<Collected>,
+                       maybe_applied,
+                       lands_by,
+                       attempts,
+                       last_ids: Option<RequestIds>| {
+            let ids = match &result {
+                Ok(collected) => Some(&collected.ids),
+                Err(e) => e.request_ids().or(last_ids.as_ref()),
+            };
+            let status = match &result {
+                Ok(collected) => Some(collected.status),
+                Err(e) => e.status(),
+            };
+            telemetry.finish(attempts, status, ids, result.as_ref().err());
+            (result, maybe_applied, lands_by)
         };
         loop {
             attempts += 1;
             let mut request = match build() {
                 Ok(request) => request,
-                Err(e) => return outcome(Err(e), maybe_applied, lands_by),
+                Err(e) => return outcome(Err(e), maybe_applied, lands_by, attempts, last_ids),
             };
             request
                 .url_mut()
@@ -281,7 +327,9 @@ impl Account {
             let send_by = land_by.checked_sub(late);
             let admitted = match send_by {
                 Some(send_by) if Instant::now() <= send_by => {
-                    metrics.admit(charge, Some(send_by)).await
+                    let (admitted, waited) = metrics.admit(charge, Some(send_by)).await;
+                    telemetry.governor_waited(waited);
+                    admitted
                 }
                 _ => false,
             };
@@ -303,13 +351,22 @@ impl Account {
             };
             let error = match result {
                 Ok(collected) => {
+                    telemetry.attempt_sent(Some(collected.status));
                     metrics.answered(charge, None);
-                    return outcome(Ok(collected), maybe_applied, lands_by);
+                    return outcome(Ok(collected), maybe_applied, lands_by, attempts, None);
                 }
                 Err(AttemptError::Refused(error)) => {
-                    return outcome(Err(error), maybe_applied, lands_by);
+                    return outcome(Err(error), maybe_applied, lands_by, attempts, last_ids);
                 }
-                Err(AttemptError::Failed { error, sent_at }) => {
+                Err(AttemptError::Failed {
+                    error,
+                    sent_at,
+                    ids,
+                }) => {
+                    if sent_at.is_some() {
+                        telemetry.attempt_sent(error.status());
+                        last_ids = Some(ids);
+                    }
                     let writes = !kind.is_read();
                     if let (Some(sent_at), true, true) = (sent_at, writes, may_have_applied(&error))
                     {
@@ -336,13 +393,13 @@ impl Account {
             }
             match settings.retry.delay(attempts, &error) {
                 Some(delay) => {
-                    tracing::debug!(target: "tablekit", %kind, attempts, ?delay, error = %error, "retrying");
+                    telemetry.retrying(attempts, &error, delay);
                     metrics.retry();
                     metrics.retry_delay(delay, hint);
                     maybe_applied |= may_have_applied(&error);
                     tokio::time::sleep(delay).await;
                 }
-                None => return outcome(Err(error), maybe_applied, lands_by),
+                None => return outcome(Err(error), maybe_applied, lands_by, attempts, last_ids),
             }
         }
     }
@@ -356,6 +413,8 @@ enum AttemptError {
     Failed {
         error: Error,
         sent_at: Option<Instant>,
+        /// The attempt's ids, for its span: not every error carries them.
+        ids: RequestIds,
     },
 }
 
@@ -394,6 +453,7 @@ async fn attempt(
             AttemptError::Failed {
                 error: error.with_request_ids(ids()),
                 sent_at: notes.sent_at(),
+                ids: ids(),
             }
         }
     };
@@ -409,12 +469,13 @@ async fn attempt(
             return Err(failed(error));
         }
     };
-    let (_, headers, body) = response.deconstruct();
+    let (status, headers, body) = response.deconstruct();
     let body = body
         .collect()
         .await
         .map_err(|e| failed(map_error(e, target)))?;
     Ok(Collected {
+        status: u16::from(status),
         headers,
         body,
         ids: ids(),

@@ -7,6 +7,7 @@ use tablekit_core::{Error, Result};
 
 use crate::governor::ThroughputPolicy;
 use crate::retry::{ConflictRetry, RetryPolicy};
+use crate::telemetry::Telemetry;
 
 /// Which service answers the account's table endpoint. It decides which limits are checked
 /// before sending and which operations are available.
@@ -106,6 +107,8 @@ pub struct Settings {
     /// The service behind the table endpoint. Default [`TableService::Storage`]; accounts
     /// whose table endpoint is a Cosmos DB one get [`Settings::cosmos`] when built.
     pub table_service: TableService,
+    /// What request spans record: key values only when opted in. See [`Telemetry`].
+    pub telemetry: Telemetry,
 }
 
 impl Settings {
@@ -218,6 +221,7 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(30),
             throughput: ThroughputPolicy::default(),
             table_service: TableService::Storage,
+            telemetry: Telemetry::default(),
         }
     }
 }

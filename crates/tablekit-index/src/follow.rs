@@ -131,7 +131,7 @@ impl FollowedWrite {
             .min(MAX_PAUSE);
         match (self.deadline - Utc::now()).to_std() {
             Ok(left) => {
-                tracing::debug!(target: "tablekit", table = table.name(), %keys, ?pause, "the write this job follows has not landed yet; deferring");
+                tracing::debug!(target: "tablekit", table = table.name(), ?pause, "the write this job follows has not landed yet; deferring");
                 // Just past the deadline, so that the next delivery decides for good.
                 Ok(Settled::Wait(
                     pause.min(left + FIRST_PAUSE).max(FIRST_PAUSE),

@@ -51,7 +51,7 @@ impl LargeEntities {
     /// the properties do not fit `M`.
     pub async fn get<M: DeserializeOwned>(&self, keys: impl IntoKeys) -> Result<Option<Large<M>>> {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.large.get", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tablekit_azure::step_span("large get", self.table.name());
         async {
             let mut missing: Option<String> = None;
             for _ in 0..READ_ATTEMPTS {

@@ -273,7 +273,7 @@ impl LargeEntities {
         // Validates everything before the first request; each attempt makes its own name.
         self.prepare(keys, value, &data)?;
         self.check_grace()?;
-        let span = tracing::debug_span!("tablekit.large.put", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
+        let span = tablekit_azure::step_span("blob offload", self.table.name());
         async {
             let mut conflicts = self.table.account().conflict_loop();
             // Blobs whose entity write was sent but not confirmed, with the blob it replaced.
@@ -432,7 +432,7 @@ impl LargeEntities {
         // Validates everything before the first request.
         self.prepare(keys, value, &data)?;
         self.check_grace()?;
-        let span = tracing::debug_span!("tablekit.large.insert", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), len = data.len());
+        let span = tablekit_azure::step_span("blob offload", self.table.name());
         async {
             let staged = self.stage(keys, value, &data).await?;
             let (written, unsettled) = staged.bound(self.table.insert(&staged.entity)).await;
@@ -479,7 +479,7 @@ impl LargeEntities {
     /// the entity requests.
     pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.large.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tablekit_azure::step_span("large delete", self.table.name());
         let deleted = match if_match {
             IfMatch::Any => self.delete_loop(keys).instrument(span).await?,
             IfMatch::ETag(etag) => self.delete_version(keys, &etag).instrument(span).await?,
@@ -503,7 +503,7 @@ impl LargeEntities {
     /// As [`LargeEntities::delete`], without the `NotFound` for an absent entity.
     pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.large.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tablekit_azure::step_span("large delete", self.table.name());
         self.delete_loop(keys).instrument(span).await
     }
 

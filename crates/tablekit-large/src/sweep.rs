@@ -107,7 +107,7 @@ impl LargeEntities {
                 ),
             });
         }
-        let span = tracing::debug_span!("tablekit.large.sweep", container = %self.container.name(), prefix = %self.prefix);
+        let span = tablekit_azure::step_span("blob sweep", self.container.name());
         async {
             let (blobs, service_time) = self.container.list_with_service_time(&self.prefix).await?;
             if service_time.is_none() && !grace.is_zero() {

@@ -292,7 +292,12 @@ impl Governor {
                 .decrease(now, measured, policy, cooldown);
         }
         if cut {
-            tracing::info!(target: "tablekit", partition = charge.partition_key().filter(|_| blamed_partition), "throttled: budget cut");
+            // The table only: a partition key may be personal data (see `Telemetry`).
+            let table = charge
+                .partition_key()
+                .filter(|_| blamed_partition)
+                .map(table_of);
+            tracing::info!(target: "tablekit", partition_of = table, "throttled: budget cut");
         }
         cut
     }
@@ -341,6 +346,11 @@ impl Governor {
     }
 }
 
+/// The table of a partition name (`{table}/{pk}`).
+fn table_of(partition: &str) -> &str {
+    partition.split('/').next().unwrap_or_default()
+}
+
 /// Logs once when a scope's rate passes `warn_at` of its target, and again only after it fell
 /// back below 90 % of that.
 fn note_heat(scope: &mut Scope, rate: f64, target: f64, warn_at: f64, pk: Option<&str>) {
@@ -352,7 +362,8 @@ fn note_heat(scope: &mut Scope, rate: f64, target: f64, warn_at: f64, pk: Option
         scope.hot = true;
         match pk {
             Some(pk) => {
-                tracing::info!(target: "tablekit", partition = pk, rate, target, "partition near its scalability target")
+                let table = table_of(pk);
+                tracing::info!(target: "tablekit", partition_of = table, rate, target, "partition near its scalability target")
             }
             None => {
                 tracing::info!(target: "tablekit", rate, target, "account near its scalability target")

@@ -15,7 +15,6 @@ use tablekit_core::wire::{
     EncodedTransaction, PartResponse, encode, error_from_response, parse_response,
 };
 use tablekit_core::{ETag, Error, ErrorKind, Result, Stored, Target};
-use tracing::Instrument as _;
 
 use super::Table;
 use crate::governor::Charge;
@@ -189,7 +188,6 @@ impl Table {
             ("content-type", tx.content_type.as_str()),
             ("accept", "application/json"),
         ];
-        let span = tracing::debug_span!("tablekit.transaction", table = %self.name, pk = %tx.partition_key, operations = tx.indices.len());
         let target = Target::table(self.name.as_ref());
         let outcome = self
             .account
@@ -204,9 +202,9 @@ impl Table {
                 ),
                 || self.request(Method::Post, url.clone(), &headers, Some(&body)),
             )
-            .instrument(span.clone())
             .await;
         let lands_by = outcome.lands_by;
+        let span = outcome.span;
         let response = match outcome.result {
             Ok(response) => response,
             Err(error) => {
@@ -224,6 +222,10 @@ impl Table {
         let text = String::from_utf8_lossy(&response.body);
         let parts = parse_response(&text);
         let failed = parts.iter().enumerate().find(|(_, p)| !p.is_success());
+        if let Some((_, part)) = failed {
+            // The request succeeded; the transaction did not.
+            span.record("db.response.status_code", i64::from(part.status));
+        }
         let result = match failed {
             None if parts.len() == tx.indices.len() => Ok(TransactionOutcome {
                 indices: tx.indices.clone(),
@@ -251,6 +253,9 @@ impl Table {
                 .part_error(plan, tx, slot, part)
                 .with_request_ids(response.ids.clone())),
         };
+        if let Err(error) = &result {
+            crate::telemetry::record_failure(&span, error);
+        }
         match result {
             Ok(done) => {
                 self.account.metrics().entities_written(done.indices.len());
@@ -262,10 +267,7 @@ impl Table {
             }
             // A retried transaction whose first attempt committed fails on its own writes.
             Err(error) if outcome.maybe_applied => {
-                let (result, open) = self
-                    .verify_transaction(plan, tx, error, lands_by)
-                    .instrument(span)
-                    .await;
+                let (result, open) = self.verify_transaction(plan, tx, error, lands_by).await;
                 Sent {
                     result,
                     open,

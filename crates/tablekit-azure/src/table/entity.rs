@@ -8,7 +8,6 @@ use tablekit_core::batch::{Operation, OperationKind};
 use tablekit_core::edm::{Properties, parse_entity};
 use tablekit_core::wire::entity_path;
 use tablekit_core::{AsEntity, ETag, Error, ErrorKind, IfMatch, IntoKeys, Result, Stored, Target};
-use tracing::Instrument as _;
 
 use super::{ACCEPT_MINIMAL, ACCEPT_NONE, Table};
 use crate::metrics::RequestKind;
@@ -178,7 +177,6 @@ impl Table {
         let keys = &keys.into_keys()?;
         let url = self.url(&entity_path(&self.name, keys), &[]);
         let target = Target::entity(self.name.as_ref(), keys.clone());
-        let span = tracing::debug_span!("tablekit.get", table = %self.name, pk = %keys.pk(), rk = %keys.rk());
         let outcome = self
             .account
             .send(ServiceType::Table, RequestKind::Get, &target, || {
@@ -189,7 +187,6 @@ impl Table {
                     None,
                 )
             })
-            .instrument(span)
             .await;
         match outcome.result {
             Ok(response) => {
@@ -244,17 +241,15 @@ impl Table {
             headers.push(("if-match", if_match.header_value()));
         }
         let kind = request_kind(op.kind());
-        let span = tracing::debug_span!("tablekit.write", op = %kind, table = %self.name, pk = %keys.pk(), rk = %keys.rk());
         let outcome = self
             .account
             .send(ServiceType::Table, kind, &target, || {
                 self.request(method, url.clone(), &headers, body.as_ref())
             })
-            .instrument(span.clone())
             .await;
         let result = match outcome.result {
             Ok(response) => Ok(response.header("etag").map(ETag::new)),
-            Err(error) if outcome.maybe_applied => self.verify(op, error).instrument(span).await,
+            Err(error) if outcome.maybe_applied => self.verify(op, error).await,
             Err(error) => Err(error),
         };
         if result.is_ok() && op.kind() != OperationKind::Delete {
@@ -280,7 +275,7 @@ impl Table {
         if !explained {
             return Err(error);
         }
-        tracing::debug!(target: "tablekit", keys = %op.keys(), "verifying the outcome of a retried write");
+        tracing::debug!(target: "tablekit", "verifying the outcome of a retried write");
         let current = self.get::<Properties>(op.keys()).await?;
         match (op.kind(), current) {
             (OperationKind::Delete, None) => Ok(None),

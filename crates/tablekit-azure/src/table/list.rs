@@ -6,7 +6,6 @@ use serde::Deserialize;
 use tablekit_core::filter::Filter;
 use tablekit_core::keys::prefix_range;
 use tablekit_core::{Error, Result, Target};
-use tracing::Instrument as _;
 
 use super::{ACCEPT_NONE, table_request};
 use crate::account::Account;
@@ -66,12 +65,10 @@ impl Account {
                 query.push(("NextTableName", n));
             }
             let url = join(&self.endpoints().table, "Tables", &query);
-            let span = tracing::debug_span!("tablekit.tables.list", prefix = %prefix);
             let outcome = self
                 .send(ServiceType::Table, RequestKind::TableList, &target, || {
                     table_request(Method::Get, url.clone(), &[("accept", ACCEPT_NONE)], None)
                 })
-                .instrument(span)
                 .await;
             let response = outcome.result?;
             let page: TableList = serde_json::from_slice(&response.body).map_err(|e| {

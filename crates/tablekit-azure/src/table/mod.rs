@@ -20,7 +20,6 @@ use azure_storage::clients::ServiceType;
 use bytes::Bytes;
 use tablekit_core::limits::validate_table_name;
 use tablekit_core::{Error, ErrorKind, Result, Target};
-use tracing::Instrument as _;
 
 pub use batch::TransactionOutcome;
 pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
@@ -151,7 +150,6 @@ impl Table {
             ("content-type", "application/json"),
             ("prefer", "return-no-content"),
         ];
-        let span = tracing::debug_span!("tablekit.table.create", table = %self.name);
         let outcome = self
             .account
             .send(
@@ -160,7 +158,6 @@ impl Table {
                 &self.target(),
                 || self.request(Method::Post, url.clone(), &headers, Some(&body)),
             )
-            .instrument(span)
             .await;
         outcome.done_if_retried(|e| e.kind() == ErrorKind::AlreadyExists)
     }
@@ -188,7 +185,6 @@ impl Table {
     /// [`Error::NotFound`](tablekit_core::Error::NotFound) if the table does not exist.
     pub async fn delete_table(&self) -> Result<()> {
         let url = self.url(&format!("Tables('{}')", self.name), &[]);
-        let span = tracing::debug_span!("tablekit.table.delete", table = %self.name);
         let outcome = self
             .account
             .send(
@@ -204,7 +200,6 @@ impl Table {
                     )
                 },
             )
-            .instrument(span)
             .await;
         outcome.done_if_retried(|e| e.kind() == ErrorKind::NotFound)
     }

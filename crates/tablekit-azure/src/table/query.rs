@@ -13,7 +13,6 @@ use tablekit_core::edm::{Properties, field_names, from_properties, parse_page};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::{MAX_PAGE_SIZE, validate_property_identifier};
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Limit, QueryShape, Result, Stored, Target};
-use tracing::Instrument as _;
 
 use super::{ACCEPT_MINIMAL, Table};
 use crate::governor::{Charge, partition_name};
@@ -34,7 +33,6 @@ async fn fetch_raw(
     shape: QueryShape,
     pinned: Option<String>,
 ) -> Result<RawPage> {
-    let span = tracing::debug_span!("tablekit.query", table = %table.name(), shape = ?shape);
     let outcome = table
         .account()
         .send_charged(
@@ -51,8 +49,10 @@ async fn fetch_raw(
                 )
             },
         )
-        .instrument(span)
         .await;
+    outcome
+        .span
+        .record("tablekit.query.shape", tracing::field::debug(shape));
     let response = outcome.result?;
     let continuation = response
         .header("x-ms-continuation-nextpartitionkey")
@@ -446,7 +446,9 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         match action {
             ScanAction::Allow => {}
             ScanAction::Warn => {
-                tracing::warn!(target: "tablekit", table = %self.table.name(), ?shape, filter = %shown(), "expensive query")
+                // A filter may quote key values: logged only when the account records keys.
+                let filter = (self.table.account().settings().telemetry.record_keys).then(shown);
+                tracing::warn!(target: "tablekit", table = %self.table.name(), ?shape, filter, "expensive query")
             }
             ScanAction::Deny => {
                 return Err(Error::ScanDenied {

@@ -161,7 +161,7 @@ impl Table {
         F: FnMut(Option<T>) -> T,
     {
         let keys = keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.update_with", table = %self.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = crate::telemetry::step_span("update_with", self.name());
         // `change` is called from each attempt in turn; the lock is never held across an
         // await.
         let change = Mutex::new(change);

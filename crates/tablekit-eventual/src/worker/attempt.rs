@@ -67,7 +67,8 @@ pub(super) async fn process<J: Job, H: Handler<J>>(
     cancel: watch::Receiver<bool>,
     taken_at: Instant,
 ) {
-    let span = tracing::debug_span!("tablekit.eventual.message", queue = inner.queue.queue().name(), message = %message.id, dequeue_count = message.dequeue_count);
+    let queue = inner.queue.queue().name();
+    let span = tracing::info_span!(target: "tablekit", "tablekit.step", otel.name = %format_args!("worker attempt {queue}"), otel.kind = "internal", tablekit.step = "worker attempt", tablekit.job.kind = J::KIND, db.collection.name = queue, messaging.message.id = %message.id, dequeue_count = message.dequeue_count);
     async move {
         let max = inner.options.max_dequeue_count;
         // Deliveries the handler deferred are not attempts.

@@ -68,6 +68,13 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// # Errors
     /// As [`verify`](Self::verify); transport and service errors.
     pub async fn repair(&self, partition: &str) -> Result<RepairReport> {
+        // The partition is not recorded: keys may be personal data.
+        let span =
+            tablekit_azure::step_span("index repair", self.context.placement.tables[0].name());
+        tracing::Instrument::instrument(self.repair_partition(partition), span).await
+    }
+
+    async fn repair_partition(&self, partition: &str) -> Result<RepairReport> {
         let audit = self.audit(partition).await?;
         let mut report = RepairReport {
             found: audit.report,

@@ -170,7 +170,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// its secondary values (the error's keys name the copy). Nothing is written on error.
     pub async fn insert(&self, entity: &T) -> Result<ETag> {
         let family = self.family(entity)?;
-        let span = tracing::debug_span!("tablekit.index.insert", table = %self.table().name(), keys = %family.primary().keys);
+        let span = tablekit_azure::step_span("index insert", self.table().name());
         let etag = submit(self.table(), plan::insert(&family)?)
             .instrument(span)
             .await?;
@@ -198,7 +198,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     pub async fn put(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         let table = self.table();
-        let span = tracing::debug_span!("tablekit.index.put", table = %table.name(), keys = %new.primary().keys);
+        let span = tablekit_azure::step_span("index put", table.name());
         let new = &new;
         let etag = table
             .account()

@@ -64,12 +64,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
         if new.primary().keys.pk() == current.keys.pk() {
             return self.replace(current, entity).await;
         }
-        let span = tracing::debug_span!(
-            "tablekit.index.relocate",
-            table = %self.table().name(),
-            from = %current.keys,
-            to = %new.primary().keys
-        );
+        let span = tablekit_azure::step_span("index relocate", self.table().name());
         let moved = Moved {
             table: self.table().name(),
             from: &current.keys,

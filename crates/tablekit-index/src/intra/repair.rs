@@ -122,6 +122,12 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// As [`verify`](Self::verify); transport and service errors, including an orphan delete
     /// whose outcome is unknown (run the repair again: it audits afresh).
     pub async fn repair(&self, partition: &str) -> Result<RepairReport> {
+        // The partition is not recorded: keys may be personal data.
+        let span = tablekit_azure::step_span("index repair", self.table().name());
+        tracing::Instrument::instrument(self.repair_partition(partition), span).await
+    }
+
+    async fn repair_partition(&self, partition: &str) -> Result<RepairReport> {
         let audit = self.audit(partition).await?;
         let mut report = RepairReport {
             found: audit.report,
