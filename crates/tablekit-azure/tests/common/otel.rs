@@ -3,7 +3,8 @@
 //! exporter, and, as text, to a recorder of every field (spans, later records and events, at
 //! every level), so a test can search all of it.
 
-#![allow(unreachable_pub)]
+// Shared with tablekit-large's span test, which uses part of it.
+#![allow(unreachable_pub, dead_code)]
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
 
