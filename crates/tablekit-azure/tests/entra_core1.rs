@@ -2,7 +2,8 @@
 //! Azurite over HTTPS with `--oauth basic`: the 1.x `AzureCliCredential`, running a stand-in
 //! `az` that prints tokens the test minted and records each call, authorizes table, queue and
 //! blob requests; its tokens are cached by tablekit, and a token for another audience is
-//! refused.
+//! refused. The 1.x `ClientSecretCredential` asks a stand-in token endpoint over HTTPS through
+//! tablekit's HTTP client (`AzureCore1Http`), with no HTTP client of azure_core 1.x's own.
 //!
 //! The credential runs `/bin/sh -c "cd /bin && az account get-access-token …"` as it would on
 //! a developer machine; only the `PATH` of that shell is the test's (through the credential's
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use azure_identity_1::{AzureCliCredential, AzureCliCredentialOptions, Executor};
 use futures::future::join_all;
+use tablekit_azure::identity::{AzureCore1Http, azure_core_1};
 use tablekit_azure::{Account, PutBlob, PutOptions, TokenScope};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Error, ErrorKind, Keys, Properties, ResourceKind};
@@ -312,6 +314,178 @@ async fn a_1x_token_for_another_audience_is_refused_once_per_service() {
     table.delete_table().await.unwrap();
     queue.delete().await.unwrap();
     container.delete().await.unwrap();
+}
+
+/// A stand-in for Microsoft Entra ID's token endpoint over HTTPS on loopback, with a
+/// certificate authority of its own: each `POST /{tenant}/oauth2/v2.0/token` with a client
+/// secret form gets a token `minting` mints for the form's scope. Records each form.
+struct TokenEndpoint {
+    authority: String,
+    ca_pem: String,
+    forms: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl TokenEndpoint {
+    async fn start(minting: Arc<MintingCredential>) -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        ca.distinguished_name
+            .push(DnType::CommonName, "stand-in identity authority");
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let forms = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = forms.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = tcp.accept().await {
+                let (acceptor, minting, seen) = (acceptor.clone(), minting.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    // One request per connection: its head, then `Content-Length` bytes.
+                    let mut data = Vec::new();
+                    let mut buf = [0_u8; 4096];
+                    let body_at = loop {
+                        let n = tls.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&data[..body_at]).to_ascii_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while data.len() < body_at + length {
+                        let n = tls.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                    }
+                    let form =
+                        String::from_utf8_lossy(&data[body_at..body_at + length]).into_owned();
+                    let scope = form
+                        .split('&')
+                        .find_map(|pair| pair.strip_prefix("scope="))
+                        .map(|s| s.replace("%3A", ":").replace("%2F", "/"))
+                        .unwrap_or_default();
+                    seen.lock().unwrap().push(form);
+                    let (token, _) = minting.mint(&scope);
+                    let body = serde_json::json!({
+                        "token_type": "Bearer",
+                        "expires_in": 3600,
+                        "ext_expires_in": 3600,
+                        "access_token": token,
+                    })
+                    .to_string();
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        Self {
+            authority: format!("https://127.0.0.1:{port}"),
+            ca_pem,
+            forms,
+        }
+    }
+
+    fn forms(&self) -> Vec<String> {
+        self.forms.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test]
+async fn a_1x_client_secret_credential_calls_entra_through_tablekit_s_http_client() {
+    let minting = Arc::new(MintingCredential::new(Claims::valid()));
+    let endpoint = TokenEndpoint::start(minting.clone()).await;
+    let mut cloud = azure_core_1::cloud::CustomConfiguration::default();
+    cloud.authority_host = endpoint.authority.clone();
+    let mut options = azure_identity_1::ClientSecretCredentialOptions::default();
+    options.client_options.cloud = Some(Arc::new(cloud.into()));
+    // No `reqwest` feature of azure_core 1.x is on in this build: without this transport the
+    // credential has no HTTP client at all.
+    options.client_options.transport = Some(
+        AzureCore1Http::trusting(endpoint.ca_pem.clone())
+            .unwrap()
+            .transport(),
+    );
+    let credential = azure_identity_1::ClientSecretCredential::new(
+        "72f988bf-86f1-41af-91ab-2d7cd011db47",
+        "3c1e5f4a-7b2d-4e8f-9a6c-0d1b2c3e4f50".to_owned(),
+        "stand-in-secret".into(),
+        Some(options),
+    )
+    .unwrap();
+    let unused = Arc::new(MintingCredential::new(Claims::valid()));
+    let account = token_account_builder(unused)
+        .with_azure_core_1_credential(credential)
+        .build()
+        .unwrap();
+
+    let table = account.table(&unique_table_name("core1http")).unwrap();
+    table.create().await.unwrap();
+    let queue = account.queue(&unique_queue_name("core1http")).unwrap();
+    queue.create().await.unwrap();
+    let container = account
+        .container(&unique_container_name("core1http"))
+        .unwrap();
+    container.create().await.unwrap();
+    table.delete_table().await.unwrap();
+    queue.delete().await.unwrap();
+    container.delete().await.unwrap();
+
+    let forms = endpoint.forms();
+    assert_eq!(
+        forms.len(),
+        1,
+        "one token request for six requests: {forms:?}"
+    );
+    assert!(
+        forms[0].contains("grant_type=client_credentials"),
+        "{forms:?}"
+    );
+    assert!(forms[0].contains("client_secret=stand-in-secret"));
+    assert!(
+        forms[0].contains("scope=https%3A%2F%2Fstorage.azure.com%2F.default"),
+        "{forms:?}"
+    );
+    assert_eq!(minting.calls(), 1);
 }
 
 #[test]

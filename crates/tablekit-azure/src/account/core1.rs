@@ -77,6 +77,125 @@ impl TokenCredential for AzureCore1Credential {
     }
 }
 
+/// tablekit's HTTP client — reqwest 0.12 with rustls on `ring`, the one the accounts use — as
+/// an `azure_core` 1.x [`HttpClient`](azure_core_1::http::HttpClient), for the 1.x credentials
+/// that call Microsoft Entra ID over HTTP (managed identity, workload identity, client
+/// secret): give [`transport`](Self::transport) to their `ClientOptions`. With it they need
+/// neither `azure_core`'s `reqwest` feature nor `azure_identity`'s default features, which
+/// bring reqwest 0.13 and `aws-lc-rs` beside tablekit's stack.
+///
+/// Requests are sent as given (no retries of its own: the 1.x pipeline retries); a response
+/// body is read whole before it is handed over. A request body that is a stream is refused
+/// (the credentials send forms and JSON).
+///
+/// ```no_run
+/// # use azure_identity_1 as azure_identity;
+/// # fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions};
+/// use tablekit_azure::Account;
+/// use tablekit_azure::identity::AzureCore1Http;
+///
+/// let mut options = ManagedIdentityCredentialOptions::default();
+/// options.client_options.transport = Some(AzureCore1Http::new().transport());
+/// let credential = ManagedIdentityCredential::new(Some(options))?;
+/// let account = Account::builder("contosodata")
+///     .with_azure_core_1_credential(credential)
+///     .build()?;
+/// # let _ = account; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AzureCore1Http {
+    client: reqwest::Client,
+}
+
+impl Default for AzureCore1Http {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AzureCore1Http {
+    /// A client with tablekit's connection settings, trusting the public web roots.
+    pub fn new() -> Self {
+        Self::with_client(crate::transport::new_client())
+    }
+
+    /// A client that also trusts the certificates of this PEM text as roots (a private
+    /// authority in front of the identity endpoint, an emulator's).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](tablekit_core::Error::InvalidConfig) naming
+    /// `root certificate` for PEM text without a usable certificate.
+    pub fn trusting(pem: impl Into<Vec<u8>>) -> tablekit_core::Result<Self> {
+        crate::transport::client_trusting(&[pem.into()]).map(Self::with_client)
+    }
+
+    /// Sends with `client` (one with a proxy, say).
+    pub fn with_client(client: reqwest::Client) -> Self {
+        Self { client }
+    }
+
+    /// The `Transport` of a 1.x `ClientOptions` that sends with this client.
+    pub fn transport(&self) -> azure_core_1::http::Transport {
+        azure_core_1::http::Transport::new(Arc::new(self.clone()))
+    }
+}
+
+#[async_trait::async_trait]
+impl azure_core_1::http::HttpClient for AzureCore1Http {
+    async fn execute_request(
+        &self,
+        request: &azure_core_1::http::Request,
+    ) -> azure_core_1::Result<azure_core_1::http::AsyncRawResponse> {
+        use azure_core_1::error::{Error as Error1, ErrorKind as Kind1};
+        use azure_core_1::http::headers::{HeaderName, HeaderValue, Headers};
+        let method = reqwest::Method::from_bytes(request.method().as_ref().as_bytes())
+            .map_err(|e| Error1::with_error(Kind1::Other, e, "an HTTP method reqwest refuses"))?;
+        let mut builder = self.client.request(method, request.url().clone());
+        for (name, value) in request.headers().iter() {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        match request.body() {
+            azure_core_1::http::Body::Bytes(bytes) => builder = builder.body(bytes.clone()),
+            _ => {
+                return Err(Error1::with_message(
+                    Kind1::Other,
+                    "a streamed request body: tablekit's HTTP client sends whole bodies only",
+                ));
+            }
+        }
+        let response = builder.send().await.map_err(|e| {
+            let kind = if e.is_connect() {
+                Kind1::Connection
+            } else {
+                Kind1::Io
+            };
+            Error1::with_error(kind, e, "the request did not complete")
+        })?;
+        let status = response.status().as_u16();
+        let headers: std::collections::HashMap<HeaderName, HeaderValue> = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| {
+                let value = value.to_str().ok()?;
+                Some((
+                    HeaderName::from(name.as_str().to_owned()),
+                    HeaderValue::from(value.to_owned()),
+                ))
+            })
+            .collect();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| Error1::with_error(Kind1::Io, e, "the response body did not arrive"))?;
+        Ok(azure_core_1::http::AsyncRawResponse::from_bytes(
+            status.into(),
+            Headers::from(headers),
+            body,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,7 +45,7 @@ pub use time::OffsetDateTime;
 pub use super::token::{DEFAULT_REFRESH_MARGIN, TokenScope};
 
 #[cfg(feature = "azure-core-1")]
-pub use super::core1::{AzureCore1Credential, azure_core_1};
+pub use super::core1::{AzureCore1Credential, AzureCore1Http, azure_core_1};
 
 #[cfg(feature = "identity")]
 use std::sync::Arc;
