@@ -290,6 +290,22 @@ async fn every_command_can_end_with_a_json_summary() {
     .expect(0);
     assert_eq!(query.stdout.lines().count(), 6);
     assert_eq!(json(query, "stderr")["entities"], 6);
+    // The pattern commands: their rows on stdout, the summary on stderr.
+    let retention = tablekit(&[
+        "--output",
+        "json",
+        "retention",
+        "list",
+        "CliJsonNone",
+        "--period",
+        "day",
+    ])
+    .expect(0);
+    let summary = json(retention, "stderr");
+    assert_eq!(
+        (summary["command"].as_str(), summary["tables"].as_u64()),
+        (Some("retention"), Some(0))
+    );
     // Failures too, with the exit code and the error.
     let failed = json(
         tablekit(&[

@@ -242,12 +242,18 @@ async fn verify(ctx: &Ctx, account: &Account, args: &IndexArgs) -> CliResult {
             writeln!(out, "{line}").map_err(|e| CliError::failure(e.to_string()))?;
         }
         issues += report.issues();
-        ctx.status(&format!(
-            "{partition}: {} entities, {} copies checked, {} issue(s)",
-            report.primaries,
-            report.checked,
-            report.issues()
-        ));
+        ctx.stdout_carries_data();
+        ctx.summary(
+            &format!(
+                "{partition}: {} entities, {} copies checked, {} issue(s)",
+                report.primaries,
+                report.checked,
+                report.issues()
+            ),
+            serde_json::json!({ format!("partition {partition}"): {
+                "entities": report.primaries, "checked": report.checked,
+                "issues": report.issues()}}),
+        );
     }
     Ok(if issues == 0 {
         Exit::Success
@@ -308,6 +314,14 @@ async fn repair(ctx: &Ctx, account: &Account, args: &IndexArgs, yes: bool) -> Cl
             writeln!(out, "{line}").map_err(|e| CliError::failure(e.to_string()))?;
         }
         contested += report.found.contested.len();
+        ctx.stdout_carries_data();
+        ctx.summary(
+            "",
+            serde_json::json!({ format!("partition {partition}"): {
+                "issues": report.found.issues(), "rewritten": report.rewritten,
+                "deleted": report.deleted, "skipped": report.skipped,
+                "contested": report.found.contested.len()}}),
+        );
         ctx.status(&format!(
             "{partition}: {} issue(s) found; {} entities' copies rewritten, {} orphans deleted, {} left to concurrent writers, {} contested (left to the application)",
             report.found.issues(),
@@ -475,6 +489,11 @@ async fn backfill(ctx: &Ctx, account: &Account, args: &BackfillArgs) -> CliResul
             return Err(failure.unwrap_or_else(|| CliError::context("backfill", &e)));
         }
     };
+    ctx.summary(
+        "",
+        serde_json::json!({"pages": state.pages, "scanned": state.scanned,
+            "written": state.written, "skipped": state.skipped, "done": state.done}),
+    );
     ctx.status(&format!(
         "{} page(s), {} rows read, {} entities' copies written, {} left to concurrent writers{}",
         state.pages,

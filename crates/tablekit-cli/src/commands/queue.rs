@@ -53,7 +53,11 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: QueueCommand) -> 
                     write_line(&mut out, &format!("  {}", String::from_utf8_lossy(bytes)))?;
                 }
             }
-            ctx.status(&format!("{} message(s) shown", messages.len()));
+            ctx.stdout_carries_data();
+            ctx.summary(
+                &format!("{} message(s) shown", messages.len()),
+                serde_json::json!({"shown": messages.len()}),
+            );
             Ok(Exit::Success)
         }
         QueueCommand::Poison { command } => poison(ctx, account, command).await,
@@ -68,6 +72,7 @@ async fn poison(ctx: &Ctx, account: &Account, command: PoisonCommand) -> CliResu
             payload,
         } => {
             check_max(max)?;
+            ctx.stdout_carries_data();
             let jobs = jobs(account, &queue)?;
             let records = jobs
                 .peek_poisoned(max)
@@ -114,6 +119,10 @@ async fn poison(ctx: &Ctx, account: &Account, command: PoisonCommand) -> CliResu
                 None => !p.record.source_queue.is_empty(),
             };
             let outcome = sweep(&jobs, selected, id.is_some(), Action::Replay).await?;
+            ctx.summary(
+                "",
+                serde_json::json!({"replayed": outcome.done, "left": outcome.left}),
+            );
             ctx.status(&format!(
                 "replayed {} job(s) onto {queue}; {} left on {}",
                 outcome.done,
@@ -154,6 +163,10 @@ async fn poison(ctx: &Ctx, account: &Account, command: PoisonCommand) -> CliResu
             )?;
             let selected = |p: &Poisoned| cutoff.is_none_or(|c| p.record.poisoned_at <= c);
             let outcome = sweep(&jobs, selected, false, Action::Discard).await?;
+            ctx.summary(
+                "",
+                serde_json::json!({"purged": outcome.done, "left": outcome.left}),
+            );
             ctx.status(&format!(
                 "purged {} poisoned job(s); {} left on {}",
                 outcome.done,

@@ -23,7 +23,11 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: RetentionCommand)
             for t in &tables {
                 write_line(&mut out, &line(t))?;
             }
-            ctx.status(&format!("{} table(s)", tables.len()));
+            ctx.stdout_carries_data();
+            ctx.summary(
+                &format!("{} table(s)", tables.len()),
+                serde_json::json!({"tables": tables.len()}),
+            );
             Ok(Exit::Success)
         }
         RetentionCommand::DropOlderThan {
@@ -34,6 +38,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: RetentionCommand)
             yes,
         } => {
             let cutoff = parse_cutoff(&cutoff)?;
+            ctx.stdout_carries_data();
             let set = PeriodTables::new(account, &prefix, period_of(period))?;
             if !dry_run && !yes && !super::interactive() {
                 // Refused before the listing: a script learns at once that it needs --yes.
@@ -84,6 +89,10 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, command: RetentionCommand)
             for name in &report.dropped {
                 write_line(&mut out, name)?;
             }
+            ctx.summary(
+                "",
+                serde_json::json!({"dropped": report.dropped.len(), "kept": report.kept.len()}),
+            );
             ctx.status(&format!(
                 "dropped {} table(s), kept {}",
                 report.dropped.len(),
