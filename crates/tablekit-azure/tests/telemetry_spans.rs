@@ -477,3 +477,34 @@ async fn key_values_are_recorded_when_the_account_opts_in() {
     assert_eq!(attr(tx[0], "tablekit.partition_key").as_deref(), Some(pk));
     assert!(capture.everything().contains(&format!("RowKey eq '{rk}'")));
 }
+
+#[tokio::test]
+async fn an_account_with_the_cosmos_profile_names_its_system_azure_cosmosdb() {
+    let capture = capture();
+    // Azurite with the Cosmos DB Table API settings (what an account on a Cosmos DB endpoint
+    // gets when built): the profile, not the host, decides.
+    let account = common::account_with(Settings {
+        retry: common::fast_retries().retry,
+        ..Settings::cosmos()
+    });
+    let name = unique_table_name("SpanCosmos");
+    let table = account.table(&name).unwrap();
+    table.create().await.unwrap();
+    table
+        .insert(&Entity::try_new("p", "1", props(1)).unwrap())
+        .await
+        .unwrap();
+    table.delete_table().await.unwrap();
+
+    let spans = capture.spans_of(&name);
+    let insert = named(&spans, "insert", &name);
+    assert_eq!(insert.len(), 1, "{spans:#?}");
+    assert_eq!(
+        attr(insert[0], "db.system.name").as_deref(),
+        Some("azure.cosmosdb")
+    );
+    assert_eq!(
+        attr(insert[0], "azure.resource_provider.namespace").as_deref(),
+        Some("Microsoft.Tables")
+    );
+}
