@@ -148,6 +148,11 @@ async fn one_entity_is_put_read_merged_conditionally_and_deleted() {
         &["entity", "put", "Orders", "p", "r", "--json", r#"{"Id":1}"#],
     )
     .expect(2);
+    // Operations that rely on key order refuse there, before any request.
+    for flag in ["--verify-only", "--delete-extra"] {
+        let run = run_on(cosmos, &["copy", "Orders", "Copy", flag]).expect(2);
+        assert!(run.stderr.contains("sorted"), "{flag}: {}", run.stderr);
+    }
 }
 
 #[tokio::test]

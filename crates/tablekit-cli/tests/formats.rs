@@ -322,3 +322,42 @@ async fn every_command_can_end_with_a_json_summary() {
     assert_eq!(failed["exit"], 2);
     assert!(failed["error"].as_str().unwrap().contains("--filter"));
 }
+
+/// A CSV export is staged as JSON Lines with a checkpoint: interrupted, it resumes to the
+/// file an uninterrupted export writes; once complete, nothing is left to resume.
+#[tokio::test]
+async fn an_interrupted_csv_export_resumes_to_the_same_file() {
+    let src = table("CliCsvResume").await;
+    seed_all(&src).await;
+    let dir = scratch("csv-resume");
+    let (whole, part) = (dir.join("whole.csv"), dir.join("part.csv"));
+    tablekit(&[
+        "export",
+        src.name(),
+        "--out",
+        arg(&whole),
+        "--page-size",
+        "5",
+    ])
+    .expect(0);
+    let args = [
+        "export",
+        src.name(),
+        "--out",
+        arg(&part),
+        "--page-size",
+        "5",
+    ];
+    tablekit(&[&args[..], &["--interrupt-after", "2"]].concat()).expect(130);
+    assert!(!part.exists(), "no CSV before the export is complete");
+    assert!(dir.join("part.csv.partial.jsonl.checkpoint").exists());
+    tablekit(&[&args[..], &["--resume"]].concat()).expect(0);
+    let text = |p: &std::path::Path| {
+        // Timestamps are the same entities' in both: the table did not change.
+        std::fs::read_to_string(p).unwrap()
+    };
+    assert_eq!(text(&part), text(&whole));
+    assert!(!dir.join("part.csv.partial.jsonl").exists());
+    tablekit(&[&args[..], &["--resume"]].concat()).expect(2);
+    assert_eq!(text(&part), text(&whole));
+}

@@ -127,6 +127,13 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: CopyArgs) -> CliResu
     };
     let dst = dst_account.table(&dst_name)?;
     let scope = Scope::new(account, &args.scope, None)?;
+    if args.verify || args.verify_only {
+        // Partitions are compared in key order, side by side.
+        for side in [account, &dst_account] {
+            side.require_sorted_queries("`copy --verify`")
+                .map_err(|e| CliError::context("verify", &e))?;
+        }
+    }
     if args.delete_extra {
         // Extras are found by reading both tables in key order side by side.
         dst_account

@@ -284,6 +284,12 @@ async fn export_csv(
             staging_checkpoint.clone(),
         ])?;
     }
+    if !to_stdout && args.resume && !staging_checkpoint.exists() && args.out.exists() {
+        return Err(CliError::usage(format!(
+            "{}: no checkpoint to resume from — the export completed (its staging file and checkpoint are removed then); pass --overwrite to export again",
+            args.out.display()
+        )));
+    }
     let part = Part {
         range: transfer::single_range(&args.ranges),
         path: staging.clone(),
