@@ -379,13 +379,10 @@ impl Account {
                 }
             };
             metrics.error(&error);
-            let hint = match &error {
-                Error::Throttled { retry_after, .. } => {
-                    retry_after.map(|h| h.min(settings.retry.max_retry_after))
-                }
-                _ => None,
-            };
-            if matches!(error.status(), Some(429 | 503)) {
+            let throttling =
+                crate::governor::throttling_hint(&error, settings.retry.max_retry_after);
+            let hint = throttling.flatten();
+            if let Some(hint) = throttling {
                 metrics.answered(charge, Some(hint));
             } else if error.status().is_some() {
                 // Answered, so the service did the work of reading it.

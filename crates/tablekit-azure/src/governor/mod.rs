@@ -3,6 +3,7 @@
 //! and one of the account (see [`ThroughputPolicy`]); the meter counts what the service counts
 //! (as far as the client can see it) over a sliding window.
 
+mod answer;
 mod budget;
 mod meter;
 mod policy;
@@ -11,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+pub(crate) use answer::throttling_hint;
 pub use policy::ThroughputPolicy;
 
 use budget::Budget;

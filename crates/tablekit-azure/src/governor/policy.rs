@@ -15,10 +15,10 @@ use tablekit_core::{Error, Result};
 /// they can: that wait is latency, not an error, and is counted in
 /// [`MetricsSnapshot::budget_wait`](crate::MetricsSnapshot::budget_wait).
 ///
-/// With [`adaptive`](Self::adaptive) on, a throttling answer (503 Server Busy, 429) halves the
-/// budget of the partition it hit (or of the account, when that partition was running well
-/// below its budget), and the budget grows back linearly while no throttling is seen
-/// (additive increase, multiplicative decrease). A `Retry-After` or `x-ms-retry-after-ms`
+/// With [`adaptive`](Self::adaptive) on, a throttling answer (503 Server Busy, 500 Operation
+/// Timed Out, 429) halves the budget of the partition it hit (or of the account, when that
+/// partition was running well below its budget), and the budget grows back linearly while no
+/// throttling is seen (additive increase, multiplicative decrease). A `Retry-After` or `x-ms-retry-after-ms`
 /// hint also holds back the partition's (or the account's) next requests for that long.
 ///
 /// The default is Azure Table storage's documented targets: 2,000 entities/s per partition
