@@ -675,7 +675,9 @@ Each line is one entity in the Table service's own JSON shape: PartitionKey, Row
 Timestamp and every property, with an `@odata.type` annotation wherever JSON alone would
 lose the type (Int64 as a string, DateTime at 100 ns, Guid, Binary as base64, Double).
 A checkpoint (OUT.checkpoint) is written after every page; --resume appends from it and
-produces the same file as an uninterrupted export.";
+produces the same file as an uninterrupted export. The checkpoint is removed once the export
+is complete. A .csv output is CSV with a Name@type column beside every property, staged as
+JSON Lines (OUT.partial.jsonl) until the export is complete.";
 
 /// The formats of export and import files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
