@@ -36,9 +36,9 @@ pub use sas::{
 };
 pub use settings::{ScanAction, ScanPolicy, Settings, TableService};
 pub use table::{
-    BulkOptions, BulkReport, ConflictLoop, ContinuationToken, EntityCodec, EntityError,
-    EntityResult, OperationOutcome, Page, PerEntity, PerEntityPage, Query, Table,
-    TransactionOutcome, TypedTable, WriteMode,
+    BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,
+    EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, PerEntityPage,
+    Query, Table, TransactionOutcome, TypedTable, WriteMode,
 };
 pub use tablekit_core as core;
 pub use telemetry::{

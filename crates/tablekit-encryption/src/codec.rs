@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tablekit_azure::{EntityCodec, Table};
+use tablekit_azure::{CodecFilter, EntityCodec, Table};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Error, Keys, OperationKind, Properties, Result};
 
@@ -84,6 +84,21 @@ impl EntityCodec for EncryptionPolicy {
 
     fn check_filter(&self, filter: &Filter) -> Result<()> {
         EncryptionPolicy::check_filter(self, filter)
+    }
+
+    /// Equalities with encrypted properties that have a beacon are sent as equalities with
+    /// the beacon ([`beacon_filter`](EncryptionPolicy::beacon_filter)), and the entities whose
+    /// decrypted value differs — a beacon shared by truncation — are dropped.
+    fn prepare_filter(&self, filter: &Filter) -> Result<CodecFilter> {
+        if EncryptionPolicy::check_filter(self, filter).is_ok() {
+            return Ok(CodecFilter::unchanged(filter.clone()));
+        }
+        let rewritten = self.beacon_filter(filter)?;
+        let reads: Vec<String> = rewritten.equalities().map(|(p, _)| p.to_owned()).collect();
+        let sent = rewritten.filter().clone();
+        Ok(CodecFilter::rewritten(sent, reads, move |decrypted| {
+            rewritten.matches(decrypted)
+        }))
     }
 
     fn check_encode(

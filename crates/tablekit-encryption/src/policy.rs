@@ -281,7 +281,8 @@ impl EncryptionPolicy {
                     reason: format!(
                         "`{name}` is encrypted: its stored value is ciphertext, so the service \
                          cannot compare it; it has a beacon, so an equality with it can be \
-                         asked through EncryptionPolicy::search, which compares the beacon and \
+                         asked through an encrypting handle's query or EncryptionPolicy::search, \
+                         joined to the rest of the filter by `and`; they compare the beacon and \
                          then the decrypted value"
                     ),
                 });

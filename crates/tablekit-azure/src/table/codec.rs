@@ -121,6 +121,20 @@ pub trait EntityCodec: fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 
+    /// The filter to send for a query whose caller asked for `filter`, and what each decoded
+    /// entity the service returns must also satisfy: a codec whose stored form the service can
+    /// still compare in part (an equality with an encrypted property, rewritten to one with
+    /// its beacon) answers with a rewritten filter and a check that drops the entities that
+    /// matched only the stored form. Called before any request. The default checks `filter`
+    /// with [`check_filter`](Self::check_filter) and sends it as it is.
+    ///
+    /// # Errors
+    /// [`Error::InvalidFilter`](tablekit_core::Error::InvalidFilter) naming what is refused.
+    fn prepare_filter(&self, filter: &Filter) -> Result<CodecFilter> {
+        self.check_filter(filter)?;
+        Ok(CodecFilter::unchanged(filter.clone()))
+    }
+
     /// Checks a write of `kind` of the entity `keys` with `properties` without encoding it:
     /// `Ok(true)` when [`encode`](Self::encode) will accept it (short of a failure of a
     /// service of the codec's own, such as a key store), `Ok(false)` when only encoding can
@@ -154,6 +168,102 @@ pub trait EntityCodec: fmt::Debug + Send + Sync + 'static {
     /// Any error refusing the projection.
     fn projection(&self, selected: &[String]) -> Result<Vec<String>> {
         Ok(selected.to_vec())
+    }
+}
+
+/// A query filter as a codec has it sent ([`EntityCodec::prepare_filter`]): the filter for
+/// the service and, when that filter can match more than the caller's, the check each
+/// decoded entity must pass to be returned.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CodecFilter {
+    /// What the service is sent.
+    pub filter: Filter,
+    /// What a decoded entity must satisfy to be returned; `None` keeps every one.
+    pub check: Option<EntityCheck>,
+}
+
+impl CodecFilter {
+    /// `filter` sent as it is, every entity it returns kept.
+    pub fn unchanged(filter: Filter) -> Self {
+        Self {
+            filter,
+            check: None,
+        }
+    }
+
+    /// `filter` sent instead of the caller's, and only the decoded entities that satisfy
+    /// `check` returned. `check` reads the properties named in `reads`: a query that projects
+    /// asks for them too, and removes those it did not select once the check has run.
+    pub fn rewritten<I, S>(
+        filter: Filter,
+        reads: I,
+        check: impl Fn(&Properties) -> bool + Send + Sync + 'static,
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            filter,
+            check: Some(EntityCheck {
+                check: Arc::new(check),
+                reads: reads.into_iter().map(Into::into).collect(),
+                strip: Vec::new(),
+            }),
+        }
+    }
+}
+
+/// What a decoded entity must satisfy for a rewritten query to return it
+/// ([`CodecFilter::rewritten`]).
+#[derive(Clone)]
+pub struct EntityCheck {
+    check: Arc<dyn Fn(&Properties) -> bool + Send + Sync>,
+    reads: Vec<String>,
+    /// Properties read for the check only: removed once it has run.
+    strip: Vec<String>,
+}
+
+impl EntityCheck {
+    /// Whether the decoded `properties` pass.
+    pub fn holds(&self, properties: &Properties) -> bool {
+        (self.check)(properties)
+    }
+
+    /// The properties the check reads.
+    pub fn reads(&self) -> &[String] {
+        &self.reads
+    }
+
+    /// This check on a query that selected `selected`: the properties it reads that were not
+    /// selected, to be asked for and then removed.
+    pub(crate) fn for_projection(mut self, selected: &[String]) -> (Self, Vec<String>) {
+        let extra: Vec<String> = self
+            .reads
+            .iter()
+            .filter(|r| !selected.contains(r))
+            .cloned()
+            .collect();
+        self.strip.clone_from(&extra);
+        (self, extra)
+    }
+
+    /// Whether `properties` pass; those read for the check alone are then removed.
+    pub(crate) fn keep(&self, properties: &mut Properties) -> bool {
+        if !self.holds(properties) {
+            return false;
+        }
+        for name in &self.strip {
+            properties.remove(name);
+        }
+        true
+    }
+}
+
+impl fmt::Debug for EntityCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EntityCheck(..)")
     }
 }
 
@@ -346,14 +456,43 @@ impl Table {
         codec: &dyn EntityCodec,
         stored: Stored<Properties>,
     ) -> Result<Stored<T>> {
+        let decoded = self.decode_properties(codec, stored).await?;
+        self.read_as(decoded)
+    }
+
+    /// A stored entity read as properties, decoded: still properties.
+    pub(crate) async fn decode_properties(
+        &self,
+        codec: &dyn EntityCodec,
+        stored: Stored<Properties>,
+    ) -> Result<Stored<Properties>> {
         let Stored {
             keys,
             etag,
             timestamp,
             value,
         } = stored;
-        let decoded = codec.decode(self.name(), &keys, value).await?;
-        let value = from_properties::<T>(&decoded)
+        let value = codec.decode(self.name(), &keys, value).await?;
+        Ok(Stored {
+            keys,
+            etag,
+            timestamp,
+            value,
+        })
+    }
+
+    /// A decoded entity read as `T`.
+    pub(crate) fn read_as<T: DeserializeOwned>(
+        &self,
+        decoded: Stored<Properties>,
+    ) -> Result<Stored<T>> {
+        let Stored {
+            keys,
+            etag,
+            timestamp,
+            value,
+        } = decoded;
+        let value = from_properties::<T>(&value)
             .map_err(|e| e.with_target(Target::entity(self.name(), keys.clone())))?;
         Ok(Stored {
             keys,
@@ -363,16 +502,22 @@ impl Table {
         })
     }
 
-    /// Decodes the entities of a page, in order.
+    /// Decodes the entities of a page, in order, leaving out those that fail `check`.
     pub(crate) async fn decode_all<T: DeserializeOwned>(
         &self,
         codec: &dyn EntityCodec,
         stored: Vec<Stored<Properties>>,
+        check: Option<&EntityCheck>,
     ) -> Result<Vec<Stored<T>>> {
-        futures::stream::iter(stored)
-            .map(|s| self.decode_stored::<T>(codec, s))
+        let decoded: Vec<Stored<Properties>> = futures::stream::iter(stored)
+            .map(|s| self.decode_properties(codec, s))
             .buffered(CODEC_CONCURRENCY)
             .try_collect()
-            .await
+            .await?;
+        decoded
+            .into_iter()
+            .filter_map(|mut d| check.is_none_or(|c| c.keep(&mut d.value)).then_some(d))
+            .map(|d| self.read_as(d))
+            .collect()
     }
 }

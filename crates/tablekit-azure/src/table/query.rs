@@ -14,6 +14,7 @@ use tablekit_core::filter::Filter;
 use tablekit_core::limits::{MAX_PAGE_SIZE, validate_property_identifier};
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Limit, QueryShape, Result, Stored, Target};
 
+use super::codec::EntityCheck;
 use super::{ACCEPT_MINIMAL, Table};
 use crate::governor::{Charge, partition_name};
 use crate::metrics::RequestKind;
@@ -140,6 +141,8 @@ struct Prepared {
     filter: Option<String>,
     /// The `$select` text.
     select: Option<String>,
+    /// What a decoded entity must satisfy, when the codec rewrote the filter.
+    check: Option<EntityCheck>,
 }
 
 /// The `$select` text for a projection of `properties`.
@@ -420,12 +423,23 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             validate_property_identifier(name)?;
         }
         let codec = self.table.codec();
-        if let (Some(codec), Some(filter)) = (codec, &self.filter) {
-            codec.check_filter(filter)?;
-        }
+        let (filter, mut check) = match (codec, &self.filter) {
+            (Some(codec), Some(filter)) => {
+                let prepared = codec.prepare_filter(filter)?;
+                (Some(prepared.filter), prepared.check)
+            }
+            (_, filter) => (filter.clone(), None),
+        };
         let select = match (codec, &self.select) {
             (Some(codec), Some(selected)) => {
-                let requested = codec.projection(selected)?;
+                // A rewritten filter's check reads properties the caller may not select.
+                let mut asked = selected.clone();
+                if let Some(c) = check.take() {
+                    let (c, extra) = c.for_projection(selected);
+                    asked.extend(extra);
+                    check = Some(c);
+                }
+                let requested = codec.projection(&asked)?;
                 for name in &requested {
                     validate_property_identifier(name)?;
                 }
@@ -434,7 +448,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             (None, Some(selected)) => Some(select_param(selected)),
             (_, None) => None,
         };
-        let rendered = self.filter.as_ref().map(Filter::render).transpose()?;
+        let rendered = filter.as_ref().map(Filter::render).transpose()?;
         let shape = self.shape();
         let policy = self.table.account().settings().scan_policy;
         let action = self.scan.unwrap_or(match shape {
@@ -460,6 +474,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         Ok(Prepared {
             filter: rendered,
             select,
+            check,
         })
     }
 
@@ -525,13 +540,13 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
             self.pinned(),
         )
         .await?;
-        self.parse(raw).await
+        self.parse(raw, prepared.check.as_ref()).await
     }
 
     /// Reads a page's entities as `T`s, decoded by the handle's codec if it has one (without
     /// one, the page is parsed straight into `T`s, as before codecs existed).
-    async fn parse(&self, raw: RawPage) -> Result<Page<T>> {
-        let items = <Stored<T> as Items<T>>::parse(self, &raw.body).await?;
+    async fn parse(&self, raw: RawPage, check: Option<&EntityCheck>) -> Result<Page<T>> {
+        let items = <Stored<T> as Items<T>>::parse(self, check, &raw.body).await?;
         Ok(Page {
             items,
             continuation: raw.continuation,
@@ -542,22 +557,27 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// codec, does not decrypt) becomes an [`EntityError`] in its place; a malformed page, or
     /// a codec failure that is not the entity's own (its key service is unreachable, say),
     /// is the page's error.
-    async fn parse_each(&self, body: &[u8]) -> Result<Vec<EntityResult<T>>> {
+    async fn parse_each(
+        &self,
+        check: Option<&EntityCheck>,
+        body: &[u8],
+    ) -> Result<Vec<EntityResult<T>>> {
         let stored = parse_page::<Properties>(body).map_err(|e| self.table.in_table(e))?;
         let table = self.table.name();
-        let items: Vec<Result<EntityResult<T>>> = match self.table.codec() {
+        // `None`: an entity the codec's rewritten filter matched that the caller's does not.
+        let items: Vec<Result<Option<EntityResult<T>>>> = match self.table.codec() {
             None => stored
                 .into_iter()
                 .map(|s| match from_properties::<T>(&s.value) {
-                    Ok(value) => Ok(Ok(Stored {
+                    Ok(value) => Ok(Some(Ok(Stored {
                         keys: s.keys,
                         etag: s.etag,
                         timestamp: s.timestamp,
                         value,
-                    })),
+                    }))),
                     Err(e) => {
                         let error = e.with_target(Target::entity(table, s.keys.clone()));
-                        EntityError::of(s, error)
+                        EntityError::of(s, error).map(Some)
                     }
                 })
                 .collect(),
@@ -568,9 +588,17 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                         async move {
                             // Kept to report the entity as stored if it does not decode.
                             let kept = s.clone();
-                            match self.table.decode_stored::<T>(codec.as_ref(), s).await {
-                                Ok(stored) => Ok(Ok(stored)),
-                                Err(error) => EntityError::of(kept, error),
+                            let mut decoded =
+                                match self.table.decode_properties(codec.as_ref(), s).await {
+                                    Ok(decoded) => decoded,
+                                    Err(error) => return EntityError::of(kept, error).map(Some),
+                                };
+                            if check.is_some_and(|c| !c.keep(&mut decoded.value)) {
+                                return Ok(None);
+                            }
+                            match self.table.read_as::<T>(decoded) {
+                                Ok(stored) => Ok(Some(Ok(stored))),
+                                Err(error) => EntityError::of(kept, error).map(Some),
                             }
                         }
                     })
@@ -579,7 +607,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                     .await
             }
         };
-        items.into_iter().collect()
+        items.into_iter().filter_map(Result::transpose).collect()
     }
 
     /// All pages, following continuation tokens until there is none (an empty page with a
@@ -673,7 +701,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
                     q.pinned(),
                 )));
             }
-            match I::parse(q, &raw.body).await {
+            match I::parse(q, st.prepared.check.as_ref(), &raw.body).await {
                 Ok(mut items) => {
                     if let Some(r) = st.remaining.as_mut() {
                         items.truncate(*r);
@@ -724,6 +752,7 @@ trait Items<T>: Sized + Send + 'static {
     /// The entities of a page body, charged to the meter and the budgets.
     fn parse(
         query: &Query<T>,
+        check: Option<&EntityCheck>,
         body: &[u8],
     ) -> impl std::future::Future<Output = Result<Vec<Self>>> + Send;
 }
@@ -736,13 +765,17 @@ fn count_read<'a>(table: &Table, pks: impl ExactSizeIterator<Item = &'a str>) {
 }
 
 impl<T: DeserializeOwned + Send + 'static> Items<T> for Stored<T> {
-    async fn parse(query: &Query<T>, body: &[u8]) -> Result<Vec<Self>> {
+    async fn parse(
+        query: &Query<T>,
+        check: Option<&EntityCheck>,
+        body: &[u8],
+    ) -> Result<Vec<Self>> {
         let table = &query.table;
         let items = match table.codec() {
             None => parse_page::<T>(body).map_err(|e| table.in_table(e))?,
             Some(codec) => {
                 let stored = parse_page::<Properties>(body).map_err(|e| table.in_table(e))?;
-                table.decode_all(codec.as_ref(), stored).await?
+                table.decode_all(codec.as_ref(), stored, check).await?
             }
         };
         count_read(table, items.iter().map(|s| s.keys.pk()));
@@ -751,8 +784,12 @@ impl<T: DeserializeOwned + Send + 'static> Items<T> for Stored<T> {
 }
 
 impl<T: DeserializeOwned + Send + 'static> Items<T> for EntityResult<T> {
-    async fn parse(query: &Query<T>, body: &[u8]) -> Result<Vec<Self>> {
-        let items = query.parse_each(body).await?;
+    async fn parse(
+        query: &Query<T>,
+        check: Option<&EntityCheck>,
+        body: &[u8],
+    ) -> Result<Vec<Self>> {
+        let items = query.parse_each(check, body).await?;
         count_read(
             &query.table,
             items.iter().map(|item| match item {
@@ -919,7 +956,8 @@ impl<T: DeserializeOwned + Send + 'static> PerEntity<T> {
         let prepared = q.prepare()?;
         let url = q.page_url(&prepared, q.start.as_ref(), per_request(q.top, q.page_size));
         let raw = fetch_raw(q.table.clone(), url, q.shape(), q.pinned()).await?;
-        let items = <EntityResult<T> as Items<T>>::parse(q, &raw.body).await?;
+        let items =
+            <EntityResult<T> as Items<T>>::parse(q, prepared.check.as_ref(), &raw.body).await?;
         Ok(PerEntityPage {
             items,
             continuation: raw.continuation,
