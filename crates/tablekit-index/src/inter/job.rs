@@ -203,30 +203,36 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     /// deadline (for an insert: no entity found then); [`Error::Indeterminate`] when the
     /// primary keeps changing (the worker runs it again).
     async fn handle(&self, job: CopyJob, steps: &Steps) -> Result<()> {
-        check_index(&job.index, &self.context.name)?;
-        let context = &self.context;
-        let primary =
+        // The index job of one write: its reads and writes nest under this span, which
+        // names the table, never the keys.
+        let span = tablekit_azure::step_span("index job", self.context.placement.tables[0].name());
+        let job = async move {
+            check_index(&job.index, &self.context.name)?;
+            let context = &self.context;
+            let primary =
+                context
+                    .placement
+                    .spec
+                    .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
+            let settled = job
+                .write
+                .settle(
+                    steps,
+                    &context.placement.tables[0],
+                    &primary,
+                    steps.deferrals(),
+                )
+                .await?;
+            let current = match settled {
+                Settled::Ready(current) => current,
+                Settled::Wait(delay) => return steps.defer(delay),
+            };
+            let mut stale = job.stale.clone();
+            stale.extend(job.fresh.iter().cloned());
             context
-                .placement
-                .spec
-                .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
-        let settled = job
-            .write
-            .settle(
-                steps,
-                &context.placement.tables[0],
-                &primary,
-                steps.deferrals(),
-            )
-            .await?;
-        let current = match settled {
-            Settled::Ready(current) => current,
-            Settled::Wait(delay) => return steps.defer(delay),
+                .converge(steps, &job.partition, &job.id, &stale, current)
+                .await
         };
-        let mut stale = job.stale.clone();
-        stale.extend(job.fresh.iter().cloned());
-        context
-            .converge(steps, &job.partition, &job.id, &stale, current)
-            .await
+        tracing::Instrument::instrument(job, span).await
     }
 }

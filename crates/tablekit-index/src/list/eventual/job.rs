@@ -349,16 +349,22 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> f
     /// entity found then); [`Error::Indeterminate`] while things keep changing (the worker
     /// runs it again).
     async fn handle(&self, job: ListJob, steps: &Steps) -> Result<()> {
-        check_index(&job.index, &self.context.name)?;
-        let keys = Keys::new(&job.partition, &job.row_key)?;
-        let settled = job
-            .write
-            .settle(steps, &self.context.entities, &keys, steps.deferrals())
-            .await?;
-        match settled {
-            Settled::Ready(current) => self.context.converge(steps, &job, current).await,
-            Settled::Wait(delay) => steps.defer(delay),
-        }
+        // The index job of one write: its reads and writes nest under this span, which
+        // names the table, never the keys.
+        let span = tablekit_azure::step_span("index job", self.context.entities.name());
+        let job = async move {
+            check_index(&job.index, &self.context.name)?;
+            let keys = Keys::new(&job.partition, &job.row_key)?;
+            let settled = job
+                .write
+                .settle(steps, &self.context.entities, &keys, steps.deferrals())
+                .await?;
+            match settled {
+                Settled::Ready(current) => self.context.converge(steps, &job, current).await,
+                Settled::Wait(delay) => steps.defer(delay),
+            }
+        };
+        tracing::Instrument::instrument(job, span).await
     }
 }
 
