@@ -301,10 +301,9 @@ impl Connection {
             }
             Class::Query { pinned } => throttle.admit_query(pinned.as_deref()),
         };
-        if decision.is_err() {
+        if let Err(refusal) = decision {
             Counters::bump(&self.shared.counters.throttled);
-            let bytes =
-                synthetic::throttled(throttle.mode(), request.is_head(), answer_closes(request));
+            let bytes = throttle.answer(refusal, request.is_head(), answer_closes(request));
             return self.answer(request, bytes, body.is_some()).await;
         }
         let relay = match class {

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ThrottleMode;
+use super::buckets::Refusal;
 
 /// The statuses a synthetic response may have: a 1xx would be taken for an interim response
 /// and leave the client waiting for a final one.
@@ -74,11 +75,40 @@ pub(crate) fn response(status: u16, head_only: bool, close: bool) -> Vec<u8> {
 /// service charges a little for reading and refusing a request.
 pub(crate) const THROTTLED_REQUEST_CHARGE: f64 = 1.25;
 
-/// The refusal of a throttled request: `503 ServerBusy` as Azure Table storage sends it, or
-/// `429 TooManyRequests` with its retry hints as the Cosmos DB Table API does.
-pub(crate) fn throttled(mode: ThrottleMode, head_only: bool, close: bool) -> Vec<u8> {
-    match mode {
-        ThrottleMode::TooManyRequests { retry_after } => {
+/// The message of a `503 ServerBusy` for an account over its target.
+pub(crate) const ACCOUNT_BUSY: &str = "Operations per second are over the account's target.";
+/// The message of a `503 ServerBusy` for a partition over its target.
+pub(crate) const PARTITION_BUSY: &str = "The server is busy.";
+
+/// The refusal of a throttled request. `refusal` says which bucket was short; `nth` numbers
+/// the partition refusals (from 1), for the modes that alternate their answers.
+///
+/// - [`ThrottleMode::ServerBusy`]: `503 ServerBusy`, with a message that tells an account over
+///   its target from a partition over its own, as Azure Table storage's do.
+/// - [`ThrottleMode::ServerBusyOrTimedOut`]: the account as above; partitions alternately
+///   `503 ServerBusy` (odd `nth`) and `500 OperationTimedOut` (even `nth`), the two answers
+///   Azure Table storage gives a partition over its target.
+/// - [`ThrottleMode::TooManyRequests`]: `429 TooManyRequests` with its retry hints, as the
+///   Cosmos DB Table API answers either.
+pub(crate) fn throttled(
+    mode: ThrottleMode,
+    refusal: Refusal,
+    nth: u64,
+    head_only: bool,
+    close: bool,
+) -> Vec<u8> {
+    let busy = |message: &str| {
+        build(
+            503,
+            "throttle",
+            Some(("ServerBusy", message.into())),
+            &[],
+            head_only,
+            close,
+        )
+    };
+    match (mode, refusal) {
+        (ThrottleMode::TooManyRequests { retry_after }, _) => {
             let millis = retry_after.as_millis();
             let seconds = millis.div_ceil(1000);
             build(
@@ -94,14 +124,19 @@ pub(crate) fn throttled(mode: ThrottleMode, head_only: bool, close: bool) -> Vec
                 close,
             )
         }
-        ThrottleMode::ServerBusy => build(
-            503,
+        (_, Refusal::Account) => busy(ACCOUNT_BUSY),
+        (ThrottleMode::ServerBusyOrTimedOut, Refusal::Partition) if nth % 2 == 0 => build(
+            500,
             "throttle",
-            Some(("ServerBusy", "The server is busy.".into())),
+            Some((
+                "OperationTimedOut",
+                "The operation could not be completed in the time allowed.".into(),
+            )),
             &[],
             head_only,
             close,
         ),
+        (_, Refusal::Partition) => busy(PARTITION_BUSY),
     }
 }
 
@@ -194,7 +229,13 @@ mod tests {
 
     #[test]
     fn throttled_answers_are_server_busy_or_too_many_requests_with_retry_hints() {
-        let (head, body) = split(&throttled(ThrottleMode::ServerBusy, false, false));
+        let (head, body) = split(&throttled(
+            ThrottleMode::ServerBusy,
+            Refusal::Partition,
+            1,
+            false,
+            false,
+        ));
         assert!(
             head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
             "{head}"
@@ -210,7 +251,7 @@ mod tests {
         let mode = ThrottleMode::TooManyRequests {
             retry_after: std::time::Duration::from_millis(1_200),
         };
-        let (head, body) = split(&throttled(mode, false, true));
+        let (head, body) = split(&throttled(mode, Refusal::Account, 1, false, true));
         assert!(
             head.starts_with("HTTP/1.1 429 Too Many Requests\r\n"),
             "{head}"
@@ -224,5 +265,39 @@ mod tests {
         assert!(head.contains("Connection: close\r\n"));
         assert!(head.contains("x-ms-request-charge: 1.25\r\n"), "{head}");
         assert!(body.contains(r#""code":"TooManyRequests""#));
+    }
+
+    #[test]
+    fn account_and_partition_refusals_are_told_apart_and_partitions_also_time_out() {
+        let answer = |mode, refusal, nth| {
+            let (head, body) = split(&throttled(mode, refusal, nth, false, false));
+            let status: u16 = head[9..12].parse().unwrap();
+            (status, head, body)
+        };
+        let (status, head, account) = answer(ThrottleMode::ServerBusy, Refusal::Account, 1);
+        assert_eq!(status, 503);
+        assert!(head.contains("x-ms-error-code: ServerBusy\r\n"), "{head}");
+        assert!(account.contains(ACCOUNT_BUSY), "{account}");
+        let (status, _, partition) = answer(ThrottleMode::ServerBusy, Refusal::Partition, 2);
+        assert_eq!(status, 503, "ServerBusy mode never times out");
+        assert!(partition.contains(PARTITION_BUSY) && !partition.contains(ACCOUNT_BUSY));
+        let mixed = ThrottleMode::ServerBusyOrTimedOut;
+        let (status, _, _) = answer(mixed, Refusal::Partition, 1);
+        assert_eq!(status, 503);
+        let (status, head, body) = answer(mixed, Refusal::Partition, 2);
+        assert_eq!(status, 500);
+        assert!(head.starts_with("HTTP/1.1 500 Internal Server Error\r\n"));
+        assert!(
+            head.contains("x-ms-error-code: OperationTimedOut\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("x-tablekit-fault: throttle\r\n"));
+        assert!(body.contains(r#""code":"OperationTimedOut""#), "{body}");
+        let (status, _, body) = answer(mixed, Refusal::Account, 2);
+        assert_eq!(
+            (status, body.contains(ACCOUNT_BUSY)),
+            (503, true),
+            "an account over its target is always ServerBusy"
+        );
     }
 }

@@ -13,9 +13,16 @@ use super::cost::Cost;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ThrottleMode {
-    /// Azure Table storage: `503 Server Busy` with error code `ServerBusy` and no retry hint.
+    /// Azure Table storage: `503 Server Busy` with error code `ServerBusy` and no retry hint;
+    /// the message tells an account over its target from a partition over its own.
     #[default]
     ServerBusy,
+    /// Azure Table storage with both of its throttling answers: as
+    /// [`ThrottleMode::ServerBusy`], except that a partition's refusals alternate between
+    /// `503 ServerBusy` and `500 Internal Server Error` with error code `OperationTimedOut`
+    /// (the second, fourth, … refusal of a partition over its target). An account over its
+    /// target is always answered `503 ServerBusy`.
+    ServerBusyOrTimedOut,
     /// The Cosmos DB Table API: `429 Too Many Requests` with error code `TooManyRequests`,
     /// `x-ms-retry-after-ms` (milliseconds), `Retry-After` (whole seconds, rounded up) and
     /// `x-ms-request-charge` ([`ThrottleMode::THROTTLED_REQUEST_CHARGE`] request units).
@@ -223,8 +230,14 @@ impl Throttle {
         self.lock().refill(Instant::now());
     }
 
-    pub(crate) fn mode(&self) -> ThrottleMode {
-        self.lock().model.mode
+    /// The answer to a request `refusal` refused, in the model's [`ThrottleMode`]. Partition
+    /// refusals are numbered by their count so far, so alternating answers are deterministic.
+    pub(crate) fn answer(&self, refusal: Refusal, head_only: bool, close: bool) -> Vec<u8> {
+        let (mode, nth) = {
+            let state = self.lock();
+            (state.model.mode, state.stats.throttled_by_partition)
+        };
+        super::synthetic::throttled(mode, refusal, nth, head_only, close)
     }
 
     /// Takes `cost` if every bucket it touches can give it; refuses it untouched otherwise.
