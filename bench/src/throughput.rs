@@ -16,7 +16,7 @@ use azure_data_tables::clients::TableServiceClientBuilder;
 use azure_storage::{CloudLocation, StorageCredentials};
 use serde::Serialize;
 use tablekit_azure::{Account, BulkOptions, Settings, ThroughputPolicy};
-use tablekit_testkit::{FaultProxy, ThrottleModel};
+use tablekit_testkit::{FaultProxy, ThrottleMode, ThrottleModel};
 
 use crate::data::{keys, raw_record};
 use crate::raw;
@@ -76,11 +76,15 @@ pub(crate) struct Throughput {
     pub(crate) rows: Vec<Row>,
 }
 
+/// The model: Azure's targets scaled down, refusing as Azure Table storage does (an account
+/// over its target with 503 ServerBusy, a partition over its own alternately with 503
+/// ServerBusy and 500 OperationTimedOut).
 fn model() -> ThrottleModel {
     ThrottleModel::default()
         .with_per_partition(PER_PARTITION)
         .with_per_account(PER_ACCOUNT)
         .with_burst(Duration::from_secs(1))
+        .with_mode(ThrottleMode::ServerBusyOrTimedOut)
 }
 
 fn upstream(endpoint: &str) -> Result<SocketAddr> {
@@ -219,7 +223,8 @@ async fn raw_side(
         .await
         .map_err(err)?;
     // A careful raw-SDK user: a pooled client and the SDK's default retry policy
-    // (exponential from 200 ms, 8 retries), which retries 503 and 429.
+    // (the first retry after 400 ms plus jitter, doubling, 8 retries), which retries 503,
+    // 500 and 429.
     let credentials = StorageCredentials::access_key(
         tablekit_testkit::ACCOUNT,
         azure_core::auth::Secret::new(tablekit_testkit::ACCOUNT_KEY),
@@ -245,7 +250,7 @@ async fn raw_side(
         .collect();
     proxy.set_throttle(model());
     let start = Instant::now();
-    let result = raw::bulk_insert(&client, rows, concurrency).await;
+    let result = raw::bulk_insert(&client, rows, concurrency, raw::Order::RoundRobin).await;
     let took = start.elapsed();
     let (written, error) = match result {
         Ok(n) => (n, None),
