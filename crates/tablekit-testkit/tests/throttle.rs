@@ -273,3 +273,55 @@ fn shared_buckets_span_proxies_faults_come_first_and_429_carries_retry_hints() {
     assert!(!table.get(tables).is_synthetic());
     assert!(!blob.get(containers).is_synthetic());
 }
+
+#[tokio::test]
+async fn the_same_partition_key_in_two_tables_is_two_partitions_with_two_budgets() {
+    let p = proxied(no_retries());
+    let (first, second) = (
+        created_table(&p, "throttletablea").await,
+        created_table(&p, "throttletableb").await,
+    );
+    // 20 deep, refilling one a second: nothing the test does refills a bucket noticeably.
+    let throttle = p
+        .table
+        .set_throttle(per_partition(1.0, Duration::from_secs(20)));
+
+    // Single inserts, a transaction and a query, each drawing on the partition "p" of its table.
+    // 40 into a full bucket of 20: 20 in debt, so the first table's "p" refuses everything
+    // for the next 20 s.
+    first.submit(&inserts("p", 40)).await.unwrap();
+    assert_server_busy(&first.insert(&entity("p", "over")).await);
+    for i in 0..10 {
+        second
+            .insert(&entity("p", &format!("single-{i}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        second
+            .query::<Properties>()
+            .filter(Filter::partition("p"))
+            .collect()
+            .await
+            .unwrap()
+            .len(),
+        10,
+        "the second table's partition had its own budget for the query"
+    );
+    assert_server_busy(
+        &first
+            .query::<Properties>()
+            .filter(Filter::partition("p"))
+            .collect()
+            .await,
+    );
+
+    let stats = throttle.stats();
+    // The stats are by PartitionKey, summed over the tables: 40 + 10 + the query's 10.
+    assert_eq!(stats.admitted_in("p"), 60);
+    assert_eq!(stats.throttled, 2);
+    p.table.clear_throttle();
+    for table in [first, second] {
+        table.delete_table().await.unwrap();
+    }
+}

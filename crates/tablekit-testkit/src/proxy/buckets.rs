@@ -154,10 +154,11 @@ impl State {
             if let Some(bucket) = self.partition(pk, now) {
                 bucket.tokens -= n as f64;
             }
+            // The stats are by PartitionKey, summed over tables.
             *self
                 .stats
                 .admitted_by_partition
-                .entry(pk.to_owned())
+                .entry(super::cost::key_of(pk).to_owned())
                 .or_default() += n;
         }
         let total = cost.total();

@@ -62,6 +62,8 @@ enum Relay {
     /// Held back (up to a limit) and charged to `throttle` as a query's page, then sent.
     ChargeQuery {
         throttle: Throttle,
+        /// The table queried, whose partitions the entities are charged in.
+        table: String,
         pinned: Option<String>,
     },
     /// An entity query's page, held back (up to a limit), counted for the interceptor, and
@@ -283,23 +285,31 @@ impl Connection {
         } else {
             None
         };
+        // Partitions are a table's PartitionKeys: every cost is put in the table addressed.
+        let table = cost::table_of(path);
         let decision = match &class {
-            Class::Fixed(cost) => throttle.admit(cost),
+            Class::Fixed(cost) => throttle.admit(&cost.clone().in_table(&table)),
             Class::Insert | Class::Batch => {
                 let cost = match &body {
                     Some(raw) => {
                         let payload = payload(raw, request.body);
                         if class == Class::Batch {
-                            multipart::batch_cost(&payload)
+                            let table = multipart::batch_table(&payload).unwrap_or_default();
+                            multipart::batch_cost(&payload).in_table(&table)
                         } else {
-                            cost::insert_cost(&payload)
+                            cost::insert_cost(&payload).in_table(&table)
                         }
                     }
                     None => Cost::account(1),
                 };
                 throttle.admit(&cost)
             }
-            Class::Query { pinned } => throttle.admit_query(pinned.as_deref()),
+            Class::Query { pinned } => throttle.admit_query(
+                pinned
+                    .as_deref()
+                    .map(|pk| cost::partition_name(&table, pk))
+                    .as_deref(),
+            ),
         };
         if let Err(refusal) = decision {
             Counters::bump(&self.shared.counters.throttled);
@@ -307,7 +317,11 @@ impl Connection {
             return self.answer(request, bytes, body.is_some()).await;
         }
         let relay = match class {
-            Class::Query { pinned } => Relay::ChargeQuery { throttle, pinned },
+            Class::Query { pinned } => Relay::ChargeQuery {
+                throttle,
+                table,
+                pinned,
+            },
             _ => Relay::Stream,
         };
         self.exchange(request, body.as_deref(), relay, false).await
@@ -403,8 +417,14 @@ impl Connection {
                     }
                     _ => copy_body(upstream, &mut tokio::io::sink(), response.body).await?,
                 }
-            } else if let (false, Relay::ChargeQuery { throttle, pinned }) =
-                (response.is_interim(), &relay)
+            } else if let (
+                false,
+                Relay::ChargeQuery {
+                    throttle,
+                    table,
+                    pinned,
+                },
+            ) = (response.is_interim(), &relay)
             {
                 let mut spill = Spill::new(client.get_mut(), &response.raw);
                 copy_body(upstream, &mut spill, response.body).await?;
@@ -415,7 +435,8 @@ impl Connection {
                         response.status,
                         &payload(raw, response.body),
                         pinned.as_deref(),
-                    ),
+                    )
+                    .in_table(table),
                     // Too large to hold: it has reached the client already, uncounted.
                     None => Cost::account(1),
                 };

@@ -33,6 +33,17 @@ impl Cost {
         }
     }
 
+    /// Puts every named partition in `table`: the service's partitions are a table's
+    /// PartitionKeys, so the same key in two tables is two partitions with two budgets.
+    pub(crate) fn in_table(mut self, table: &str) -> Self {
+        for (pk, _) in &mut self.parts {
+            if let Some(key) = pk {
+                *key = partition_name(table, key);
+            }
+        }
+        self
+    }
+
     /// Every entity, which is what the account is charged.
     pub(crate) fn total(&self) -> u64 {
         self.parts.iter().map(|(_, n)| n).sum()
@@ -44,6 +55,27 @@ impl Cost {
             .iter()
             .filter_map(|(pk, n)| pk.as_deref().map(|pk| (pk, *n)))
     }
+}
+
+/// The name of partition `pk` of `table` in the buckets: `{table}/{pk}`. Neither a table name
+/// nor a PartitionKey can contain `/`, so the name is unambiguous.
+pub(crate) fn partition_name(table: &str, pk: &str) -> String {
+    format!("{table}/{pk}")
+}
+
+/// The PartitionKey part of a bucket's partition name (all of it when it names no table).
+pub(crate) fn key_of(name: &str) -> &str {
+    name.split_once('/').map_or(name, |(_, pk)| pk)
+}
+
+/// The table a request path addresses: its last segment up to any `(`, decoded
+/// (`Orders(PartitionKey='a',RowKey='b')`, `Orders()` and `Orders` all name `Orders`).
+pub(crate) fn table_of(path: &str) -> String {
+    let segment = percent_decode(last_segment(path), false);
+    segment
+        .split_once('(')
+        .map_or(segment.as_str(), |(table, _)| table)
+        .to_owned()
 }
 
 /// What a request is, as far as its cost goes; decided from its head alone.
@@ -407,5 +439,28 @@ mod tests {
             Cost::account(1)
         );
         assert_eq!(query_cost(200, b"not json", None), Cost::account(1));
+    }
+
+    #[test]
+    fn partitions_are_named_by_table_and_key() {
+        for (path, table) in [
+            ("/acct/Orders(PartitionKey='a',RowKey='b')", "Orders"),
+            ("/acct/Orders()", "Orders"),
+            ("/acct/Orders", "Orders"),
+            ("/Orders%28PartitionKey='a',RowKey='b'%29", "Orders"),
+        ] {
+            assert_eq!(table_of(path), table, "{path}");
+        }
+        let mut cost = Cost::partition("a", 2);
+        cost.add(None, 1);
+        cost.add(Some("b".into()), 3);
+        let cost = cost.in_table("T");
+        let mut parts: Vec<_> = cost.partitions().collect();
+        parts.sort_unstable();
+        assert_eq!(parts, [("T/a", 2), ("T/b", 3)]);
+        assert_eq!(cost.total(), 6, "the account part stays the account's");
+        assert_eq!(key_of("T/a"), "a");
+        assert_eq!(key_of("a"), "a", "a name without a table is its key");
+        assert_eq!(key_of(&partition_name("T", "")), "");
     }
 }

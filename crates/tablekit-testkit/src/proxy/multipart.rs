@@ -21,6 +21,19 @@ pub(crate) fn batch_cost(body: &[u8]) -> Cost {
     cost
 }
 
+/// The table a `$batch`'s operations address, from the first operation's request line (the
+/// service refuses a transaction that spans tables). `None` when no operation is found.
+pub(crate) fn batch_table(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    text.split('\n').find_map(|line| {
+        let mut words = line.split_whitespace();
+        let (_, url, version) = (words.next()?, words.next()?, words.next()?);
+        version
+            .starts_with("HTTP/")
+            .then(|| super::cost::table_of(url_path(url)))
+    })
+}
+
 /// Adds the operations of a multipart body (its lines, line endings removed) to `cost`. The
 /// boundary is taken from the first delimiter line, so neither the request's `Content-Type`
 /// nor the changeset's header is needed; nested multiparts (a changeset inside the batch)
@@ -186,8 +199,10 @@ MERGE http://h/acct/T(PartitionKey='a',RowKey='2') HTTP/1.1\r\n\
         parts.sort_unstable();
         assert_eq!(parts, [("a", 2), ("b", 1)]);
         assert_eq!(cost.total(), 3);
+        assert_eq!(batch_table(body.as_bytes()).as_deref(), Some("T"));
         // Nothing recognisable: one against the account.
         assert_eq!(batch_cost(b"garbage"), Cost::account(1));
+        assert_eq!(batch_table(b"garbage"), None);
         // An insert without a PartitionKey is an operation all the same.
         let no_key = "--b\nContent-Type: application/http\n\nPOST /T HTTP/1.1\n\n{}\n--b--\n";
         assert_eq!(batch_cost(no_key.as_bytes()), Cost::account(1));

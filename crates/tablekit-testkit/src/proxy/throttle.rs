@@ -159,13 +159,14 @@ pub struct ThrottleStats {
     /// Entities charged to the account: every admitted entity, queried entities included once
     /// their response arrived.
     pub admitted_entities: u64,
-    /// Entities charged to each partition (requests whose partition is unknown are in
+    /// Entities charged to each PartitionKey, summed over the tables that have it (each
+    /// table's partition has a bucket of its own; requests whose partition is unknown are in
     /// [`ThrottleStats::admitted_entities`] only).
     pub admitted_by_partition: BTreeMap<String, u64>,
 }
 
 impl ThrottleStats {
-    /// Entities charged to partition `pk` (0 if none).
+    /// Entities charged to PartitionKey `pk`, in every table (0 if none).
     pub fn admitted_in(&self, pk: &str) -> u64 {
         self.admitted_by_partition.get(pk).copied().unwrap_or(0)
     }
