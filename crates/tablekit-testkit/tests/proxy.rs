@@ -340,6 +340,68 @@ fn expect_100_continue_passes_through() {
 }
 
 #[test]
+fn a_transaction_sent_with_expect_100_continue_is_charged_its_operations() {
+    // Upstream answers 100 Continue and then 202 once it has the whole request, as the service
+    // does for a transaction.
+    let upstream = Upstream::start(|_| {
+        vec![Step::Write(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+                .to_vec(),
+        )]
+    });
+    let proxy = FaultProxy::start(upstream.addr).unwrap();
+    let throttle = proxy.set_throttle(
+        tablekit_testkit::ThrottleModel::default()
+            .with_per_partition(1.0)
+            .with_per_account(f64::INFINITY)
+            .with_burst(Duration::from_secs(50)),
+    );
+    let operation = |rk: usize| {
+        format!(
+            "--changeset_1\r\nContent-Type: application/http\r\n\r\n\
+             POST http://h/acct/T HTTP/1.1\r\nContent-Type: application/json\r\n\r\n\
+             {{\"PartitionKey\":\"a\",\"RowKey\":\"{rk}\"}}\r\n"
+        )
+    };
+    let body = format!(
+        "--batch_1\r\nContent-Type: multipart/mixed; boundary=changeset_1\r\n\r\n{}{}{}\
+         --changeset_1--\r\n--batch_1--\r\n",
+        operation(1),
+        operation(2),
+        operation(3)
+    );
+    let mut client = Client::connect(proxy.addr());
+    client.send(
+        format!(
+            "POST /acct/$batch HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\
+             Expect: 100-continue\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    // A client that stops waiting for 100 Continue sends its body anyway.
+    client.send(body.as_bytes());
+    assert_eq!(client.read(false).unwrap().status(), 100);
+    assert_eq!(
+        client.read(false).unwrap().status(),
+        202,
+        "one 100 Continue reaches the client, then the answer"
+    );
+    let stats = throttle.stats();
+    assert_eq!(
+        (stats.admitted_in("a"), stats.admitted_entities),
+        (3, 3),
+        "charged its three operations, not one against the account"
+    );
+    assert_eq!(upstream.count(), 1);
+    assert_eq!(
+        upstream.received.lock().unwrap()[0].raw_body,
+        body.as_bytes(),
+        "the body reached upstream unchanged"
+    );
+}
+
+#[test]
 fn upstream_failures_close_the_client_connection() {
     // An upstream that closes after answering without announcing it, as an idle keep-alive
     // connection does when its server times it out.

@@ -277,9 +277,16 @@ impl Connection {
         let (path, query) = request.path_and_query();
         let class = cost::classify(&request.method, path, query);
         // Inserts and transactions name their partitions in the body, so it is read first. A
-        // client waiting for `100 Continue` has not sent it: such a request is charged from
-        // its URL alone.
-        let needs_body = matches!(class, Class::Insert | Class::Batch) && !request.expect_continue;
+        // client waiting for `100 Continue` has not sent it: the proxy tells it to go on (the
+        // service would, before counting the operations), and answers for upstream's own
+        // `100 Continue` once it forwards the request (see `exchange`).
+        let needs_body = matches!(class, Class::Insert | Class::Batch);
+        if needs_body && request.expect_continue && request.body != Body::None {
+            self.client
+                .get_mut()
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await?;
+        }
         let body = if needs_body {
             read_request_body(&mut self.client, request.body).await?
         } else {
@@ -355,7 +362,10 @@ impl Connection {
             }
         };
         upstream.get_mut().write_all(&request.raw).await?;
-        if request.expect_continue && request.body != Body::None {
+        // A body already read from a client that asked for `100 Continue` was read after the
+        // proxy's own: upstream's is not the client's to see.
+        let continued = request.expect_continue && body.is_some();
+        if request.expect_continue && request.body != Body::None && !continued {
             // Upstream may answer 100 Continue, or a final status without wanting the body,
             // before the client sends anything; whichever side moves first decides.
             loop {
@@ -479,6 +489,8 @@ impl Connection {
                         copy_body(upstream, client.get_mut(), response.body).await?;
                     }
                 }
+            } else if continued && response.status == 100 {
+                // The client had its `100 Continue` from the proxy.
             } else {
                 if !response.is_interim() {
                     // Counted before the client can see it, so a test reading the stats

@@ -202,8 +202,8 @@ impl FaultProxy {
     ///
     /// Insert and transaction bodies are read before the decision (up to 16 MiB; a larger
     /// declared length is forwarded unread and charged 1 to the account, a larger chunked
-    /// body fails the connection); a request sent with `Expect: 100-continue` is charged from
-    /// its URL alone. Query responses are held until charged (up to 16 MiB; a larger one
+    /// body fails the connection); a request sent with `Expect: 100-continue` is told
+    /// `100 Continue` by the proxy, so its body is read and charged too. Query responses are held until charged (up to 16 MiB; a larger one
     /// streams through and is charged 1 to the account). Everything else streams as before.
     ///
     /// # Panics
