@@ -113,12 +113,18 @@ pub(crate) fn classify(method: &str, path: &str, query: &str) -> Class {
     Class::Fixed(Cost::account(1))
 }
 
-/// The cost of an insert (or any `POST`) with this decoded body: one entity in the partition
-/// its JSON names, or one against the account when it names none (a queue message, a body that
-/// is not an entity).
+/// What an entity of `bytes` bytes (its JSON) counts against the targets, which Azure states
+/// for entities of 1 KiB: one per KiB begun, at least one.
+pub(crate) fn entity_units(bytes: usize) -> u64 {
+    u64::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u64::MAX)
+}
+
+/// The cost of an insert (or any `POST`) with this decoded body: its entity, in KiB units (see
+/// [`entity_units`]), in the partition its JSON names, or one against the account when it
+/// names none (a queue message, a body that is not an entity).
 pub(crate) fn insert_cost(body: &[u8]) -> Cost {
     match entity_partition(body) {
-        Some(pk) => Cost::partition(pk, 1),
+        Some(pk) => Cost::partition(pk, entity_units(body.len())),
         None => Cost::account(1),
     }
 }
@@ -138,6 +144,7 @@ pub(crate) fn query_cost(status: u16, body: &[u8], pinned: Option<&str>) -> Cost
     let Ok(json) = serde_json::from_slice::<Value>(body) else {
         return empty();
     };
+    let units_of = |entity: &Value| entity_units(entity.to_string().len());
     let partition_of = |entity: &Value| {
         entity
             .get("PartitionKey")
@@ -149,11 +156,13 @@ pub(crate) fn query_cost(status: u16, body: &[u8], pinned: Option<&str>) -> Cost
     match json.get("value").and_then(Value::as_array) {
         Some(entities) => {
             for entity in entities {
-                cost.add(partition_of(entity), 1);
+                cost.add(partition_of(entity), units_of(entity));
             }
         }
         // A single entity rather than a page.
-        None if json.get("PartitionKey").is_some() => cost.add(partition_of(&json), 1),
+        None if json.get("PartitionKey").is_some() => {
+            cost.add(partition_of(&json), units_of(&json));
+        }
         None => {}
     }
     if cost.total() == 0 {
@@ -462,5 +471,34 @@ mod tests {
         assert_eq!(key_of("T/a"), "a");
         assert_eq!(key_of("a"), "a", "a name without a table is its key");
         assert_eq!(key_of(&partition_name("T", "")), "");
+    }
+
+    #[test]
+    fn entities_count_one_per_kib_begun() {
+        assert_eq!(
+            (entity_units(0), entity_units(1024), entity_units(1025)),
+            (1, 1, 2)
+        );
+        let big = format!(
+            r#"{{"PartitionKey":"a","RowKey":"b","N":"{}"}}"#,
+            "x".repeat(3_000)
+        );
+        assert_eq!(insert_cost(big.as_bytes()), Cost::partition("a", 3));
+        let page = format!(r#"{{"value":[{big},{{"PartitionKey":"a","RowKey":"c"}}]}}"#);
+        assert_eq!(
+            query_cost(200, page.as_bytes(), None),
+            Cost::partition("a", 4),
+            "3 KiB units and 1"
+        );
+        let batch = format!(
+            "--b\r\nContent-Type: application/http\r\n\r\nPOST /a/T HTTP/1.1\r\n\r\n{big}\r\n\
+             --b\r\nContent-Type: application/http\r\n\r\n\
+             DELETE /a/T(PartitionKey='a',RowKey='d') HTTP/1.1\r\nIf-Match: *\r\n\r\n--b--\r\n"
+        );
+        assert_eq!(
+            super::super::multipart::batch_cost(batch.as_bytes()),
+            Cost::partition("a", 4),
+            "the insert's 3 KiB units and the delete's 1"
+        );
     }
 }

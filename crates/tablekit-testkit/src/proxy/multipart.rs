@@ -2,7 +2,7 @@
 //! `multipart/mixed` body for the throttle model: each operation's partition, from its request
 //! line or, for an insert, its entity.
 
-use super::cost::{Cost, entity_partition, key_predicate, last_segment};
+use super::cost::{Cost, entity_partition, entity_units, key_predicate, last_segment};
 
 /// The cost of a `$batch` with this decoded multipart body: one entity per operation, in the
 /// partition its request line (or, for an insert, its entity) names. A body without any
@@ -99,18 +99,22 @@ fn operation(lines: &[&str]) -> Option<(Option<String>, u64)> {
         return None;
     }
     let path = url_path(url);
-    if let Some(pk) = key_predicate(last_segment(path)) {
-        return Some((Some(pk), 1));
-    }
     let body: Vec<&str> = lines
         .skip_while(|l| !l.trim().is_empty())
         .copied()
         .collect();
+    let body = body.join("\n");
+    let body = body.trim();
+    // An operation with an entity counts its KiB units; a delete counts one.
+    let units = entity_units(body.len());
+    if let Some(pk) = key_predicate(last_segment(path)) {
+        return Some((Some(pk), units));
+    }
     let pk = method
         .eq_ignore_ascii_case("POST")
-        .then(|| entity_partition(body.join("\n").trim().as_bytes()))
+        .then(|| entity_partition(body.as_bytes()))
         .flatten();
-    Some((pk, 1))
+    Some((pk, units))
 }
 
 /// The path of an absolute or origin-form URL, without its query.

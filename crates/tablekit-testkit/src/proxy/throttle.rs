@@ -52,6 +52,10 @@ pub enum ThrottleMode {
 /// ```
 ///
 /// A rate of `f64::INFINITY` turns that bucket off (for example, only an account budget).
+///
+/// Entities are counted in KiB units, as Azure states its targets for entities of 1 KiB: an
+/// entity whose JSON is up to 1 KiB counts 1, each further KiB begun 1 more; a request that
+/// carries no entity (a point read, a delete) counts 1.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThrottleModel {
     /// Entities per second one partition serves.
