@@ -198,9 +198,12 @@ async fn run_handler<J: Job, H: Handler<J>>(
             J::KIND,
             deferrals,
         );
-        let run = AssertUnwindSafe(track_landing(
-            lease.scope(inner.handler.handle(job, &steps)),
-        ))
+        // The handler's future (a pattern's job, often large) lives on the heap: moved
+        // through these wrappers on the stack, it overflowed a worker thread's 2 MiB in
+        // debug builds.
+        let run = AssertUnwindSafe(Box::pin(track_landing(
+            lease.scope(Box::pin(inner.handler.handle(job, &steps))),
+        )))
         .catch_unwind();
         let timed = async {
             match options.handler_timeout {

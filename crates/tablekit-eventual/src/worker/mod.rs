@@ -248,12 +248,12 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
                         if stopping {
                             self.release(&message).await;
                         } else {
-                            tasks.spawn(attempt::process(
+                            tasks.spawn(Box::pin(attempt::process(
                                 inner.clone(),
                                 message,
                                 cancel_rx.clone(),
                                 taken_at,
-                            ));
+                            )));
                         }
                     }
                     if stopping {

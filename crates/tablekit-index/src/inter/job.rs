@@ -214,25 +214,23 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
                     .placement
                     .spec
                     .copy_keys(Layout::Inter, 0, &job.partition, &job.id)?;
-            let settled = job
-                .write
-                .settle(
-                    steps,
-                    &context.placement.tables[0],
-                    &primary,
-                    steps.deferrals(),
-                )
-                .await?;
+            // Each step's future lives on the heap: together they overflowed a 2 MiB
+            // worker stack in debug builds.
+            let settled = Box::pin(job.write.settle(
+                steps,
+                &context.placement.tables[0],
+                &primary,
+                steps.deferrals(),
+            ))
+            .await?;
             let current = match settled {
                 Settled::Ready(current) => current,
                 Settled::Wait(delay) => return steps.defer(delay),
             };
             let mut stale = job.stale.clone();
             stale.extend(job.fresh.iter().cloned());
-            context
-                .converge(steps, &job.partition, &job.id, &stale, current)
-                .await
+            Box::pin(context.converge(steps, &job.partition, &job.id, &stale, current)).await
         };
-        tracing::Instrument::instrument(job, span).await
+        tracing::Instrument::instrument(Box::pin(job), span).await
     }
 }

@@ -355,16 +355,22 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<ListJob> f
         let job = async move {
             check_index(&job.index, &self.context.name)?;
             let keys = Keys::new(&job.partition, &job.row_key)?;
-            let settled = job
-                .write
-                .settle(steps, &self.context.entities, &keys, steps.deferrals())
+            // Each step's future lives on the heap: together they overflowed a 2 MiB
+            // worker stack in debug builds.
+            let settled =
+                Box::pin(
+                    job.write
+                        .settle(steps, &self.context.entities, &keys, steps.deferrals()),
+                )
                 .await?;
             match settled {
-                Settled::Ready(current) => self.context.converge(steps, &job, current).await,
+                Settled::Ready(current) => {
+                    Box::pin(self.context.converge(steps, &job, current)).await
+                }
                 Settled::Wait(delay) => steps.defer(delay),
             }
         };
-        tracing::Instrument::instrument(job, span).await
+        tracing::Instrument::instrument(Box::pin(job), span).await
     }
 }
 
