@@ -124,7 +124,7 @@ struct Counters {
 /// |---|---|---|
 /// | `db.client.operation.duration` | histogram, `s` | one logical request, its retries and budget waits included |
 /// | `tablekit.client.requests` | counter, `{request}` | attempts sent |
-/// | `tablekit.client.throttled_responses` | counter, `{response}` | 429 and 503 answers |
+/// | `tablekit.client.throttled_responses` | counter, `{response}` | 429, 503 and 500 `OperationTimedOut` answers |
 /// | `tablekit.client.retries` | counter, `{retry}` | retries of transient failures |
 /// | `tablekit.client.governor.waits` | counter, `{wait}` | attempts the throughput budgets held back |
 ///
@@ -173,7 +173,7 @@ impl Instruments {
             throttled: meter
                 .u64_counter("tablekit.client.throttled_responses")
                 .with_unit("{response}")
-                .with_description("Throttling answers (429, 503).")
+                .with_description("Throttling answers (429, 503, 500 OperationTimedOut).")
                 .build(),
             retries: meter
                 .u64_counter("tablekit.client.retries")
@@ -403,7 +403,8 @@ impl Metrics {
         if error.kind() == tablekit_core::ErrorKind::Throttled {
             add(&self.counters.throttled, 1);
         }
-        if matches!(error.status(), Some(429 | 503)) {
+        // The answers the governor takes for throttling: 429, 503 and 500 OperationTimedOut.
+        if crate::governor::throttling_hint(error, Duration::ZERO).is_some() {
             add(&self.counters.throttled_responses, 1);
         }
     }
@@ -435,8 +436,8 @@ pub struct MetricsSnapshot {
     pub bytes_sent: u64,
     /// Response bytes received (bodies).
     pub bytes_received: u64,
-    /// Refusals for throughput: 503 Server Busy and 429 Too Many Requests answers (each
-    /// attempt counts).
+    /// Refusals for throughput: 503 Server Busy, 500 Operation Timed Out and 429 Too Many
+    /// Requests answers (each attempt counts).
     pub throttled_responses: u64,
     /// Entities counted by the rate meter, as the service counts them where the client can
     /// see it: each operation of a transaction, each single-entity operation, each entity a
@@ -524,5 +525,36 @@ impl MetricsSnapshot {
                 .request_charge_milli
                 .saturating_sub(earlier.request_charge_milli),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tablekit_core::Target;
+    use tablekit_core::wire::error_from_response;
+
+    use super::*;
+
+    #[test]
+    fn every_answer_the_governor_takes_for_throttling_is_counted_as_one() {
+        let metrics = Metrics::new(ThroughputPolicy::unlimited());
+        for (status, code) in [
+            (429, "TooManyRequests"),
+            (503, "ServerBusy"),
+            (500, "OperationTimedOut"),
+            // Not throttling: a failure of the service, and a refusal of the request.
+            (500, "InternalError"),
+            (409, "EntityAlreadyExists"),
+        ] {
+            let error = error_from_response(
+                status,
+                Some(code.into()),
+                String::new(),
+                Target::table("t"),
+                None,
+            );
+            metrics.error(&error);
+        }
+        assert_eq!(metrics.snapshot().throttled_responses, 3);
     }
 }
