@@ -180,7 +180,8 @@ pub(crate) fn demo() -> Result<(), String> {
     }
     summary.push((
         "tablekit (the tool)".into(),
-        "an export imported into another table exports to the same bytes, as JSON Lines and as CSV".into(),
+        "an export imported into another table exports to the same bytes, as JSON Lines and as CSV"
+            .into(),
         requests() - before,
         result,
     ));
@@ -329,7 +330,10 @@ fn tool_round_trip(connection_string: &str) -> Result<(), String> {
         );
         // The same round trip through Storage Explorer's typed CSV.
         let (csv, c) = (file("a.csv"), file("c.jsonl"));
-        tablekit(&format!("export {first} as CSV"), &["export", &first, "--out", &csv])?;
+        tablekit(
+            &format!("export {first} as CSV"),
+            &["export", &first, "--out", &csv],
+        )?;
         tablekit(
             &format!("import {third} from the CSV"),
             &["import", &third, "--in", &csv, "--create"],
