@@ -21,6 +21,21 @@ const CHILD_ENV: &str = "TABLEKIT_EVENTUAL_CHILD";
 /// The connection string a child uses.
 const CHILD_STORAGE_ENV: &str = "TABLEKIT_EVENTUAL_CHILD_STORAGE";
 
+/// The settings of these tests' accounts: the fixtures' one-second request timeout (the
+/// workers' 3 s visibility must outlast a late landing), with more and longer retries —
+/// several worker processes at once, beside other test binaries, slow the emulator past a
+/// second now and then, and these tests are about processes, not about giving up.
+fn patient() -> tablekit_azure::Settings {
+    tablekit_azure::Settings {
+        retry: tablekit_azure::RetryPolicy::exponential(
+            8,
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        ),
+        ..common::fast_retries()
+    }
+}
+
 /// The worker process. A no-op in a normal test run; the tests below run this binary again
 /// with only this test selected and `TABLEKIT_EVENTUAL_CHILD` set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,7 +51,7 @@ async fn worker_child() {
     let account =
         Account::from_connection_string(&std::env::var(CHILD_STORAGE_ENV).expect("storage"))
             .unwrap()
-            .with_settings(common::fast_retries())
+            .with_settings(patient())
             .unwrap();
     let handler = Archiver {
         current: account.table(current).unwrap(),
@@ -166,7 +181,7 @@ async fn wait_until_remaining_at_most(queue: &JobQueue<ArchiveEmployee>, n: usiz
 
 #[tokio::test]
 async fn a_killed_worker_is_replaced_and_every_job_is_archived_exactly_once() {
-    let account = common::account();
+    let account = common::account_with(patient());
     let (tables, queue) = scenario(&account, 500).await;
     let mut first = spawn_worker("drain", &queue, &tables);
     let left = wait_until_remaining_at_most(&queue, 350).await;
@@ -184,7 +199,7 @@ async fn a_killed_worker_is_replaced_and_every_job_is_archived_exactly_once() {
 
 #[tokio::test]
 async fn four_worker_processes_share_one_queue() {
-    let account = common::account();
+    let account = common::account_with(patient());
     let (tables, queue) = scenario(&account, 500).await;
     let workers: Vec<Child> = (0..4)
         .map(|_| spawn_worker("drain", &queue, &tables))
@@ -205,7 +220,7 @@ async fn four_worker_processes_share_one_queue() {
 
 #[tokio::test]
 async fn sigterm_stops_a_worker_gracefully_between_jobs() {
-    let account = common::account();
+    let account = common::account_with(patient());
     let (tables, queue) = scenario(&account, 200).await;
     let mut child = spawn_worker("signal", &queue, &tables);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();

@@ -318,8 +318,23 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
         .len();
     let live = (0..n).filter(|&i| !deleted(i)).count();
     assert_eq!(index.jobs().approximate_len().await.unwrap(), 0);
+    // A job delivered past its deadline that finds no entity cannot tell a write that never
+    // landed from one that landed and was deleted since: it is poisoned, as documented (and
+    // re-queuing it is safe). Under these faults and a loaded machine, that may happen only
+    // to the entities deleted at the end; any other poisoned job is a lost update.
     let poisoned = index.jobs().peek_poisoned(32).await.unwrap();
-    assert!(poisoned.is_empty(), "{poisoned:?}");
+    for record in &poisoned {
+        let row_key = record
+            .reason
+            .split("RowKey=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .and_then(|id| id.parse::<usize>().ok());
+        assert!(
+            row_key.is_some_and(deleted) && record.reason.contains("did not land by"),
+            "{poisoned:?}"
+        );
+    }
     assert!(faults.delay > 0, "slow writes: {faults:?}");
     println!(
         "  inter-partition jobs under faults: {} dequeued, {} processed, {} failed attempts, {} lost receipts",

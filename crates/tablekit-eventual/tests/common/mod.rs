@@ -12,7 +12,7 @@ use tablekit_core::batch::Operation;
 use tablekit_core::{Entity, Result, Stored};
 use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, WorkerOptions};
 use tablekit_testkit::fixtures::table_on;
-pub use tablekit_testkit::fixtures::{Proxied, account, fast_retries};
+pub use tablekit_testkit::fixtures::{Proxied, account, account_with, fast_retries};
 use tablekit_testkit::unique_queue_name;
 
 /// An employee as the design guide stores it (PK = department, RK = zero-padded employee id).
