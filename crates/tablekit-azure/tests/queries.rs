@@ -207,6 +207,42 @@ async fn results_are_ordered_and_scans_cross_partitions() {
     table.delete_table().await.unwrap();
 }
 
+/// `filter` called again narrows the query: `.filter(partition).filter(n)` is the partition
+/// scan `partition and n`, not a table scan for `n` alone (the second call once replaced the
+/// first). A scan policy that refuses table scans lets it through, and it takes one request.
+#[tokio::test]
+async fn filters_given_one_after_another_are_combined_with_and() {
+    let table = common::table("filterand").await;
+    fill(&table, &["a", "b", "c"], 10).await;
+    let strict = table
+        .account()
+        .with_settings(Settings {
+            scan_policy: ScanPolicy::deny_table_scans(),
+            ..Settings::default()
+        })
+        .unwrap();
+    let query = strict
+        .table(table.name())
+        .unwrap()
+        .query::<Row>()
+        .filter(Filter::partition("b"))
+        .filter(Filter::ge("N", 7_i64));
+    assert_eq!(query.shape(), QueryShape::PartitionScan);
+    strict.metrics().reset();
+    let rows = query
+        .collect()
+        .await
+        .expect("a partition scan passes a policy that refuses table scans");
+    let found: Vec<(&str, i64)> = rows.iter().map(|s| (s.keys.pk(), s.value.n)).collect();
+    assert_eq!(found, [("b", 7), ("b", 8), ("b", 9)]);
+    assert_eq!(
+        strict.metrics().snapshot().requests_of(RequestKind::Query),
+        1,
+        "one request: the service read one partition"
+    );
+    table.delete_table().await.unwrap();
+}
+
 /// What the service itself returns for `$select=Email`, asked through the raw SDK so that
 /// nothing of tablekit's is in the request: the selected property and the ETag, none of the
 /// other properties. Azure also returns PartitionKey, RowKey and Timestamp; Azurite omits

@@ -170,13 +170,6 @@ impl<R: DeserializeOwned + Send + 'static> IndexRange<R> {
         self
     }
 
-    /// At most `n` rows per page: renamed [`with_page_size`](Self::with_page_size).
-    #[deprecated(note = "renamed `with_page_size`")]
-    #[must_use]
-    pub fn page_size(self, n: usize) -> Self {
-        self.with_page_size(n)
-    }
-
     /// Continues where an earlier page (of the same range) left off.
     #[must_use]
     pub fn resume(mut self, token: ContinuationToken) -> Self {

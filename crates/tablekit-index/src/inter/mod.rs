@@ -122,13 +122,6 @@ impl<T> InterPartitionIndexBuilder<T> {
         self
     }
 
-    /// Renamed [`with_clock_skew_allowance`](Self::with_clock_skew_allowance).
-    #[deprecated(note = "renamed `with_clock_skew_allowance`")]
-    #[must_use]
-    pub fn clock_skew_allowance(self, allowance: Duration) -> Self {
-        self.with_clock_skew_allowance(allowance)
-    }
-
     /// Checks the placement and builds the index. No request is sent.
     ///
     /// # Errors

@@ -196,27 +196,6 @@ impl<T> ListSpecBuilder<T> {
         self.spec.max_list_bytes = bytes;
         self
     }
-
-    /// Renamed [`with_prefix`](Self::with_prefix).
-    #[deprecated(note = "renamed `with_prefix`")]
-    #[must_use]
-    pub fn prefix(self, prefix: impl Into<String>) -> Self {
-        self.with_prefix(prefix)
-    }
-
-    /// Renamed [`with_property`](Self::with_property).
-    #[deprecated(note = "renamed `with_property`")]
-    #[must_use]
-    pub fn property(self, name: impl Into<String>) -> Self {
-        self.with_property(name)
-    }
-
-    /// Renamed [`with_max_list_bytes`](Self::with_max_list_bytes).
-    #[deprecated(note = "renamed `with_max_list_bytes`")]
-    #[must_use]
-    pub fn max_list_bytes(self, bytes: usize) -> Self {
-        self.with_max_list_bytes(bytes)
-    }
 }
 
 impl<T: DeserializeOwned> ListSpecBuilder<T> {

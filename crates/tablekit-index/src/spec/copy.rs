@@ -141,24 +141,6 @@ impl<T, R> CopySpec<T, R> {
         self
     }
 
-    /// Renamed [`with_projection`](Self::with_projection).
-    #[deprecated(note = "renamed `with_projection`")]
-    #[must_use]
-    pub fn project<I, S>(self, properties: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.with_projection(properties)
-    }
-
-    /// Renamed [`with_width`](Self::with_width).
-    #[deprecated(note = "renamed `with_width`")]
-    #[must_use]
-    pub fn fixed_width(self, width: usize) -> Self {
-        self.with_width(width)
-    }
-
     /// The copy's name (in reports, jobs and errors).
     pub fn name(&self) -> &str {
         &self.name
