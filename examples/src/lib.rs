@@ -1,44 +1,7 @@
-//! Shared plumbing for the example binaries: where to connect, and how to report what an
-//! example did.
+//! Shared plumbing for the example binaries: unique table names, and how to report what an
+//! example did. Every example connects with `Account::from_env_or_emulator()`.
 
-use tablekit::azure::{ACCOUNT_NAME_ENV, Account, CONNECTION_STRING_ENV, Metrics, MetricsSnapshot};
-
-/// The connection string given as `--connection-string <cs>` (or `--connection-string=<cs>`).
-fn connection_string_arg() -> Option<String> {
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "--connection-string" {
-            if let Some(value) = args.next() {
-                return Some(value);
-            }
-        } else if let Some(value) = arg.strip_prefix("--connection-string=") {
-            return Some(value.to_owned());
-        }
-    }
-    None
-}
-
-fn env_set(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
-}
-
-/// The account an example runs against: `--connection-string <cs>` on the command line;
-/// else the environment as [`Account::from_env`] reads it — `$AZURE_STORAGE_CONNECTION_STRING`,
-/// or `$AZURE_STORAGE_ACCOUNT_NAME` with a Microsoft Entra ID identity (managed identity,
-/// workload identity, a service principal in the environment, `az login`); else Azurite on its
-/// standard ports.
-///
-/// # Errors
-/// A malformed connection string or environment.
-pub fn account() -> tablekit::Result<Account> {
-    if let Some(cs) = connection_string_arg() {
-        return Account::from_connection_string(&cs);
-    }
-    if env_set(CONNECTION_STRING_ENV) || env_set(ACCOUNT_NAME_ENV) {
-        return Account::from_env();
-    }
-    Account::from_connection_string("UseDevelopmentStorage=true")
-}
+use tablekit::azure::{Account, Metrics, MetricsSnapshot};
 
 /// A table name unique to this run, so examples can run concurrently and against real accounts.
 pub fn unique_name(prefix: &str) -> String {

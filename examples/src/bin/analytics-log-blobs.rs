@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use tablekit::logtail::{FlushPolicy, Level, LogRecord};
 use tablekit::prelude::*;
-use tablekit_examples::{account, report};
+use tablekit_examples::report;
 
 fn at(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
@@ -21,7 +21,7 @@ fn at(text: &str) -> DateTime<Utc> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let nanos = Utc::now().timestamp_subsec_nanos();
     let container = account.container(&format!("logs-{}-{nanos:x}", std::process::id()))?;
     container.create().await?;

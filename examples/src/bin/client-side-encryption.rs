@@ -51,7 +51,7 @@ fn print_stored(stored: &Stored<Properties>) {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = tablekit_examples::account()?;
+    let account = Account::from_env_or_emulator()?;
     let table = account.table(&tablekit_examples::unique_name("Encrypted"))?;
     table.create().await?;
 

@@ -3,7 +3,7 @@
 //! its reviews and one transaction can write them together.
 
 use tablekit::prelude::*;
-use tablekit_examples::{Meter, account, unique_name};
+use tablekit_examples::{Meter, unique_name};
 
 // ANCHOR: model
 /// An employee, at `Sales/empid_000123`.
@@ -45,7 +45,7 @@ fn review(employee_id: u32, year: u16, rating: i32) -> Review {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     println!("compound-keys on {}", account.name());
     let mut meter = Meter::new(&account);
     let table = account.table(&unique_name("Reviews"))?;

@@ -3,7 +3,7 @@
 //! summary (the department's employee count) kept exact the same way.
 
 use tablekit::prelude::*;
-use tablekit_examples::{Meter, account, unique_name};
+use tablekit_examples::{Meter, unique_name};
 
 // ANCHOR: model
 /// An employee, at `Sales/000223`.
@@ -34,7 +34,7 @@ struct Department {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     println!("denormalization on {}", account.name());
     let mut meter = Meter::new(&account);
     let table = account.table(&unique_name("Sales"))?;

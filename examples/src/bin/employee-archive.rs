@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tablekit::azure::{MetricsSnapshot, RequestKind};
 use tablekit::eventual::shutdown_signal;
 use tablekit::prelude::*;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// An employee as the design guide stores it: PartitionKey = department, RowKey = employee id.
@@ -119,7 +119,7 @@ async fn ids(table: &TypedTable<Employee>) -> tablekit::Result<Vec<String>> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serve = std::env::args().any(|a| a == "--serve");
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let metrics = account.metrics().clone();
     let current = account.table(&unique_name("Current"))?;
     let archive = account.table(&unique_name("Archive"))?;

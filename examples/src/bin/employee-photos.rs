@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use tablekit::large::{Large, PK_METADATA, RK_METADATA, SweepOptions};
 use tablekit::prelude::*;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// An employee's ordinary properties, keyed by department and id; the photo's reference
@@ -33,7 +33,7 @@ fn photo(len: usize, seed: u8) -> Vec<u8> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let metrics = account.metrics().clone();
 
     // ANCHOR: setup

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use tablekit::logtail::key::{time_of, truncate_to_tick};
 use tablekit::prelude::*;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// An expense claim: a value without keys of its own. The employee id is the PartitionKey
@@ -31,7 +31,7 @@ struct Amount {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let table = account.table(&unique_name("EmployeeExpense"))?;
     table.create().await?;
     let metrics = account.metrics().clone();

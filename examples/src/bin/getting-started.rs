@@ -18,9 +18,9 @@ struct Employee {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // `--connection-string`, $AZURE_STORAGE_CONNECTION_STRING, $AZURE_STORAGE_ACCOUNT_NAME
-    // (Microsoft Entra ID), or Azurite on its standard ports.
-    let account = tablekit_examples::account()?;
+    // $AZURE_STORAGE_CONNECTION_STRING, $AZURE_STORAGE_ACCOUNT_NAME (Microsoft Entra ID), or
+    // Azurite on its standard ports.
+    let account = Account::from_env_or_emulator()?;
     let table = account.table(&tablekit_examples::unique_name("GettingStarted"))?;
     table.create().await?;
 

@@ -3,7 +3,7 @@
 //! can write both types, a range reads one type and a partition query reads them all.
 
 use tablekit::prelude::*;
-use tablekit_examples::{Meter, account, unique_name};
+use tablekit_examples::{Meter, unique_name};
 
 // ANCHOR: kinds
 /// An employee, at `Sales/EMPLOYEE_000123`.
@@ -55,7 +55,7 @@ fn employee(id: u32, first: &str, last: &str) -> Employee {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     println!("heterogeneous-entities on {}", account.name());
     let mut meter = Meter::new(&account);
     let table = account.table(&unique_name("Mixed"))?;

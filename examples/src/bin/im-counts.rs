@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use tablekit::prelude::*;
 use tablekit::series::WideStored;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// A year of one employee's daily message counts, `D001` … `D365`: more properties than one
@@ -25,7 +25,7 @@ struct DailyIm {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let table = account.table(&unique_name("ImCounts"))?;
     table.create().await?;
     let metrics = account.metrics().clone();

@@ -3,7 +3,7 @@
 //! own (option 3) or in blobs (option 1), kept up by queued jobs across departments.
 
 use tablekit::prelude::*;
-use tablekit_examples::{Meter, account, unique_name};
+use tablekit_examples::{Meter, unique_name};
 
 // ANCHOR: model
 /// The guide's employee, at `Sales/000152`.
@@ -28,7 +28,7 @@ fn employee(department: &str, id: u32, first: &str, last: &str) -> Employee {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     println!("index-entities on {}", account.name());
     let table = account.table(&unique_name("Jones"))?;
     table.create().await?;

@@ -4,7 +4,7 @@
 //! queued job that a worker runs.
 
 use tablekit::prelude::*;
-use tablekit_examples::{Meter, account, unique_name};
+use tablekit_examples::{Meter, unique_name};
 
 // ANCHOR: model
 /// The guide's employee, stored at `empid_Sales/000223` (the primary copy).
@@ -21,7 +21,7 @@ struct Employee {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     println!("inter-partition-index on {}", account.name());
     let mut meter = Meter::new(&account);
     let table = account.table(&unique_name("Partitions"))?;

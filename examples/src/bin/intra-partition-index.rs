@@ -4,7 +4,7 @@
 
 use tablekit::index::{BackfillOptions, MemoryCheckpoint};
 use tablekit::prelude::*;
-use tablekit_examples::{Meter, account, unique_name};
+use tablekit_examples::{Meter, unique_name};
 
 // ANCHOR: model
 /// The guide's employee. The department is its partition; `empid_000223` its identity.
@@ -43,7 +43,7 @@ fn employee(id: u32, first: &str, last: &str, email: &str) -> Employee {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     println!("intra-partition-index on {}", account.name());
     let table = account.table(&unique_name("Directory"))?;
     table.create().await?;

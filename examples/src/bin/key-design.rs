@@ -4,7 +4,7 @@
 use std::ops::Bound;
 
 use tablekit::prelude::*;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(inverted_ticks(chrono::Utc::now()) < earlier);
     // ANCHOR_END: builders
 
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let table = account.table(&unique_name("KeyDesign"))?;
     table.create().await?;
     let metrics = account.metrics().clone();

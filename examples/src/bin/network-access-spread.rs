@@ -11,7 +11,7 @@ use chrono::{Duration, Utc};
 use serde::{Deserialize, Serialize};
 use tablekit::logtail::SpreadToken;
 use tablekit::prelude::*;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// One access to a network resource: a value without keys of its own (the log makes them
@@ -27,7 +27,7 @@ struct Access {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let table = account.table(&unique_name("NetworkAccess"))?;
     table.create().await?;
     let metrics = account.metrics().clone();

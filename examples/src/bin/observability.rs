@@ -12,7 +12,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use tablekit::prelude::*;
-use tablekit_examples::{account, unique_name};
+use tablekit_examples::unique_name;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 // ANCHOR: client
@@ -115,7 +115,7 @@ fn install() -> Result<(SdkTracerProvider, SdkMeterProvider, Sink), Box<dyn std:
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (tracer, meter, sink) = install()?;
     // ANCHOR: requests
-    let account = account()?; // after `install`: its metrics use the global meter provider
+    let account = Account::from_env_or_emulator()?; // after `install`: its metrics use the global meter provider
     let table = account.table(&unique_name("ObservedOrders"))?;
     table.create().await?;
     let customer = "alice@contoso.com"; // a PartitionKey that is personal data

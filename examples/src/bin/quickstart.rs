@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use tablekit::prelude::*;
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// An employee as the design guide stores it: the department is the PartitionKey, the
@@ -44,7 +44,7 @@ fn employee(id: u32, first_name: &str, last_name: &str) -> Employee {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ANCHOR: connect
-    let account = account()?; // --connection-string, $AZURE_STORAGE_CONNECTION_STRING, or Azurite
+    let account = Account::from_env_or_emulator()?; // $AZURE_STORAGE_CONNECTION_STRING or Azurite
     let table = account.table(&unique_name("Employees"))?;
     table.create().await?;
     // ANCHOR_END: connect

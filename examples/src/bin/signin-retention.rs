@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use chrono::{DateTime, Duration, Utc};
 use tablekit::prelude::*;
 use tablekit::retention::{PeriodPage, PurgeOptions, purge_partition};
-use tablekit_examples::{account, report, unique_name};
+use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
 /// One sign-in attempt. PartitionKey = user id (inserts spread over many partitions),
@@ -37,7 +37,7 @@ fn signin(user: &str, at: DateTime<Utc>) -> Signin {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let account = account()?;
+    let account = Account::from_env_or_emulator()?;
     let metrics = account.metrics().clone();
     let now = Utc::now();
     let days_ago = |n: i64| now - Duration::days(n);

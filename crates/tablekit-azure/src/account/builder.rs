@@ -150,6 +150,39 @@ impl Account {
     pub fn from_env() -> Result<Self> {
         AccountBuilder::from_env()?.build()
     }
+
+    /// The account the environment describes, as [`Account::from_env`] reads it, when
+    /// `$AZURE_STORAGE_CONNECTION_STRING` or `$AZURE_STORAGE_ACCOUNT_NAME` is set (to anything
+    /// but blanks); otherwise [`Account::emulator`]: Azurite on its standard ports with the
+    /// well-known development account. For programs that run against Azure when deployed and
+    /// against a local Azurite on a workstation or in CI without configuration.
+    ///
+    /// No request is sent, so a missing emulator shows at the first request (as a
+    /// [`Error::Transport`]).
+    ///
+    /// # Errors
+    /// As [`Account::from_env`] when one of the two variables is set: a malformed variable is
+    /// an error, never a silent fallback to the emulator.
+    ///
+    /// ```
+    /// # fn main() -> tablekit_core::Result<()> {
+    /// let account = tablekit_azure::Account::from_env_or_emulator()?;
+    /// let orders = account.table("Orders")?;
+    /// # let _ = orders; Ok(()) }
+    /// ```
+    pub fn from_env_or_emulator() -> Result<Self> {
+        Self::from_lookup_or_emulator(|name| std::env::var(name).ok())
+    }
+
+    /// [`Account::from_env_or_emulator`] over any source of variables.
+    pub(crate) fn from_lookup_or_emulator(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
+        if set(CONNECTION_STRING_ENV) || set(ACCOUNT_NAME_ENV) {
+            AccountBuilder::from_lookup(var)?.build()
+        } else {
+            Ok(Self::emulator())
+        }
+    }
 }
 
 impl AccountBuilder {
@@ -504,6 +537,45 @@ mod tests {
         .unwrap();
         assert!(account.has_key());
         assert_eq!(account.name(), "devstoreaccount1");
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_emulator_and_blanks_count_as_unset() {
+        let emulator = Account::emulator();
+        for unset in [
+            env(&[]),
+            env(&[(CONNECTION_STRING_ENV, "  "), (ACCOUNT_NAME_ENV, "")]),
+        ] {
+            let account = Account::from_lookup_or_emulator(unset).unwrap();
+            assert_eq!(account.name(), "devstoreaccount1");
+            assert_eq!(account.endpoints(), emulator.endpoints());
+            assert!(account.has_key());
+        }
+        let account = Account::from_lookup_or_emulator(env(&[(
+            CONNECTION_STRING_ENV,
+            "AccountName=acme;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:5000/acme",
+        )]))
+        .unwrap();
+        assert_eq!(account.name(), "acme");
+        assert_eq!(
+            account.endpoints().table.as_str(),
+            "http://127.0.0.1:5000/acme"
+        );
+        // A malformed variable is an error, not a silent switch to the emulator.
+        assert_eq!(
+            part(Account::from_lookup_or_emulator(env(&[(
+                CONNECTION_STRING_ENV,
+                "AccountName=acme;AccountKey=not base64!!"
+            )]))),
+            "AccountKey"
+        );
+        assert_eq!(
+            part(Account::from_lookup_or_emulator(env(&[
+                (ACCOUNT_NAME_ENV, "contoso"),
+                (TOKEN_SCOPE_ENV, "everything")
+            ]))),
+            TOKEN_SCOPE_ENV
+        );
     }
 
     #[test]
