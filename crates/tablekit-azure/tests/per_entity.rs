@@ -185,6 +185,137 @@ async fn a_bad_entity_fails_a_plain_query_and_is_set_aside_by_a_per_entity_one()
     table.delete_table().await.unwrap();
 }
 
+/// Entities whose stored values do not read as their own EDM types — another client wrote an
+/// `Edm.Int64` that is not a number, an `Edm.DateTime` that is not a time — fail a plain
+/// untyped query and are set aside by a per-entity one, with the properties that do read.
+#[tokio::test]
+async fn a_value_that_does_not_read_as_its_own_type_is_set_aside() {
+    let p = common::proxied(common::fast_retries());
+    let table = p.account.table(&unique_table_name("perentityedm")).unwrap();
+    table.create().await.unwrap();
+    for i in 0..6_i64 {
+        table
+            .insert(&Entity::try_new("p", format!("{i}"), Properties::new().with("N", i)).unwrap())
+            .await
+            .unwrap();
+    }
+    tablekit_testkit::fixtures::insert_raw_entity(
+        &table,
+        r#"{"PartitionKey":"p","RowKey":"2b","N@odata.type":"Edm.Int64","N":"abc","S":"kept"}"#,
+    )
+    .await;
+    tablekit_testkit::fixtures::insert_raw_entity(
+        &table,
+        r#"{"PartitionKey":"p","RowKey":"4b","D@odata.type":"Edm.DateTime","D":"not a time"}"#,
+    )
+    .await;
+    let query = || {
+        table
+            .query::<Properties>()
+            .filter(Filter::partition("p"))
+            .with_page_size(3)
+    };
+
+    let (plain, plain_requests) = wire(&p.table, query().with_read_ahead(false).collect()).await;
+    match plain.unwrap_err() {
+        Error::Decode { property, .. } => assert_eq!(property, "N"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        plain_requests, 2,
+        "it fails at the second page, which holds \"2b\""
+    );
+
+    let (pages, requests) = wire(&p.table, async {
+        query()
+            .per_entity()
+            .pages()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(requests, 3, "8 entities in pages of 3, nothing of its own");
+    let items: Vec<_> = pages.into_iter().flat_map(|page| page.items).collect();
+    let rows: Vec<(String, Option<String>)> = items
+        .iter()
+        .map(|item| match item {
+            Ok(good) => (good.keys.rk().to_owned(), None),
+            Err(bad) => match &bad.error {
+                Error::Decode {
+                    target, property, ..
+                } => {
+                    assert_eq!(target.table, table.name());
+                    assert_eq!(target.keys.as_deref(), Some(&bad.keys));
+                    (bad.keys.rk().to_owned(), Some(property.clone()))
+                }
+                other => panic!("{other:?}"),
+            },
+        })
+        .collect();
+    let expected: Vec<(String, Option<String>)> = [
+        ("0", None),
+        ("1", None),
+        ("2", None),
+        ("2b", Some("N")),
+        ("3", None),
+        ("4", None),
+        ("4b", Some("D")),
+        ("5", None),
+    ]
+    .into_iter()
+    .map(|(rk, p)| (rk.to_owned(), p.map(str::to_owned)))
+    .collect();
+    assert_eq!(rows, expected);
+    let bad = items.iter().find_map(|i| i.as_ref().err()).unwrap();
+    assert_eq!(bad.properties.get_str("S"), Some("kept"));
+    assert!(
+        !bad.properties.contains("N"),
+        "the unreadable value is left out"
+    );
+    assert!(bad.timestamp.is_some());
+
+    // Read as a type, an entity is set aside only if the type needs what does not read: a
+    // plain query into a type without `D` reads "4b" too.
+    #[derive(Debug, Deserialize)]
+    struct Counted {
+        #[serde(rename = "N")]
+        n: Option<i64>,
+    }
+    let (good, bad) = table
+        .query::<Counted>()
+        .filter(Filter::partition("p"))
+        .per_entity()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rks(bad.iter().map(|e| &e.keys)), ["2b"]);
+    let read: Vec<(String, Option<i64>)> = good
+        .iter()
+        .map(|s| (s.keys.rk().to_owned(), s.value.n))
+        .collect();
+    assert_eq!(
+        read[4..],
+        [
+            ("4".to_owned(), Some(4)),
+            ("4b".to_owned(), None),
+            ("5".to_owned(), Some(5))
+        ]
+    );
+    let plain = table
+        .query::<Counted>()
+        .filter(Filter::partition("p").and(Filter::ge("RowKey", "3")))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.len(),
+        4,
+        "a plain query into the same type reads \"4b\""
+    );
+    table.delete_table().await.unwrap();
+}
+
 /// Marks entities with `Seal`: `broken` is corrupt (the entity's own failure), `offline` is
 /// a key service that cannot be reached (not the entity's).
 #[derive(Debug)]

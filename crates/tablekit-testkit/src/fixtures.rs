@@ -301,3 +301,63 @@ pub fn assert_requests(snapshot: &MetricsSnapshot, kind: Option<RequestKind>, ex
         snapshot.retries
     );
 }
+
+/// Inserts an entity given as its raw JSON body (`{"PartitionKey":…,"RowKey":…,…}`) into
+/// `table`, bypassing every client-side check and encoding: for entities another client
+/// could have written that tablekit would refuse to write, such as an `Edm.Int64` whose value
+/// is not a number (the emulator stores what it is sent).
+///
+/// One request, not retried: a table SAS signed with `table`'s account key, sent to the
+/// account's table endpoint over plain HTTP (the emulator's, or a proxy in front of it).
+///
+/// # Panics
+/// If the account has no key, the endpoint is not plain HTTP, or the insert is refused.
+pub async fn insert_raw_entity(table: &Table, json: &str) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let expiry = chrono::Utc::now() + chrono::Duration::minutes(10);
+    let sas =
+        tablekit_azure::TableSas::new(table.name(), tablekit_azure::TablePermissions::ALL, expiry)
+            .with_protocol(tablekit_azure::SasProtocol::HttpsAndHttp)
+            .sign(table.account())
+            .unwrap_or_else(|e| panic!("signing a table SAS: {e}"));
+    let endpoint = &table.account().endpoints().table;
+    assert_eq!(
+        endpoint.scheme(),
+        "http",
+        "{endpoint}: raw inserts need plain HTTP"
+    );
+    let host = endpoint.host_str().expect("the table endpoint has a host");
+    let port = endpoint.port_or_known_default().unwrap_or(80);
+    let path = format!(
+        "{}/{}?{}",
+        endpoint.path().trim_end_matches('/'),
+        table.name(),
+        sas.to_query()
+    );
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json;odata=minimalmetadata\r\nPrefer: return-no-content\r\n\
+         x-ms-version: 2019-02-02\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {endpoint}: {e}"));
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("sending a raw insert: {e}"));
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .await
+        .unwrap_or_else(|e| panic!("reading a raw insert's response: {e}"));
+    let response = String::from_utf8_lossy(&response);
+    let status = response.split(' ').nth(1).unwrap_or_default();
+    assert!(
+        status.starts_with('2'),
+        "raw insert into {} refused: {response}",
+        table.name()
+    );
+}

@@ -9,7 +9,7 @@ use azure_storage::clients::ServiceType;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tablekit_core::edm::{Properties, field_names, from_properties, parse_page};
+use tablekit_core::edm::{Properties, field_names, from_properties, parse_page, parse_page_each};
 use tablekit_core::filter::Filter;
 use tablekit_core::limits::{MAX_PAGE_SIZE, validate_property_identifier};
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Limit, QueryShape, Result, Stored, Target};
@@ -556,30 +556,44 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         check: Option<&EntityCheck>,
         body: &[u8],
     ) -> Result<Vec<EntityResult<T>>> {
-        let stored = parse_page::<Properties>(body).map_err(|e| self.table.in_table(e))?;
         let table = self.table.name();
+        let in_table =
+            |s: &Stored<Properties>, e: Error| e.with_target(Target::entity(table, s.keys.clone()));
         // `None`: an entity the codec's rewritten filter matched that the caller's does not.
         let items: Vec<Result<Option<EntityResult<T>>>> = match self.table.codec() {
-            None => stored
+            // Each entity on its own: one whose stored values do not all read as their own
+            // EDM types is `T` if `T` reads without them, as a plain query reads it.
+            None => parse_page_each::<T>(body)
+                .map_err(|e| self.table.in_table(e))?
                 .into_iter()
-                .map(|s| match from_properties::<T>(&s.value) {
-                    Ok(value) => Ok(Some(Ok(Stored {
-                        keys: s.keys,
-                        etag: s.etag,
-                        timestamp: s.timestamp,
-                        value,
-                    }))),
-                    Err(e) => {
-                        let error = e.with_target(Target::entity(table, s.keys.clone()));
-                        EntityError::of(s, error).map(Some)
-                    }
-                })
+                .map(
+                    |(s, direct)| match direct.unwrap_or_else(|| from_properties::<T>(&s.value)) {
+                        Ok(value) => Ok(Some(Ok(Stored {
+                            keys: s.keys,
+                            etag: s.etag,
+                            timestamp: s.timestamp,
+                            value,
+                        }))),
+                        Err(e) => {
+                            let error = in_table(&s, e);
+                            EntityError::of(s, error).map(Some)
+                        }
+                    },
+                )
                 .collect(),
             Some(codec) => {
-                futures::stream::iter(stored)
-                    .map(|s| {
+                // The codec decodes bags: an entity that does not read into one is set aside
+                // before it, with the properties that read.
+                let each =
+                    parse_page_each::<Properties>(body).map_err(|e| self.table.in_table(e))?;
+                futures::stream::iter(each)
+                    .map(|(s, unreadable)| {
                         let codec = codec.clone();
                         async move {
+                            if let Some(Err(e)) = unreadable {
+                                let error = in_table(&s, e);
+                                return EntityError::of(s, error).map(Some);
+                            }
                             // Kept to report the entity as stored if it does not decode.
                             let kept = s.clone();
                             let mut decoded =

@@ -17,7 +17,10 @@ pub(crate) mod value;
 pub use adapters::{Binary, json};
 pub use bag::Properties;
 pub use fields::field_names;
-pub use read::{from_properties, parse_entity, parse_page, to_properties, to_properties_unbounded};
+pub use read::{
+    from_properties, parse_entity, parse_page, parse_page_each, to_properties,
+    to_properties_unbounded,
+};
 pub use ser::{EntityStats, to_entity_json, write_entity};
 pub use value::{
     EdmType, EdmValue, check_datetime, format_datetime, max_datetime, min_datetime, parse_datetime,

@@ -82,6 +82,93 @@ pub fn parse_page<T: DeserializeOwned>(body: &[u8]) -> Result<Vec<Stored<T>>> {
     }
 }
 
+/// Reads the entities of a query response page one by one, for per-entity reads: each
+/// entity as a property bag, and — only when one of its stored values does not read as its
+/// own EDM type (an `Edm.Int64` that is not a number, an `Edm.DateTime` that is not a time,
+/// written by another client) — the bag holds the properties that do read, and the second
+/// element is the entity read as `T` straight from what was stored: `Ok` when `T` does not
+/// need the unreadable property (a plain query into `T` reads it too), else the error
+/// ([`Error::Decode`] naming the property). The page never fails for one entity.
+///
+/// # Errors
+/// [`Error::Decode`] for malformed page JSON and for an entity without an ETag (both are the
+/// response's, not an entity's).
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub fn parse_page_each<T: DeserializeOwned>(
+    body: &[u8],
+) -> Result<Vec<(Stored<Properties>, Option<Result<T>>)>> {
+    let page: RawPage<'_> = serde_json::from_slice(body).map_err(|e| {
+        Error::decode(
+            Target::default(),
+            "",
+            format!("malformed query response: {e}"),
+        )
+    })?;
+    page.0
+        .into_iter()
+        .map(|raw| {
+            let props = raw.props.clone();
+            let shell = RawEntity {
+                props: Vec::new(),
+                ..raw
+            };
+            let mut stored = into_stored::<Properties>(shell, None)?;
+            if let Ok(value) = Properties::deserialize(EntityDeserializer {
+                props: props.clone().into_iter(),
+            }) {
+                stored.value = value;
+                return Ok((stored, None));
+            }
+            let direct = T::deserialize(EntityDeserializer {
+                props: props.clone().into_iter(),
+            })
+            .map_err(|e| e.into_error(Target::entity("", stored.keys.clone())));
+            // Keep every property that reads on its own.
+            for prop in props {
+                if let Ok(one) = Properties::deserialize(EntityDeserializer {
+                    props: vec![prop].into_iter(),
+                }) {
+                    for (name, value) in one {
+                        stored.value.insert(name, value);
+                    }
+                }
+            }
+            Ok((stored, Some(direct)))
+        })
+        .collect()
+}
+
+/// A query response page's entities, unread.
+struct RawPage<'a>(Vec<RawEntity<'a>>);
+
+impl<'de> Deserialize<'de> for RawPage<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawPage<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a query response object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                let mut entities = Vec::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "value" {
+                        entities = map.next_value()?;
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                Ok(RawPage(entities))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// Deserializes the page; entity-level errors are kept apart from JSON syntax errors so
 /// that they surface with their own context.
 struct PageSeed<T>(std::marker::PhantomData<T>);
@@ -230,4 +317,85 @@ fn bag_from_json(json: &[u8]) -> Result<Properties> {
         props: raw.props.into_iter(),
     })
     .map_err(|e| Error::encode(e.property, e.reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page of three: a good entity, one whose `Edm.Int64` is not a number, one whose
+    /// `Edm.DateTime` is not a time.
+    const PAGE: &str = r#"{"value":[
+        {"odata.etag":"W/\"1\"","PartitionKey":"p","RowKey":"1","N@odata.type":"Edm.Int64","N":"7","S":"a"},
+        {"odata.etag":"W/\"2\"","PartitionKey":"p","RowKey":"2","N@odata.type":"Edm.Int64","N":"abc","S":"b"},
+        {"odata.etag":"W/\"3\"","PartitionKey":"p","RowKey":"3","S":"c","D@odata.type":"Edm.DateTime","D":"not a time"}
+    ]}"#;
+
+    #[test]
+    fn each_entity_is_read_on_its_own() {
+        // The page as a whole does not read into bags: the second entity fails it.
+        let whole = parse_page::<Properties>(PAGE.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&whole, Error::Decode { property, .. } if property == "N"),
+            "{whole:?}"
+        );
+
+        let each = parse_page_each::<Properties>(PAGE.as_bytes()).unwrap();
+        let rows: Vec<(&str, Option<&str>)> = each
+            .iter()
+            .map(|(s, e)| {
+                let property = e.as_ref().map(|e| match e {
+                    Err(Error::Decode { property, .. }) => property.as_str(),
+                    other => panic!("{other:?}"),
+                });
+                (s.keys.rk(), property)
+            })
+            .collect();
+        assert_eq!(rows, [("1", None), ("2", Some("N")), ("3", Some("D"))]);
+        assert_eq!(each[0].0.value.get_i64("N"), Some(7));
+        // A bad entity keeps its ETag and the properties that read; the bad one is left out.
+        let (bad, error) = &each[1];
+        assert_eq!(bad.etag.as_str(), "W/\"2\"");
+        assert_eq!(bad.value.get_str("S"), Some("b"));
+        assert!(!bad.value.contains("N"));
+        let Some(Err(Error::Decode { target, .. })) = error else {
+            panic!("{error:?}")
+        };
+        assert_eq!(target, &Target::entity("", Keys::new("p", "2").unwrap()));
+        assert_eq!(each[2].0.value.get_str("S"), Some("c"));
+        assert!(!each[2].0.value.contains("D"));
+
+        // Read as a type that does not need the unreadable value, the entity reads, as a
+        // plain query into that type reads it; one that needs it names it.
+        #[derive(Debug, Deserialize)]
+        struct OnlyS {
+            #[serde(rename = "S")]
+            s: String,
+        }
+        #[derive(Debug, Deserialize)]
+        struct WithN {
+            #[serde(rename = "N")]
+            #[allow(dead_code)]
+            n: Option<i64>,
+        }
+        let typed = parse_page_each::<OnlyS>(PAGE.as_bytes()).unwrap();
+        assert!(typed[0].1.is_none());
+        assert_eq!(typed[2].1.as_ref().unwrap().as_ref().unwrap().s, "c");
+        let typed = parse_page_each::<WithN>(PAGE.as_bytes()).unwrap();
+        assert!(matches!(
+            &typed[1].1,
+            Some(Err(Error::Decode { property, .. })) if property == "N"
+        ));
+        assert!(parse_page::<OnlyS>(PAGE.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_malformed_page_or_a_missing_etag_is_the_pages_error() {
+        assert!(parse_page_each::<Properties>(b"{\"value\":[{").is_err());
+        let no_etag = br#"{"value":[{"PartitionKey":"p","RowKey":"1"}]}"#;
+        assert!(matches!(
+            parse_page_each::<Properties>(no_etag),
+            Err(Error::Decode { property, .. }) if property == "odata.etag"
+        ));
+    }
 }
