@@ -20,7 +20,7 @@ pub mod wire;
 pub mod __private;
 
 pub use batch::{BatchPlan, Operation, OperationKind};
-pub use edm::{EdmType, EdmValue, Properties};
+pub use edm::{EdmType, EdmValue, Properties, PropertyTypeError};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{
     ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, RequestIds, ResourceKind,

@@ -9,7 +9,11 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::adapters::Binary;
 use super::markers::EDM_VALUE_MARKER;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
 use super::value::{EdmType, EdmValue, format_datetime, parse_datetime};
+use crate::error::{Error, Target};
 
 /// A dynamic set of typed properties (the user properties of an entity, without keys or
 /// Timestamp). Read any entity as `Stored<Properties>` to inspect it without a Rust type;
@@ -29,14 +33,102 @@ impl Properties {
         self.0.get(name)
     }
 
-    /// A string property's value.
+    /// A string property's value; `None` when the property is missing or not an
+    /// `Edm.String` ([`Properties::get`] tells the two apart).
     pub fn get_str(&self, name: &str) -> Option<&str> {
         self.get(name).and_then(EdmValue::as_str)
     }
 
-    /// An integer property's value (Int32 or Int64).
+    /// An integer property's value (Int32 or Int64); `None` when the property is missing or
+    /// of another type ([`Properties::get`] tells the two apart).
     pub fn get_i64(&self, name: &str) -> Option<i64> {
         self.get(name).and_then(EdmValue::as_i64)
+    }
+
+    /// An `Edm.Int32` property's value: `Ok(None)` when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type (an `Edm.Int64` too, even
+    /// one that would fit).
+    ///
+    /// ```
+    /// use tablekit_core::{EdmType, Properties};
+    ///
+    /// let bag = Properties::new().with("Age", 47).with("Name", "Jun");
+    /// assert_eq!(bag.get_i32("Age"), Ok(Some(47)));
+    /// assert_eq!(bag.get_i32("Height"), Ok(None));
+    /// let wrong = bag.get_i32("Name").unwrap_err();
+    /// assert_eq!((wrong.property(), wrong.found()), ("Name", EdmType::String));
+    /// ```
+    pub fn get_i32(&self, name: &str) -> Result<Option<i32>, PropertyTypeError> {
+        self.typed(name, EdmType::Int32, |v| match v {
+            EdmValue::Int32(v) => Some(*v),
+            _ => None,
+        })
+    }
+
+    /// An `Edm.Double` property's value, or an `Edm.Int32` one converted (exactly): `Ok(None)`
+    /// when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type — an `Edm.Int64` too, which
+    /// a double cannot always hold exactly.
+    pub fn get_f64(&self, name: &str) -> Result<Option<f64>, PropertyTypeError> {
+        self.typed(name, EdmType::Double, |v| match v {
+            EdmValue::Double(v) => Some(*v),
+            EdmValue::Int32(v) => Some(f64::from(*v)),
+            _ => None,
+        })
+    }
+
+    /// An `Edm.Boolean` property's value: `Ok(None)` when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type.
+    pub fn get_bool(&self, name: &str) -> Result<Option<bool>, PropertyTypeError> {
+        self.typed(name, EdmType::Boolean, EdmValue::as_bool)
+    }
+
+    /// An `Edm.DateTime` property's value: `Ok(None)` when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type (a string in RFC 3339 form
+    /// too: it was stored as an `Edm.String`).
+    pub fn get_datetime(&self, name: &str) -> Result<Option<DateTime<Utc>>, PropertyTypeError> {
+        self.typed(name, EdmType::DateTime, EdmValue::as_datetime)
+    }
+
+    /// An `Edm.Guid` property's value: `Ok(None)` when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type (a string spelling a GUID
+    /// too).
+    pub fn get_guid(&self, name: &str) -> Result<Option<Uuid>, PropertyTypeError> {
+        self.typed(name, EdmType::Guid, EdmValue::as_guid)
+    }
+
+    /// An `Edm.Binary` property's bytes: `Ok(None)` when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type.
+    pub fn get_binary(&self, name: &str) -> Result<Option<&[u8]>, PropertyTypeError> {
+        self.typed(name, EdmType::Binary, EdmValue::as_bytes)
+    }
+
+    fn typed<'a, T>(
+        &'a self,
+        name: &str,
+        expected: EdmType,
+        read: impl FnOnce(&'a EdmValue) -> Option<T>,
+    ) -> Result<Option<T>, PropertyTypeError> {
+        let Some(value) = self.get(name) else {
+            return Ok(None);
+        };
+        read(value).map(Some).ok_or_else(|| PropertyTypeError {
+            property: name.to_owned(),
+            expected,
+            found: value.edm_type(),
+        })
     }
 
     /// Sets a property, returning the previous value.
@@ -78,6 +170,45 @@ impl Properties {
     /// The properties in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &EdmValue)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+/// A property of a [`Properties`] bag holds another EDM type than a typed getter reads
+/// (`get_i32` of an `Edm.String`, say). A missing property is not this error: the getters
+/// return `Ok(None)` for it.
+///
+/// Converts into [`Error::Decode`](crate::Error::Decode) naming the property, so `?` works in
+/// functions returning [`tablekit_core::Result`](crate::Result).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("property {property} is an {found}, not an {expected}")]
+pub struct PropertyTypeError {
+    property: String,
+    expected: EdmType,
+    found: EdmType,
+}
+
+impl PropertyTypeError {
+    /// The property's name.
+    pub fn property(&self) -> &str {
+        &self.property
+    }
+
+    /// The type the getter reads (for `get_f64`, `Edm.Double`, though it takes an `Edm.Int32`
+    /// too).
+    pub fn expected(&self) -> EdmType {
+        self.expected
+    }
+
+    /// The type the property holds.
+    pub fn found(&self) -> EdmType {
+        self.found
+    }
+}
+
+impl From<PropertyTypeError> for Error {
+    fn from(e: PropertyTypeError) -> Self {
+        let reason = format!("is an {}, not an {}", e.found, e.expected);
+        Error::decode(Target::default(), e.property, reason)
     }
 }
 
@@ -229,5 +360,123 @@ impl<'de> Visitor<'de> for InferVisitor {
     }
     fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<EdmValue, E> {
         Ok(EdmValue::Binary(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+    use crate::ErrorKind;
+
+    fn bag() -> Properties {
+        Properties::new()
+            .with("S", "text")
+            .with("I32", 7_i32)
+            .with("I64", 1_i64 << 40)
+            .with("D", 2.5_f64)
+            .with("B", true)
+            .with("T", Utc.with_ymd_and_hms(2026, 11, 27, 10, 0, 0).unwrap())
+            .with("G", Uuid::from_u128(0x1234))
+            .with("Bin", vec![0_u8, 1, 255])
+    }
+
+    /// The type error of reading `property` as `expected`, or a panic.
+    fn mismatch<T: fmt::Debug>(
+        got: Result<Option<T>, PropertyTypeError>,
+        property: &str,
+        expected: EdmType,
+        found: EdmType,
+    ) {
+        let e = got.unwrap_err();
+        assert_eq!(
+            (e.property(), e.expected(), e.found()),
+            (property, expected, found)
+        );
+    }
+
+    #[test]
+    fn get_i32_reads_int32_only() {
+        let b = bag();
+        assert_eq!(b.get_i32("I32"), Ok(Some(7)));
+        assert_eq!(b.get_i32("Missing"), Ok(None));
+        mismatch(b.get_i32("I64"), "I64", EdmType::Int32, EdmType::Int64);
+        mismatch(b.get_i32("S"), "S", EdmType::Int32, EdmType::String);
+    }
+
+    #[test]
+    fn get_f64_reads_doubles_and_exact_int32s_but_not_int64s() {
+        let b = bag();
+        assert_eq!(b.get_f64("D"), Ok(Some(2.5)));
+        assert_eq!(b.get_f64("I32"), Ok(Some(7.0)));
+        assert_eq!(b.get_f64("Missing"), Ok(None));
+        mismatch(b.get_f64("I64"), "I64", EdmType::Double, EdmType::Int64);
+        mismatch(b.get_f64("B"), "B", EdmType::Double, EdmType::Boolean);
+    }
+
+    #[test]
+    fn get_bool_reads_booleans_only() {
+        let b = bag();
+        assert_eq!(b.get_bool("B"), Ok(Some(true)));
+        assert_eq!(b.get_bool("Missing"), Ok(None));
+        mismatch(b.get_bool("I32"), "I32", EdmType::Boolean, EdmType::Int32);
+    }
+
+    #[test]
+    fn get_datetime_reads_datetimes_not_their_text() {
+        let b = bag().with("Text", "2026-11-27T10:00:00Z");
+        let at = Utc.with_ymd_and_hms(2026, 11, 27, 10, 0, 0).unwrap();
+        assert_eq!(b.get_datetime("T"), Ok(Some(at)));
+        assert_eq!(b.get_datetime("Missing"), Ok(None));
+        mismatch(
+            b.get_datetime("Text"),
+            "Text",
+            EdmType::DateTime,
+            EdmType::String,
+        );
+    }
+
+    #[test]
+    fn get_guid_reads_guids_not_their_text() {
+        let b = bag().with("Text", Uuid::from_u128(0x1234).to_string());
+        assert_eq!(b.get_guid("G"), Ok(Some(Uuid::from_u128(0x1234))));
+        assert_eq!(b.get_guid("Missing"), Ok(None));
+        mismatch(b.get_guid("Text"), "Text", EdmType::Guid, EdmType::String);
+    }
+
+    #[test]
+    fn get_binary_reads_bytes_only() {
+        let b = bag();
+        assert_eq!(b.get_binary("Bin"), Ok(Some(&[0_u8, 1, 255][..])));
+        assert_eq!(b.get_binary("Missing"), Ok(None));
+        mismatch(b.get_binary("S"), "S", EdmType::Binary, EdmType::String);
+    }
+
+    #[test]
+    fn the_lenient_getters_answer_none_for_both_missing_and_mistyped() {
+        let b = bag();
+        assert_eq!(b.get_str("S"), Some("text"));
+        assert_eq!(b.get_str("I32"), None);
+        assert_eq!(b.get_i64("I64"), Some(1 << 40));
+        assert_eq!(b.get_i64("I32"), Some(7));
+        assert_eq!(b.get_i64("S"), None);
+        assert_eq!(b.get_i64("Missing"), None);
+    }
+
+    #[test]
+    fn a_type_error_is_a_decode_error_naming_the_property_and_both_types() {
+        fn age(b: &Properties) -> crate::Result<Option<i32>> {
+            Ok(b.get_i32("S")?)
+        }
+        let e = age(&bag()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Decode);
+        let text = e.to_string();
+        assert!(
+            text.contains('S') && text.contains("Edm.String") && text.contains("Edm.Int32"),
+            "{text}"
+        );
+        let direct = bag().get_i32("S").unwrap_err().to_string();
+        assert_eq!(direct, "property S is an Edm.String, not an Edm.Int32");
     }
 }

@@ -15,7 +15,7 @@ mod ser;
 pub(crate) mod value;
 
 pub use adapters::{Binary, json};
-pub use bag::Properties;
+pub use bag::{Properties, PropertyTypeError};
 pub use fields::field_names;
 pub use read::{
     from_properties, parse_entity, parse_page, parse_page_each, to_properties,
