@@ -34,11 +34,17 @@ async fn every_edm_type_round_trips_through_the_typed_getters() {
     assert_eq!(read.get_i32("Age"), Ok(Some(47)));
     assert_eq!(read.get_i64("Salary"), Some(9_007_199_254_740_993));
     assert_eq!(read.get_f64("Ratio"), Ok(Some(3.0)));
-    assert_eq!(read.get("Ratio").map(|v| v.edm_type()), Some(EdmType::Double));
+    assert_eq!(
+        read.get("Ratio").map(|v| v.edm_type()),
+        Some(EdmType::Double)
+    );
     assert_eq!(read.get_bool("Active"), Ok(Some(true)));
     assert_eq!(read.get_datetime("Hired"), Ok(Some(at)));
     assert_eq!(read.get_guid("Badge"), Ok(Some(guid)));
-    assert_eq!(read.get_binary("Photo"), Ok(Some(&[0_u8, 1, 2, 254, 255][..])));
+    assert_eq!(
+        read.get_binary("Photo"),
+        Ok(Some(&[0_u8, 1, 2, 254, 255][..]))
+    );
     assert_eq!(read.get_i32("Nickname"), Ok(None), "absent is not an error");
     let wrong = read.get_i32("Salary").unwrap_err();
     assert_eq!(
