@@ -102,6 +102,8 @@ impl Charge {
 struct Scope {
     budget: Budget,
     meter: Window,
+    /// Entities this scope's budget let through (the meter counts those the service served).
+    sent: Window,
     /// Whether its rate was last seen above `warn_at` of its target (logged once per episode).
     hot: bool,
     touched: Instant,
@@ -112,6 +114,7 @@ impl Scope {
         Self {
             budget: Budget::new(target, policy, now),
             meter: Window::new(policy.window, now),
+            sent: Window::new(policy.window, now),
             hot: false,
             touched: now,
         }
@@ -123,6 +126,8 @@ struct State {
     account: Scope,
     partitions: HashMap<String, Scope>,
     lookups: u32,
+    /// Requests admitted so far: a probe waits for enough of them (see `budget`).
+    requests: u64,
 }
 
 /// Partitions are looked up this many times between sweeps of idle entries.
@@ -132,21 +137,63 @@ impl State {
     fn partition(&mut self, pk: &str, policy: &ThroughputPolicy, now: Instant) -> &mut Scope {
         self.lookups = self.lookups.wrapping_add(1);
         if self.lookups % SWEEP_EVERY == 0 {
-            // An entry idle this long with its budget at rest is what a new one would be.
-            let idle = policy.window.max(policy.recovery).max(policy.burst);
+            // An entry idle this long with its budget at rest is what a new one would be; one
+            // idle for a minute has learned nothing that still holds.
+            let idle = policy
+                .window
+                .max(policy.recovery)
+                .max(policy.burst)
+                .max(policy.probe_after);
             self.partitions.retain(|_, s| {
-                now.saturating_duration_since(s.touched) < idle
-                    || !s.budget.is_at_rest(now, policy.burst)
+                let quiet = now.saturating_duration_since(s.touched);
+                quiet < idle || (quiet < FORGET_AFTER && !s.budget.is_at_rest(now, policy.burst))
             });
+        }
+        // Looked up before inserting: no allocation for a partition already known (a bulk
+        // write's scheduler asks about each partition it considers).
+        if !self.partitions.contains_key(pk) {
+            self.partitions
+                .insert(pk.to_owned(), Scope::new(policy.per_partition, policy, now));
         }
         let scope = self
             .partitions
-            .entry(pk.to_owned())
-            .or_insert_with(|| Scope::new(policy.per_partition, policy, now));
+            .get_mut(pk)
+            .expect("inserted above when missing");
         scope.touched = now;
         scope
     }
+
+    /// Whether the refusal of partition `pk` is the partition's own: it runs near its budget,
+    /// has none (the Cosmos DB Table API), or is at least twice as busy as the mean of the
+    /// partitions served in the window. Otherwise the account's budget was what ran out.
+    fn blames_partition(&mut self, pk: &str, policy: &ThroughputPolicy, now: Instant) -> bool {
+        let account = self.account.meter.rate(now);
+        let scope = self.partition(pk, policy, now);
+        let measured = scope.meter.rate(now);
+        let budget = scope.budget.rate(now);
+        if budget.is_infinite() || measured >= 0.5 * budget {
+            return true;
+        }
+        if measured <= 0.0 {
+            return false;
+        }
+        // Twice the mean: at least this many partitions were served in the window.
+        let needed = 2.0 * account / measured;
+        let mut active = 0.0;
+        for scope in self.partitions.values_mut() {
+            if scope.meter.rate(now) > 0.0 {
+                active += 1.0;
+                if active >= needed && active >= 2.0 {
+                    return true;
+                }
+            }
+        }
+        false
+    }
 }
+
+/// A partition's entry idle this long is dropped even though its budget learned something.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// The live budgets and meters of one account.
 #[derive(Debug)]
@@ -163,6 +210,7 @@ impl Governor {
                 account: Scope::new(policy.per_account, &policy, now),
                 partitions: HashMap::new(),
                 lookups: 0,
+                requests: 0,
             }),
             policy,
         }
@@ -212,16 +260,20 @@ impl Governor {
         let policy = &self.policy;
         let cost = f64::from(charge.upfront_cost());
         let mut state = self.lock();
-        let mut wait = state.account.budget.wait_for(cost, now, policy.burst);
+        let requests = state.requests;
+        let mut wait = state.account.budget.wait_for(cost, now, requests, policy);
         if let Some(pk) = charge.partition_key() {
             let scope = state.partition(pk, policy, now);
-            wait = wait.max(scope.budget.wait_for(cost, now, policy.burst));
+            wait = wait.max(scope.budget.wait_for(cost, now, requests, policy));
             if take && wait.is_zero() {
-                scope.budget.take(cost, now, policy.burst);
+                scope.budget.take(cost, now, requests, policy);
+                scope.sent.add(cost as u64, now);
             }
         }
         if take && wait.is_zero() {
-            state.account.budget.take(cost, now, policy.burst);
+            state.account.budget.take(cost, now, requests, policy);
+            state.account.sent.add(cost as u64, now);
+            state.requests += 1;
         }
         wait
     }
@@ -230,17 +282,21 @@ impl Governor {
     /// only), and for query
     /// results also takes them from the budgets (which may go into debt).
     pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
+        self.served_at(pk, n, take, Instant::now());
+    }
+
+    fn served_at(&self, pk: Option<&str>, n: u64, take: bool, now: Instant) {
         if n == 0 {
             return;
         }
         let policy = &self.policy;
-        let now = Instant::now();
         let mut state = self.lock();
         let take = take && policy.is_governed();
+        let requests = state.requests;
         if let Some(pk) = pk {
             let scope = state.partition(pk, policy, now);
             if take {
-                scope.budget.take(n as f64, now, policy.burst);
+                scope.budget.take(n as f64, now, requests, policy);
             }
             scope.meter.add(n, now);
             let rate = scope.meter.rate(now);
@@ -248,7 +304,7 @@ impl Governor {
         }
         let account = &mut state.account;
         if take {
-            account.budget.take(n as f64, now, policy.burst);
+            account.budget.take(n as f64, now, requests, policy);
         }
         account.meter.add(n, now);
         let rate = account.meter.rate(now);
@@ -258,13 +314,17 @@ impl Governor {
     /// A throttling answer to `charge`: cut the budget it hit and honour the server's hint.
     /// Returns whether a budget was cut.
     pub(crate) fn throttled(&self, charge: &Charge, hint: Option<Duration>) -> bool {
+        self.throttled_at(charge, hint, Instant::now())
+    }
+
+    fn throttled_at(&self, charge: &Charge, hint: Option<Duration>, now: Instant) -> bool {
         if !self.governs(charge) {
             return false;
         }
         let policy = &self.policy;
-        let now = Instant::now();
         let cooldown = policy.window;
         let mut state = self.lock();
+        let requests = state.requests;
         let mut cut = false;
         let mut blamed_partition = false;
         if let Some(pk) = charge.partition_key() {
@@ -272,26 +332,32 @@ impl Governor {
             if let Some(hint) = hint {
                 scope.budget.pause(now + hint);
             }
-            let measured = scope.meter.rate(now);
-            let budget = scope.budget.rate(now);
-            // A partition running well below its own budget was refused for the account's.
-            // Without a partition budget (the Cosmos DB Table API's, which throttles by
-            // partition) the partition is the one to learn a budget for.
-            if budget.is_infinite() || measured >= 0.5 * budget {
+            let partition_cooling = scope.budget.cooling(now, cooldown);
+            // Both budgets were cut in this episode: nothing to decide (and no partition to
+            // count, which matters with thousands of them).
+            if partition_cooling && state.account.budget.cooling(now, cooldown) {
+                return false;
+            }
+            if state.blames_partition(pk, policy, now) {
                 blamed_partition = true;
                 if policy.adaptive {
-                    cut = scope.budget.decrease(now, measured, policy, cooldown);
+                    let scope = state.partition(pk, policy, now);
+                    let measured = (scope.meter.rate(now), scope.sent.rate(now));
+                    cut = scope
+                        .budget
+                        .decrease(now, measured, requests, policy, cooldown);
                 }
             }
         } else if let Some(hint) = hint {
             state.account.budget.pause(now + hint);
         }
         if !blamed_partition && policy.adaptive {
-            let measured = state.account.meter.rate(now);
+            let account = &mut state.account;
+            let measured = (account.meter.rate(now), account.sent.rate(now));
             cut = state
                 .account
                 .budget
-                .decrease(now, measured, policy, cooldown);
+                .decrease(now, measured, requests, policy, cooldown);
         }
         if cut {
             // The table only: a partition key may be personal data (see `Telemetry`).
@@ -426,3 +492,7 @@ mod tests {
         assert_eq!(g.limit(None), f64::INFINITY);
     }
 }
+
+/// The adaptation against a simulated service, on a simulated clock: no timing, no requests.
+#[cfg(test)]
+mod simulation;

@@ -15,11 +15,21 @@ use tablekit_core::{Error, Result};
 /// they can: that wait is latency, not an error, and is counted in
 /// [`MetricsSnapshot::budget_wait`](crate::MetricsSnapshot::budget_wait).
 ///
-/// With [`adaptive`](Self::adaptive) on, a throttling answer (503 Server Busy, 500 Operation
-/// Timed Out, 429) halves the budget of the partition it hit (or of the account, when that
-/// partition was running well below its budget), and the budget grows back linearly while no
-/// throttling is seen (additive increase, multiplicative decrease). A `Retry-After` or `x-ms-retry-after-ms`
-/// hint also holds back the partition's (or the account's) next requests for that long.
+/// With [`adaptive`](Self::adaptive) on, the budgets learn what the service serves, whatever
+/// the targets say (Azure's are "up to"; a Cosmos DB account's throughput changes with
+/// autoscale). A throttling answer (503 Server Busy, 500 Operation Timed Out, 429) cuts the
+/// budget of the partition it hit — or the account's, when that partition was neither near its
+/// budget nor much busier than the other active partitions — to [`decrease`](Self::decrease) ×
+/// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
+/// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
+/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (and at least
+/// 50 requests were admitted since the cut), it probes: it grows by [`probe`](Self::probe) per
+/// second for as long as requests wait for it, up to [`probe_limit`](Self::probe_limit) × the
+/// target, until the service refuses again. So a budget configured too high comes down within a
+/// few refusals, one configured too low (or a service that scaled up) is found by probing, and a
+/// probe that finds nothing new costs about one refused request in fifty. A `Retry-After` or
+/// `x-ms-retry-after-ms` hint also holds back the partition's (or the account's) next requests
+/// for that long.
 ///
 /// The default is Azure Table storage's documented targets: 2,000 entities/s per partition
 /// and 20,000 per account, of which [`utilization`](Self::utilization) (95 %) is used.
@@ -41,11 +51,22 @@ pub struct ThroughputPolicy {
     pub burst: Duration,
     /// Adapt the budgets to throttling answers (see the type's documentation). Default on.
     pub adaptive: bool,
-    /// Factor a budget is multiplied by on a throttling answer. Default 0.5.
+    /// Fraction of the rate the service admitted that a throttling answer cuts a budget to
+    /// (of the budget's own rate when nothing was admitted). Default 0.7.
     pub decrease: f64,
-    /// Time an adapted budget takes to grow back from zero to its target while no throttling
-    /// is seen (the additive increase is `target / recovery` per second). Default 10 s.
+    /// Time a cut budget takes to climb back linearly to `utilization` × the rate the service
+    /// admitted. Default 2 s.
     pub recovery: Duration,
+    /// Time requests must have waited for a budget, after it climbed back, before it probes
+    /// above the rate the service admitted (or, before any throttling answer, above the
+    /// target). Default 4 s.
+    pub probe_after: Duration,
+    /// Growth per second of a probing budget (compounded), while requests wait for it.
+    /// Default 0.4. 0: never grow above what the service admitted or the target.
+    pub probe: f64,
+    /// Highest multiple of its target a budget probes up to. Default 4. 1: never above the
+    /// target.
+    pub probe_limit: f64,
     /// The lowest fraction of its target a budget is cut to. Default 0.05.
     pub floor: f64,
     /// Width of the sliding window the rate meter averages over. Default 1 s.
@@ -64,8 +85,11 @@ impl Default for ThroughputPolicy {
             utilization: 0.95,
             burst: Duration::from_secs(1),
             adaptive: true,
-            decrease: 0.5,
-            recovery: Duration::from_secs(10),
+            decrease: 0.7,
+            recovery: Duration::from_secs(2),
+            probe_after: Duration::from_secs(4),
+            probe: 0.4,
+            probe_limit: 4.0,
             floor: 0.05,
             window: Duration::from_secs(1),
             warn_at: 0.8,
@@ -86,8 +110,8 @@ impl ThroughputPolicy {
 
     /// The Cosmos DB Table API: throughput is provisioned per account (request units), not
     /// fixed per partition, so there is no static budget; the budgets are learned from its
-    /// 429 answers (the first one sets a budget at half the rate measured then) and honour
-    /// its `x-ms-retry-after-ms` hints.
+    /// 429 answers (the first one sets a budget from the rate the service admitted until
+    /// then, see the type's documentation) and honour its `x-ms-retry-after-ms` hints.
     pub fn cosmos() -> Self {
         Self {
             per_partition: f64::INFINITY,
@@ -164,6 +188,12 @@ impl ThroughputPolicy {
         if self.recovery.is_zero() || self.window.is_zero() {
             return bad("recovery/window", "must be positive");
         }
+        if !self.probe.is_finite() || self.probe < 0.0 {
+            return bad("probe", "must be 0 or more");
+        }
+        if self.probe_limit.is_nan() || self.probe_limit < 1.0 {
+            return bad("probe_limit", "must be at least 1");
+        }
         if self.warn_at.is_nan() || self.warn_at <= 0.0 {
             return bad("warn_at", "must be positive");
         }
@@ -205,6 +235,20 @@ mod tests {
             (
                 ThroughputPolicy::default().with_burst(Duration::ZERO),
                 "burst",
+            ),
+            (
+                ThroughputPolicy {
+                    probe_limit: 0.5,
+                    ..ThroughputPolicy::default()
+                },
+                "probe_limit",
+            ),
+            (
+                ThroughputPolicy {
+                    probe: -1.0,
+                    ..ThroughputPolicy::default()
+                },
+                "probe",
             ),
         ] {
             match p.validate() {
