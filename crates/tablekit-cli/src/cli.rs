@@ -677,7 +677,12 @@ lose the type (Int64 as a string, DateTime at 100 ns, Guid, Binary as base64, Do
 A checkpoint (OUT.checkpoint) is written after every page; --resume appends from it and
 produces the same file as an uninterrupted export. The checkpoint is removed once the export
 is complete. A .csv output is CSV with a Name@type column beside every property, staged as
-JSON Lines (OUT.partial.jsonl) until the export is complete.";
+JSON Lines (OUT.partial.jsonl) until the export is complete.
+
+An entity whose stored values do not read as their own types (an Int64 that is not a number,
+a DateTime that is not a time, written by another client) does not stop the export: it is
+reported on stderr with its keys and the property, left out of the output, and the export
+goes on; it then exits 3 (partial). With --skip-unreadable it exits 0.";
 
 /// The formats of export and import files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -729,6 +734,10 @@ pub(crate) struct ExportArgs {
     /// (2026-11-01T00:00:00Z) or a date (2026-11-01).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
+    /// Accept an export without the entities whose stored values do not read (exit 0);
+    /// without it they are reported, left out, and the export ends with exit 3.
+    #[arg(long)]
+    pub(crate) skip_unreadable: bool,
     #[command(flatten)]
     pub(crate) scope: ScopeArgs,
     #[command(flatten)]

@@ -15,7 +15,8 @@ pub(crate) enum Exit {
     Failure,
     /// Invalid command line or input, refused before any request was sent.
     Usage,
-    /// Done, except for rows that were refused or whose outcome stayed unknown.
+    /// Done, except for rows that were refused or whose outcome stayed unknown, or entities
+    /// that could not be read.
     Partial,
     /// A verification ran to its end and found differences (not a failure of the tool).
     Differences,

@@ -124,6 +124,121 @@ async fn an_export_sends_one_request_per_page() {
     assert_eq!(p.table.stats().requests_seen, 5);
 }
 
+/// Entities another client wrote with values that do not read as their own types are
+/// reported with their keys, left out, and the export goes on: exit 3, or 0 with
+/// `--skip-unreadable`; in JSON Lines, CSV, and to stdout, with the requests of a clean
+/// export.
+#[tokio::test]
+async fn an_unreadable_entity_is_reported_and_left_out_and_the_export_goes_on() {
+    let src = table("CliUnreadable").await;
+    seed(&src, 2, 30).await;
+    for (pk, rk, json) in [
+        ("p0", "bad-int", r#""N@odata.type":"Edm.Int64","N":"abc""#),
+        (
+            "p1",
+            "bad-time",
+            r#""W@odata.type":"Edm.DateTime","W":"not a time""#,
+        ),
+    ] {
+        tablekit_testkit::fixtures::insert_raw_entity(
+            &src,
+            &format!(r#"{{"PartitionKey":"{pk}","RowKey":"{rk}",{json}}}"#),
+        )
+        .await;
+    }
+    let p = proxied(tablekit_testkit::fixtures::fast_retries());
+    let cs = connection_string(&tablekit_testkit::Endpoints {
+        table: p.table.endpoint_for(&emulator().table),
+        queue: emulator().queue,
+        blob: emulator().blob,
+    });
+    let dir = scratch("unreadable");
+    let reported = |stderr: &str| {
+        let mut lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("unreadable, left out of the export:"))
+            .collect();
+        lines.sort_unstable();
+        assert_eq!(lines.len(), 2, "{stderr}");
+        assert!(
+            lines[0].contains("bad-int") && lines[0].contains('N'),
+            "{stderr}"
+        );
+        assert!(
+            lines[1].contains("bad-time") && lines[1].contains('W'),
+            "{stderr}"
+        );
+    };
+
+    // Without the flag: everything else is exported, and the exit says it is partial.
+    let out = dir.join("t.jsonl");
+    let run = run_on(
+        &cs,
+        &[
+            "export",
+            src.name(),
+            "--out",
+            arg(&out),
+            "--page-size",
+            "25",
+        ],
+    )
+    .expect(3);
+    reported(&run.stderr);
+    assert!(
+        run.stderr.contains("exported 60 entities") && run.stderr.contains("--skip-unreadable"),
+        "{}",
+        run.stderr
+    );
+    let text = read_text(&out);
+    assert_eq!(text.lines().count(), 60);
+    assert!(!text.contains("bad-int") && !text.contains("bad-time"));
+    // 62 entities in pages of 25: three pages, three requests, as a clean export.
+    assert_eq!(p.table.stats().requests_seen, 3);
+    assert!(
+        !out.with_extension("jsonl.checkpoint").exists(),
+        "the export is complete"
+    );
+
+    // With it: the same output, exit 0, and the JSON summary counts them.
+    let out = dir.join("skip.jsonl");
+    let run = run_on(
+        &cs,
+        &[
+            "--output",
+            "json",
+            "export",
+            src.name(),
+            "--out",
+            arg(&out),
+            "--skip-unreadable",
+        ],
+    )
+    .expect(0);
+    reported(&run.stderr);
+    assert_eq!(read_text(&out).lines().count(), 60);
+    let summary: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(
+        (summary["entities"].as_u64(), summary["unreadable"].as_u64()),
+        (Some(60), Some(2))
+    );
+
+    // CSV and stdout take the same path.
+    let csv = dir.join("t.csv");
+    let run = tablekit(&["export", src.name(), "--out", arg(&csv)]).expect(3);
+    reported(&run.stderr);
+    let csv = read_text(&csv);
+    assert_eq!(
+        csv.lines().filter(|l| l.starts_with("pé'")).count(),
+        60,
+        "{csv}"
+    );
+    assert!(!csv.contains("bad-int") && !csv.contains("bad-time"));
+    let run = tablekit(&["export", src.name(), "--out", "-", "--skip-unreadable"]).expect(0);
+    reported(&run.stderr);
+    assert_eq!(run.stdout.lines().count(), 60);
+}
+
 #[tokio::test]
 async fn a_split_export_in_parallel_parts_equals_the_serial_one_as_a_set() {
     let src = table("CliSplit").await;

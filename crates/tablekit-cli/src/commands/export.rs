@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
-use tablekit::azure::{Account, Table};
+use tablekit::azure::{Account, PerEntityPage, Table};
+use tablekit::core::{Properties, Stored};
 
 use super::transfer::{self, Next, Scope};
 use super::{Ctx, ended};
@@ -32,6 +33,43 @@ struct ExportCheckpoint {
     bytes: u64,
     /// Whether the part is finished.
     complete: bool,
+    /// Entities so far that could not be read and are not in the file (absent from
+    /// checkpoints of earlier versions: none).
+    #[serde(default)]
+    unreadable: u64,
+}
+
+/// What an export (or one part of it) read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    /// Entities written to the output.
+    entities: u64,
+    /// Entities that could not be read, reported and left out.
+    unreadable: u64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, other: Self) {
+        self.entities += other.entities;
+        self.unreadable += other.unreadable;
+    }
+}
+
+/// Reports the entities of `page` that could not be read — on stderr, with the table, keys
+/// and property the error names — and returns the others, and how many were left out.
+fn readable(page: PerEntityPage<Properties>) -> (Vec<Stored<Properties>>, u64) {
+    let mut good = Vec::with_capacity(page.items.len());
+    let mut bad = 0;
+    for item in page.items {
+        match item {
+            Ok(stored) => good.push(stored),
+            Err(unreadable) => {
+                bad += 1;
+                eprintln!("unreadable, left out of the export: {unreadable}");
+            }
+        }
+    }
+    (good, bad)
 }
 
 /// The ranges of a split export, kept in the output directory so that a resumed export
@@ -125,7 +163,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
         }
     }
     let reporter = Reporter::new("export", None, ctx.quiet);
-    let results: Vec<CliResult<u64>> = futures::stream::iter(parts.iter().map(|part| {
+    let results: Vec<CliResult<Counts>> = futures::stream::iter(parts.iter().map(|part| {
         export_part(
             ctx,
             &table,
@@ -141,7 +179,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: ExportArgs) -> CliRe
     .collect()
     .await;
     reporter.finish();
-    let mut total = 0;
+    let mut total = Counts::default();
     for result in results {
         total += result?;
     }
@@ -180,9 +218,26 @@ fn refuse_existing(paths: &[PathBuf]) -> CliResult<()> {
     Ok(())
 }
 
-/// The end of an export: the summary, and how the tool exits.
-fn finish(ctx: &Ctx, args: &ExportArgs, format: FileFormat, total: u64) -> CliResult {
-    let exit = ended(ctx, Exit::Success);
+/// The end of an export: the summary, and how the tool exits — partial (3) when entities
+/// could not be read, unless `--skip-unreadable` accepts the export without them.
+fn finish(ctx: &Ctx, args: &ExportArgs, format: FileFormat, counts: Counts) -> CliResult {
+    let Counts {
+        entities: total,
+        unreadable,
+    } = counts;
+    let done = if unreadable > 0 && !args.skip_unreadable {
+        Exit::Partial
+    } else {
+        Exit::Success
+    };
+    let exit = ended(ctx, done);
+    let left_out = match unreadable {
+        0 => String::new(),
+        n if args.skip_unreadable => format!("; {n} unreadable entities skipped (listed above)"),
+        n => format!(
+            "; {n} entities could not be read and are not in the output (listed above): pass --skip-unreadable to accept the export without them"
+        ),
+    };
     let text = if exit == Exit::Interrupted {
         if args.out.as_os_str() == "-" {
             format!("interrupted after {total} entities")
@@ -193,7 +248,7 @@ fn finish(ctx: &Ctx, args: &ExportArgs, format: FileFormat, total: u64) -> CliRe
         }
     } else {
         format!(
-            "exported {total} entities from {} to {}",
+            "exported {total} entities from {} to {}{left_out}",
             args.table,
             args.out.display()
         )
@@ -203,7 +258,7 @@ fn finish(ctx: &Ctx, args: &ExportArgs, format: FileFormat, total: u64) -> CliRe
         serde_json::json!({
             "table": args.table, "out": args.out.display().to_string(),
             "format": format!("{format:?}").to_lowercase(), "entities": total,
-            "interrupted": exit == Exit::Interrupted,
+            "unreadable": unreadable, "interrupted": exit == Exit::Interrupted,
         }),
     );
     Ok(exit)
@@ -218,8 +273,8 @@ async fn stream_to_stdout(
     args: &ExportArgs,
     compression: Compression,
     reporter: &Reporter,
-) -> CliResult<u64> {
-    let mut pages = Box::pin(transfer::range_pages(
+) -> CliResult<Counts> {
+    let mut pages = Box::pin(transfer::range_pages_each(
         table,
         range,
         scope,
@@ -227,11 +282,13 @@ async fn stream_to_stdout(
         None,
     ));
     let what = format!("reading {}", table.name());
-    let mut entities = 0;
+    let mut counts = Counts::default();
     let mut out = std::io::stdout().lock();
     while let Next::Page(page) = transfer::next_page(ctx, &mut pages, &what).await? {
-        let mut lines = Vec::with_capacity(512 * page.items.len());
-        for stored in &page.items {
+        let (items, unreadable) = readable(page);
+        counts.unreadable += unreadable;
+        let mut lines = Vec::with_capacity(512 * items.len());
+        for stored in &items {
             write_line(
                 &mut lines,
                 stored.keys.pk(),
@@ -248,11 +305,11 @@ async fn stream_to_stdout(
                 .and_then(|()| out.flush())
                 .map_err(|e| CliError::failure(format!("writing to stdout: {e}")))?;
         }
-        entities += page.items.len() as u64;
-        reporter.add(page.items.len() as u64);
+        counts.entities += items.len() as u64;
+        reporter.add(items.len() as u64);
         ctx.interrupt.unit_done();
     }
-    Ok(entities)
+    Ok(counts)
 }
 
 /// A CSV export: the entities go to a JSON Lines file first (resumable, with its checkpoint,
@@ -309,7 +366,7 @@ async fn export_csv(
     .await;
     reporter.finish();
     let total = match result {
-        Ok(total) if !ctx.interrupt.requested() => total,
+        Ok(counts) if !ctx.interrupt.requested() => counts,
         other => {
             if to_stdout {
                 let _ = std::fs::remove_file(&staging);
@@ -519,7 +576,8 @@ fn io_error(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
     move |e| CliError::io(path, &e)
 }
 
-/// Exports one part; returns the entities it holds (also those of earlier runs).
+/// Exports one part; returns the entities it holds and those it left out (also those of
+/// earlier runs).
 #[allow(clippy::too_many_arguments)]
 async fn export_part(
     ctx: &Ctx,
@@ -530,7 +588,7 @@ async fn export_part(
     page_size: usize,
     resume: bool,
     reporter: &Reporter,
-) -> CliResult<u64> {
+) -> CliResult<Counts> {
     let path = &part.path;
     let checkpoint_path = checkpoint::beside(path, ".checkpoint");
     let options = options_hash(table, &part.range, scope, compression, page_size);
@@ -545,22 +603,26 @@ async fn export_part(
             path.display()
         )));
     }
-    let (start, mut entities, keep) = match &earlier {
+    let (start, mut counts, keep) = match &earlier {
         Some(cp) => {
             checkpoint::check_same(&checkpoint_path, cp.version, &cp.options, &options)?;
+            let counts = Counts {
+                entities: cp.entities,
+                unreadable: cp.unreadable,
+            };
             if cp.complete {
                 reporter.add(cp.entities);
-                return Ok(cp.entities);
+                return Ok(counts);
             }
             (
                 transfer::parse_token(cp.continuation.as_deref())?,
-                cp.entities,
+                counts,
                 Some(cp.bytes),
             )
         }
-        None => (None, 0, None),
+        None => (None, Counts::default(), None),
     };
-    reporter.add(entities);
+    reporter.add(counts.entities);
     if start.is_none() && keep.is_some() {
         return Err(CliError::failure(format!(
             "{}: an incomplete checkpoint without a continuation",
@@ -569,7 +631,7 @@ async fn export_part(
     }
     let mut file = open_output(path, keep).map_err(io_error(path))?;
     let mut bytes = keep.unwrap_or(0);
-    let mut pages = Box::pin(transfer::range_pages(
+    let mut pages = Box::pin(transfer::range_pages_each(
         table,
         &part.range,
         scope,
@@ -580,10 +642,12 @@ async fn export_part(
     loop {
         let page = match transfer::next_page(ctx, &mut pages, &what).await? {
             Next::Page(page) => page,
-            Next::End | Next::Interrupted => return Ok(entities),
+            Next::End | Next::Interrupted => return Ok(counts),
         };
-        let mut lines = Vec::with_capacity(512 * page.items.len());
-        for stored in &page.items {
+        let continuation = page.continuation.clone();
+        let (items, unreadable) = readable(page);
+        let mut lines = Vec::with_capacity(512 * items.len());
+        for stored in &items {
             write_line(
                 &mut lines,
                 stored.keys.pk(),
@@ -600,24 +664,26 @@ async fn export_part(
         file.write_all(&frame).map_err(io_error(path))?;
         // The checkpoint may only claim bytes that are on disk.
         file.sync_data().map_err(io_error(path))?;
-        entities += page.items.len() as u64;
+        counts.entities += items.len() as u64;
+        counts.unreadable += unreadable;
         bytes += frame.len() as u64;
-        let complete = page.continuation.is_none();
+        let complete = continuation.is_none();
         checkpoint::store(
             &checkpoint_path,
             &ExportCheckpoint {
                 version: VERSION,
                 options: options.clone(),
-                continuation: page.continuation.as_ref().map(ToString::to_string),
-                entities,
+                continuation: continuation.as_ref().map(ToString::to_string),
+                entities: counts.entities,
                 bytes,
                 complete,
+                unreadable: counts.unreadable,
             },
         )?;
-        reporter.add(page.items.len() as u64);
+        reporter.add(items.len() as u64);
         ctx.interrupt.unit_done();
         if complete {
-            return Ok(entities);
+            return Ok(counts);
         }
     }
 }

@@ -2,7 +2,9 @@
 //! bulk writes whose unknown outcomes are retried before they are reported.
 
 use futures::{Stream, StreamExt as _};
-use tablekit::azure::{Account, BulkOptions, ContinuationToken, Page, Table, TableService};
+use tablekit::azure::{
+    Account, BulkOptions, ContinuationToken, Page, PerEntityPage, Query, Table, TableService,
+};
 use tablekit::core::batch::Operation;
 use tablekit::core::filter::Filter;
 use tablekit::core::limits::cosmos;
@@ -189,9 +191,9 @@ pub(crate) async fn resolve_ranges(
 }
 
 /// What [`next_page`] found.
-pub(crate) enum Next {
+pub(crate) enum Next<P = Page<Properties>> {
     /// A page.
-    Page(Page<Properties>),
+    Page(P),
     /// The range is read to its end.
     End,
     /// A stop was requested; the page in flight (if any) is abandoned.
@@ -207,6 +209,31 @@ pub(crate) fn range_pages(
     page_size: usize,
     start: Option<ContinuationToken>,
 ) -> impl Stream<Item = tablekit::core::Result<Page<Properties>>> + Send + 'static {
+    range_query(table, range, scope, page_size, start).pages()
+}
+
+/// [`range_pages`], each entity read on its own: one whose stored values do not read (an
+/// `Edm.Int64` that is not a number, written by another client) is an [`tablekit::azure::EntityError`] in its
+/// place, with its keys, and the read goes on. Requests: exactly those of [`range_pages`].
+pub(crate) fn range_pages_each(
+    table: &Table,
+    range: &KeyRange,
+    scope: &Scope,
+    page_size: usize,
+    start: Option<ContinuationToken>,
+) -> impl Stream<Item = tablekit::core::Result<PerEntityPage<Properties>>> + Send + 'static {
+    range_query(table, range, scope, page_size, start)
+        .per_entity()
+        .pages()
+}
+
+fn range_query(
+    table: &Table,
+    range: &KeyRange,
+    scope: &Scope,
+    page_size: usize,
+    start: Option<ContinuationToken>,
+) -> Query<Properties> {
     let mut query = table
         .query::<Properties>()
         .allow_scan()
@@ -224,13 +251,13 @@ pub(crate) fn range_pages(
     if let Some(token) = start {
         query = query.resume(token);
     }
-    query.pages()
+    query
 }
 
 /// The next page of `pages`, unless a stop is requested first.
-pub(crate) async fn next_page<S>(ctx: &Ctx, pages: &mut S, what: &str) -> CliResult<Next>
+pub(crate) async fn next_page<S, P>(ctx: &Ctx, pages: &mut S, what: &str) -> CliResult<Next<P>>
 where
-    S: Stream<Item = tablekit::core::Result<Page<Properties>>> + Unpin,
+    S: Stream<Item = tablekit::core::Result<P>> + Unpin,
 {
     if ctx.interrupt.requested() {
         return Ok(Next::Interrupted);
