@@ -122,6 +122,20 @@ impl State {
         refusal
     }
 
+    /// New rates from `now` on, as a service that scaled: every bucket is first refilled at
+    /// the old rate up to `now`, then keeps what it holds up to its new depth (a debt stays).
+    pub(crate) fn set_rates(&mut self, per_partition: f64, per_account: f64, now: Instant) {
+        let old = self.model;
+        self.account
+            .refill(old.per_account, old.account_depth(), now);
+        for bucket in self.partitions.values_mut() {
+            bucket.refill(old.per_partition, old.partition_depth(), now);
+        }
+        // The next refill caps each bucket at its new depth.
+        self.model.per_partition = per_partition;
+        self.model.per_account = per_account;
+    }
+
     /// Fills every bucket, as after a long idle period.
     pub(crate) fn refill(&mut self, now: Instant) {
         self.account = Bucket::full(self.model.account_depth(), now);
@@ -300,6 +314,27 @@ mod tests {
         let stats = &c.state.stats;
         assert_eq!((stats.admitted_in("q"), stats.admitted_entities), (31, 31));
         assert_eq!(stats.admitted_requests, 3);
+    }
+
+    #[test]
+    fn new_rates_apply_from_the_instant_they_are_set() {
+        let mut c = Clocked::new(10.0, 100.0, 1_000);
+        assert_eq!(c.burst(0, "a", 100), 10);
+        // Half a second at 10/s earned 5; from then on 20/s with a depth of 20.
+        let now = c.at(500);
+        c.state.set_rates(20.0, 100.0, now);
+        assert_eq!(c.burst(500, "a", 100), 5);
+        assert_eq!(c.burst(1_000, "a", 100), 10, "half a second at 20/s");
+        assert_eq!(c.burst(5_000, "a", 100), 20, "the new depth");
+        // Halved: a full bucket keeps no more than the new depth.
+        let now = c.at(10_000);
+        c.state.set_rates(5.0, 100.0, now);
+        assert_eq!(c.burst(10_000, "a", 100), 5);
+        assert_eq!(c.burst(11_000, "a", 100), 5);
+        // The account's too.
+        let now = c.at(20_000);
+        c.state.set_rates(f64::INFINITY, 3.0, now);
+        assert_eq!(c.burst(20_000, "b", 100), 3);
     }
 
     #[test]

@@ -230,6 +230,25 @@ impl Throttle {
         state.log.clear();
     }
 
+    /// Changes the model's rates from now on, as a service that scaled down or up (a Cosmos DB
+    /// account's autoscale, a partition moved to another server): each bucket keeps the tokens
+    /// it earned at the old rate, up to its new depth (`rate × burst`). Every proxy sharing
+    /// these buckets sees the new rates at once.
+    ///
+    /// # Panics
+    /// If a rate is not positive (NaN, zero or negative); `f64::INFINITY` turns that bucket off.
+    pub fn set_rates(&self, per_partition: f64, per_account: f64) {
+        let mut state = self.lock();
+        let model = ThrottleModel {
+            per_partition,
+            per_account,
+            ..state.model
+        };
+        model.check();
+        let now = Instant::now();
+        state.set_rates(per_partition, per_account, now);
+    }
+
     /// Fills every bucket, as after a long idle period.
     pub fn refill(&self) {
         self.lock().refill(Instant::now());
