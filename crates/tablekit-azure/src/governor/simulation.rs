@@ -97,9 +97,13 @@ struct Run {
     admitted: Vec<u64>,
     requests: Vec<u64>,
     refused: Vec<u64>,
+    /// Entities admitted per partition after the warm-up.
+    by_partition: HashMap<String, u64>,
 }
 
 const SLICE_MS: u64 = 100;
+/// The tests measure after this.
+const WARM_UP: Duration = Duration::from_secs(10);
 
 impl Run {
     fn bump(v: &mut Vec<u64>, slice: usize, n: u64) {
@@ -139,32 +143,30 @@ struct Change {
     per_account: f64,
 }
 
-/// Runs a load for `seconds` with `policy` against a service of `per_partition` and
-/// `per_account` entities/s (changed by `changes`). `weights[i]`: how many of each round of
-/// dispatches go to partition `i` (partition `i` named `p{i}`); every partition always has
-/// work.
+/// Runs bulk writes for `seconds` with `policy` against a service of `per_partition` and
+/// `per_account` entities/s (changed by `changes`). Each writer is `(first, partitions)`: it
+/// writes partitions `p{first}`, `p{first + 1}`, … (always with work), with its own 8
+/// transactions in flight, sharing the one governor, as concurrent `bulk_write` calls on one
+/// account do.
 fn simulate(
     policy: ThroughputPolicy,
     (per_partition, per_account): (f64, f64),
-    weights: &[usize],
+    writers: &[(usize, usize)],
     seconds: u64,
     changes: &[Change],
 ) -> Run {
     let governor = Governor::new(policy);
     let start = Instant::now();
     let mut service = Service::new(per_partition, per_account, start);
-    // The dispatch order: partition i appears weights[i] times per round.
-    let order: Vec<String> = (0..weights.iter().copied().max().unwrap_or(0))
-        .flat_map(|round| {
-            weights
-                .iter()
-                .enumerate()
-                .filter(move |(_, w)| **w > round)
-                .map(|(i, _)| format!("p{i}"))
-        })
+    let orders: Vec<Vec<String>> = writers
+        .iter()
+        .map(|&(first, n)| (first..first + n).map(|i| format!("p{i}")).collect())
         .collect();
-    let mut next = 0;
-    let mut slots = vec![Slot::Idle; IN_FLIGHT];
+    let mut next = vec![0; writers.len()];
+    // (writer, slot) for each slot.
+    let mut slots: Vec<(usize, Slot)> = (0..writers.len())
+        .flat_map(|w| std::iter::repeat_n((w, Slot::Idle), IN_FLIGHT))
+        .collect();
     let mut run = Run::default();
     let mut pending = changes.iter().peekable();
     let ticks = Duration::from_secs(seconds).as_millis() / TICK.as_millis();
@@ -179,7 +181,7 @@ fn simulate(
                 pk,
                 answered_at,
                 admitted,
-            } = &slots[i]
+            } = &slots[i].1
             {
                 if *answered_at > now {
                     continue;
@@ -190,15 +192,18 @@ fn simulate(
                 } else {
                     governor.throttled_at(&Charge::partition(TABLE, pk, TRANSACTION), None, now);
                 }
-                slots[i] = Slot::Idle;
+                slots[i].1 = Slot::Idle;
             }
-            if matches!(slots[i], Slot::Idle) {
+            let writer = slots[i].0;
+            let order = &orders[writer];
+            if matches!(slots[i].1, Slot::Idle) {
                 // As a bulk write's scheduler: the next partition in turn with fewer than half
                 // the slots and budget now, else the one whose budget is ready soonest.
                 let busy = |pk: &str| {
                     slots
                         .iter()
-                        .filter(|s| match s {
+                        .filter(|(w, _)| *w == writer)
+                        .filter(|(_, s)| match s {
                             Slot::Waiting(p) | Slot::InFlight { pk: p, .. } => p == pk,
                             Slot::Idle => false,
                         })
@@ -206,7 +211,7 @@ fn simulate(
                 };
                 let mut best: Option<(usize, Duration)> = None;
                 for step in 0..order.len() {
-                    let at = (next + step) % order.len();
+                    let at = (next[writer] + step) % order.len();
                     if busy(&order[at]) >= IN_FLIGHT / 2 {
                         continue;
                     }
@@ -220,11 +225,11 @@ fn simulate(
                     }
                 }
                 if let Some((at, _)) = best {
-                    slots[i] = Slot::Waiting(order[at].clone());
-                    next = at + 1;
+                    slots[i].1 = Slot::Waiting(order[at].clone());
+                    next[writer] = at + 1;
                 }
             }
-            if let Slot::Waiting(pk) = &slots[i] {
+            if let Slot::Waiting(pk) = &slots[i].1 {
                 let pk = pk.clone();
                 let charge = Charge::partition(TABLE, &pk, TRANSACTION);
                 if governor.try_admit(&charge, now, true).is_zero() {
@@ -235,7 +240,11 @@ fn simulate(
                     } else {
                         Run::bump(&mut run.refused, slice, 1);
                     }
-                    slots[i] = Slot::InFlight {
+                    if now >= start + WARM_UP {
+                        *run.by_partition.entry(pk.clone()).or_default() +=
+                            if admitted { u64::from(TRANSACTION) } else { 0 };
+                    }
+                    slots[i].1 = Slot::InFlight {
                         pk,
                         answered_at: now + ROUND_TRIP,
                         admitted,
@@ -277,7 +286,7 @@ fn budgets_not_told_are_discovered_from_too_high_and_too_low() {
         (ThroughputPolicy::cosmos(), "no targets"),
     ] {
         for partitions in [10, 100] {
-            let run = simulate(policy.clone(), SERVICE, &vec![1; partitions], 60, &[]);
+            let run = simulate(policy.clone(), SERVICE, &[(0, partitions)], 60, &[]);
             assert_discovered(&run, 2_000.0, &format!("{what}, {partitions} partitions"));
         }
     }
@@ -286,7 +295,7 @@ fn budgets_not_told_are_discovered_from_too_high_and_too_low() {
 #[test]
 fn a_budget_told_right_is_kept_without_refusals_before_the_first_probe() {
     // The first probe comes after `probe_after` (4 s) of requests waiting for the budget.
-    let run = simulate(told(200.0, 2_000.0), SERVICE, &[1; 10], 4, &[]);
+    let run = simulate(told(200.0, 2_000.0), SERVICE, &[(0, 10)], 4, &[]);
     let refused: u64 = run.refused.iter().sum();
     assert_eq!(refused, 0, "the configured target is trusted at first");
     assert!(run.goodput(1.0, 4.0) >= 0.9 * 2_000.0, "{run:?}");
@@ -309,7 +318,7 @@ fn a_budget_that_halves_and_doubles_is_followed_within_ten_seconds() {
     let run = simulate(
         ThroughputPolicy::default(),
         SERVICE,
-        &[1; 100],
+        &[(0, 100)],
         60,
         &changes,
     );
@@ -340,7 +349,7 @@ fn without_adaptation_a_budget_told_too_high_is_refused_all_along() {
     let run = simulate(
         ThroughputPolicy::default().with_adaptive(false),
         SERVICE,
-        &[1; 10],
+        &[(0, 10)],
         30,
         &[],
     );
@@ -348,4 +357,23 @@ fn without_adaptation_a_budget_told_too_high_is_refused_all_along() {
         run.refused_fraction(10.0, 30.0) > 0.2,
         "the simulation can fail"
     );
+}
+
+#[test]
+fn one_hot_partition_keeps_its_share_while_the_others_fill_the_account() {
+    // One writer on partition p0 alone, another on p1..p99, at the same time.
+    let run = simulate(
+        ThroughputPolicy::default(),
+        SERVICE,
+        &[(0, 1), (1, 99)],
+        40,
+        &[],
+    );
+    let hot = run.by_partition.get("p0").copied().unwrap_or(0) as f64 / 30.0;
+    let total = run.goodput(10.0, 40.0);
+    assert!(
+        hot >= 0.9 * 200.0 && total >= 0.85 * 2_000.0,
+        "hot partition {hot} entities/s, account {total}"
+    );
+    assert!(run.refused_fraction(10.0, 40.0) < 0.02);
 }
