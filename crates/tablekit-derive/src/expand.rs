@@ -27,6 +27,7 @@ struct FieldInfo<'a> {
 }
 
 pub(crate) fn derive(input: &DeriveInput) -> Result<TokenStream> {
+    refuse_serde_derives(&input.attrs)?;
     let named = match &input.data {
         Data::Struct(data) => match &data.fields {
             Fields::Named(named) => &named.named,
@@ -424,6 +425,38 @@ fn encrypted_properties(fields: &[FieldInfo<'_>], krate: &Path) -> TokenStream {
             &[#(#names),*]
         }
     }
+}
+
+/// serde's own derives next to this one would implement `Serialize` or `Deserialize` a second
+/// time, and rustc's "conflicting implementations" error does not say which derive to drop.
+///
+/// A derive sees only the `#[derive(...)]` attributes written after the one that invokes it,
+/// so this catches `#[derive(TableEntity)] #[derive(Serialize)]`; serde's traits listed in the
+/// same `#[derive(...)]` or an earlier one reach rustc's coherence check instead.
+fn refuse_serde_derives(attrs: &[Attribute]) -> Result<()> {
+    for attr in attrs.iter().filter(|a| a.path().is_ident("derive")) {
+        let paths = attr.parse_args_with(
+            syn::punctuated::Punctuated::<Path, syn::Token![,]>::parse_terminated,
+        )?;
+        for path in paths {
+            let Some(last) = path.segments.last() else {
+                continue;
+            };
+            if last.ident == "Serialize" || last.ident == "Deserialize" {
+                return Err(Error::new_spanned(
+                    &path,
+                    format!(
+                        "remove `{}` from this #[derive]: #[derive(TableEntity)] implements \
+                         serde's `Serialize` and `Deserialize` itself, with the entity's \
+                         property names and key fields; field-level #[serde(...)] \
+                         attributes still apply",
+                        last.ident
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The shadow's copy of a field: its `cfg` and `serde` attributes, plus the property name.
