@@ -8,7 +8,7 @@
 //! a job that keeps failing landing in the poison queue with its payload intact.
 //!
 //! `cargo xtask demo` runs it against Azurite; any account works with
-//! `cargo run -p tablekit-examples --bin employee-archive -- --connection-string "<cs>"`.
+//! `AZURE_STORAGE_CONNECTION_STRING="<cs>" cargo run -p tablekit-examples --bin employee-archive`.
 //! With `--serve`, the worker keeps running until Ctrl-C or SIGTERM instead of stopping when
 //! the queue is empty.
 

@@ -4,7 +4,7 @@
 //! of orphans — with the request count of each step.
 //!
 //! `cargo xtask demo` runs it against Azurite; any account works with
-//! `cargo run -p tablekit-examples --bin employee-photos -- --connection-string "<cs>"`.
+//! `AZURE_STORAGE_CONNECTION_STRING="<cs>" cargo run -p tablekit-examples --bin employee-photos`.
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! count of each step.
 //!
 //! `cargo xtask demo` runs it against Azurite; any account works with
-//! `cargo run -p tablekit-examples --bin im-counts -- --connection-string "<cs>"`.
+//! `AZURE_STORAGE_CONNECTION_STRING="<cs>" cargo run -p tablekit-examples --bin im-counts`.
 
 use std::collections::BTreeMap;
 

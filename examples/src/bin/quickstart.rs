@@ -2,7 +2,7 @@
 //! transaction and update a counter under concurrency — with the request count of each step.
 //!
 //! `cargo xtask demo` runs it against Azurite; any account works with
-//! `cargo run -p tablekit-examples --bin quickstart -- --connection-string "<cs>"`.
+//! `AZURE_STORAGE_CONNECTION_STRING="<cs>" cargo run -p tablekit-examples --bin quickstart`.
 
 use serde::{Deserialize, Serialize};
 use tablekit::prelude::*;
