@@ -137,7 +137,7 @@ impl Steps {
     }
 
     fn trace(&self, step: &'static str, target: &str) {
-        tracing::debug!(target: "tablekit", job = self.kind, message = %self.message_id, attempt = self.attempt, step, target, "job step");
+        tracing::debug!(target: "tablekit", job = self.kind, messaging.message.id = %self.message_id, attempt = self.attempt, step, target, "job step");
     }
 
     /// Reads one entity (a point query); `None` if it does not exist.

@@ -23,11 +23,50 @@ use crate::steps::Steps;
 /// How the handler's runs for this delivery ended.
 enum Outcome {
     Done,
-    Failed(String),
+    Failed(Failure),
     /// The handler deferred the job ([`Steps::defer`]): the message reappears after the
     /// delay, the delivery not counted as an attempt.
     Deferred(Duration),
     Cancelled,
+}
+
+/// Why a delivery failed: a short stable kind for telemetry (`error.type`), and the whole
+/// text for the poison record, which may name keys and values (a handler's errors name the
+/// entity they met).
+struct Failure {
+    kind: String,
+    reason: String,
+}
+
+impl Failure {
+    fn new(kind: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn of(error: &tablekit_core::Error) -> Self {
+        Self::new(format!("{:?}", error.kind()), error.to_string())
+    }
+}
+
+/// What a log event may show of a failure's text: all of it only when the account's
+/// [`Telemetry::record_keys`](tablekit_azure::Telemetry::record_keys) allows key values in
+/// telemetry, since handler errors name the keys they met; else a note saying where it is.
+fn shown<'a, J, H>(inner: &Inner<J, H>, text: &'a str) -> &'a str {
+    if inner
+        .queue
+        .queue()
+        .account()
+        .settings()
+        .telemetry
+        .record_keys
+    {
+        text
+    } else {
+        "(not recorded: it may name keys; see Telemetry::record_keys, and the poison record)"
+    }
 }
 
 /// Whether a queue error means the message is no longer ours: its visibility ended and
@@ -84,10 +123,10 @@ pub(super) async fn process<J: Job, H: Handler<J>>(
                 "dequeued {} times (max {max}{deferred}) without completing: earlier attempts crashed, timed out or lost the message",
                 message.dequeue_count
             );
-            return poison(&inner, &message, &reason).await;
+            return poison(&inner, &message, &Failure::new("MaxDequeueCount", reason)).await;
         }
         if let Err(Refused::Foreign(why)) = decode::<J>(&message.payload) {
-            return poison(&inner, &message, &why).await;
+            return poison(&inner, &message, &Failure::new("ForeignMessage", why)).await;
         }
         let lease = Deadline::at((taken_at + inner.options.visibility_timeout).into_std());
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -134,11 +173,12 @@ pub(super) async fn process<J: Job, H: Handler<J>>(
                     Err(e) => queue_failure(&inner, "defer", &e),
                 }
             }
-            Outcome::Failed(reason) => {
+            Outcome::Failed(failure) => {
                 bump(&inner.counters.failed_attempts);
-                tracing::warn!(target: "tablekit", kind = J::KIND, message = %held.id, dequeue_count = held.dequeue_count, %reason, "job attempt failed");
+                let reason = shown(&inner, &failure.reason);
+                tracing::warn!(target: "tablekit", kind = J::KIND, messaging.message.id = %held.id, dequeue_count = held.dequeue_count, error.type = %failure.kind, reason, "job attempt failed");
                 if attempts >= max {
-                    poison(&inner, &held, &reason).await;
+                    poison(&inner, &held, &failure).await;
                 } else if let Some(delay) = inner.options.failure_delay(attempts) {
                     if let Err(e) = queue.update(&held, delay).await {
                         queue_failure(&inner, "delay", &e);
@@ -189,7 +229,10 @@ async fn run_handler<J: Job, H: Handler<J>>(
     loop {
         let job = match decode::<J>(&message.payload) {
             Ok(job) => job,
-            Err(refused) => return (Outcome::Failed(refused.reason().to_owned()), lands_by),
+            Err(refused) => {
+                let failure = Failure::new("UndecodableJob", refused.reason());
+                return (Outcome::Failed(failure), lands_by);
+            }
         };
         let steps = Steps::new(
             message.id.clone(),
@@ -230,23 +273,26 @@ async fn run_handler<J: Job, H: Handler<J>>(
             }
             Some(Err(panic)) => {
                 let reason = format!("the handler panicked: {}", panic_text(&*panic));
-                return (Outcome::Failed(reason), later(lands_by, cut_off()));
+                let failure = Failure::new("Panic", reason);
+                return (Outcome::Failed(failure), later(lands_by, cut_off()));
             }
             None => {
                 let reason = format!(
                     "the handler ran longer than handler_timeout ({:?})",
                     options.handler_timeout.unwrap_or_default()
                 );
-                return (Outcome::Failed(reason), later(lands_by, cut_off()));
+                let failure = Failure::new("HandlerTimeout", reason);
+                return (Outcome::Failed(failure), later(lands_by, cut_off()));
             }
         };
         let delay = HandlerRetry::retries(&error)
             .then(|| options.handler_retry.delay(retry + 1))
             .flatten();
         let Some(delay) = delay else {
-            return (Outcome::Failed(error.to_string()), lands_by);
+            return (Outcome::Failed(Failure::of(&error)), lands_by);
         };
-        tracing::debug!(target: "tablekit", kind = J::KIND, retry = retry + 1, %error, ?delay, "re-running the handler");
+        let text = error.to_string();
+        tracing::debug!(target: "tablekit", kind = J::KIND, retry = retry + 1, error.type = ?error.kind(), error = shown(inner, &text), ?delay, "re-running the handler");
         bump(&inner.counters.retries);
         // The next run must not race this one's writes that may still land.
         let resume = lands_by
@@ -297,14 +343,14 @@ async fn keep_hidden<J, H>(
             }
             Err(error) if is_lost(&error) => {
                 bump(&inner.counters.lost_receipts);
-                tracing::warn!(target: "tablekit", message = %message.id, %error, "lost the message while its handler was running");
+                tracing::warn!(target: "tablekit", %error, messaging.message.id = %message.id, "lost the message while its handler was running");
                 let _ = stop.await;
                 return None;
             }
             Err(error) => {
                 // The extension may still land before the timeout: try again sooner.
                 bump(&inner.counters.queue_errors);
-                tracing::warn!(target: "tablekit", message = %message.id, %error, "could not extend the message's visibility");
+                tracing::warn!(target: "tablekit", %error, messaging.message.id = %message.id, "could not extend the message's visibility");
                 next = Instant::now() + every / 4;
             }
         }
@@ -313,8 +359,8 @@ async fn keep_hidden<J, H>(
 
 /// Moves `message` to the poison queue (put, then delete). A failure leaves it on the job
 /// queue, where it reappears and is moved again.
-async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, reason: &str) {
-    let record = PoisonRecord::new(inner.queue.queue().name(), message, reason);
+async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, failure: &Failure) {
+    let record = PoisonRecord::new(inner.queue.queue().name(), message, &failure.reason);
     let put = match record.encode() {
         // A poison record must outlive the service's default 7 days: it is the only trace
         // of a job that did not complete.
@@ -332,7 +378,8 @@ async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, reason: &str) {
         return;
     }
     bump(&inner.counters.poisoned);
-    tracing::warn!(target: "tablekit", message = %message.id, dequeue_count = message.dequeue_count, reason, poison = inner.queue.poison().name(), "moved a message to the poison queue");
+    let reason = shown(inner, &failure.reason);
+    tracing::warn!(target: "tablekit", dequeue_count = message.dequeue_count, messaging.message.id = %message.id, error.type = %failure.kind, reason, poison = inner.queue.poison().name(), "moved a message to the poison queue");
     if let Err(e) = inner.queue.queue().delete_message(message).await {
         // The record is on the poison queue; if the message comes back it is moved again.
         queue_failure(inner, "delete after poisoning", &e);
