@@ -157,8 +157,8 @@ impl Account {
     /// well-known development account. For programs that run against Azure when deployed and
     /// against a local Azurite on a workstation or in CI without configuration.
     ///
-    /// No request is sent, so a missing emulator shows at the first request (as a
-    /// [`Error::Transport`]).
+    /// No request is sent, so an emulator that is not running shows at the first request:
+    /// an [`Error::Connection`] whose failure is `ConnectionFailure::Refused`.
     ///
     /// # Errors
     /// As [`Account::from_env`] when one of the two variables is set: a malformed variable is
