@@ -124,6 +124,7 @@ async fn trace_output_never_contains_a_key_or_a_signature() {
     queue.delete().await.unwrap();
     tracing::info!(account = ?p.account, reader = ?reader, "debug output of accounts");
     table.delete_table().await.unwrap();
+    let key_values = pattern_operations(&p.account).await;
 
     let text = capture.0.lock().unwrap().clone();
     assert!(
@@ -154,8 +155,51 @@ async fn trace_output_never_contains_a_key_or_a_signature() {
         !text.contains(&encoded_sig[..16]),
         "encoded signature found in trace output"
     );
+    // Nor a PartitionKey or RowKey value: no pattern records one without `record_keys`.
+    for value in key_values {
+        let leaks: Vec<&str> = text.lines().filter(|l| l.contains(value)).collect();
+        assert!(leaks.is_empty(), "{value} in trace output: {leaks:#?}");
+    }
     println!(
-        "scenario 8: {} bytes of TRACE output, no key and no SAS signature",
+        "scenario 8: {} bytes of TRACE output, no key, no SAS signature, no key value",
         text.len()
     );
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Claim {
+    #[serde(rename = "Amount")]
+    amount: i64,
+}
+
+/// The key-addressed operations of the series, wide-entity and log patterns, on keys no
+/// other part of the scenario uses; returns those key values.
+async fn pattern_operations(account: &Account) -> [&'static str; 4] {
+    const PK: &str = "Pk5ecretQ7";
+    const RK: &str = "Rk5ecretW3";
+    const BASE: &str = "Net5ecretZ1";
+    const SPREAD: &str = "Emp5ecretJ4";
+    let table = common::table(account, "secretkeys").await;
+    let keys = Keys::new(PK, RK).unwrap();
+    let series =
+        tablekit_series::Series::<i64>::new(table.clone(), tablekit_series::SeriesLayout::hours());
+    series.set(&keys, "H00", 5).await.unwrap();
+    series.add(&keys, "H01", 1).await.unwrap();
+    assert!(series.read(&keys).await.unwrap().is_some());
+    series.delete_if_exists(&keys).await.unwrap();
+    let wide = tablekit_series::WideEntities::new(table.clone());
+    let days: Properties = (1..=300)
+        .map(|d| (format!("D{d:03}"), tablekit_core::EdmValue::Int64(d)))
+        .collect();
+    wide.insert(&Entity::new(keys.clone(), days)).await.unwrap();
+    assert!(wide.read::<Properties>(&keys).await.unwrap().is_some());
+    wide.delete(&keys).await.unwrap();
+    let tail = tablekit_logtail::LogTail::<Claim>::new(table.clone());
+    tail.append(PK, &Claim { amount: 1 }).await.unwrap();
+    assert_eq!(tail.latest(PK, 5).await.unwrap().len(), 1);
+    let spread = tablekit_logtail::SpreadLog::<Claim>::new(table.clone(), BASE, 2).unwrap();
+    spread.append(SPREAD, &Claim { amount: 2 }).await.unwrap();
+    assert_eq!(spread.latest(5).await.unwrap().len(), 1);
+    table.delete_table().await.unwrap();
+    [PK, RK, BASE, SPREAD]
 }

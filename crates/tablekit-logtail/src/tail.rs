@@ -310,7 +310,7 @@ impl<T: DeserializeOwned + Send + 'static> LogTail<T> {
     /// the table does not exist; [`tablekit_core::Error::Decode`] for an entity whose
     /// RowKey is not a log-tail key or whose properties do not fit `T`.
     pub async fn latest(&self, partition: &str, n: usize) -> Result<Vec<LogEntry<T>>> {
-        let span = tracing::debug_span!("tablekit.logtail.latest", table = %self.table.name(), pk = %partition, n);
+        let span = tracing::debug_span!("tablekit.logtail.latest", table = %self.table.name(), n);
         self.latest_query(partition, n)
             .collect()
             .instrument(span)

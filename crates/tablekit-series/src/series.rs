@@ -216,7 +216,7 @@ impl<V: SlotValue> Series<V> {
         if props.is_empty() {
             return Err(Error::invalid_argument("values", "no slot to set"));
         }
-        let span = tracing::debug_span!("tablekit.series.set", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), slots = props.len());
+        let span = tracing::debug_span!("tablekit.series.set", table = %self.table.name(), slots = props.len());
         self.table
             .upsert_merge(&Entity::new(keys, props))
             .instrument(span)
@@ -260,7 +260,7 @@ impl<V: SlotValue> Series<V> {
     pub async fn add(&self, keys: impl IntoKeys, slot: &str, delta: V) -> Result<V> {
         let keys = &keys.into_keys()?;
         self.layout.require(slot)?;
-        let span = tracing::debug_span!("tablekit.series.add", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), slot);
+        let span = tracing::debug_span!("tablekit.series.add", table = %self.table.name(), slot);
         async {
             let mut conflicts = self.table.account().conflict_loop();
             let id = add_id();
@@ -381,7 +381,7 @@ impl<V: SlotValue> Series<V> {
     /// is not a number of this type; [`Error::NotFound`] if the table does not exist.
     pub async fn read(&self, keys: impl IntoKeys) -> Result<Option<Stored<SeriesValues<V>>>> {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.series.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tracing::debug_span!("tablekit.series.read", table = %self.table.name());
         let Some(stored) = self.table.get::<Properties>(keys).instrument(span).await? else {
             return Ok(None);
         };

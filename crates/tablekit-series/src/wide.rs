@@ -185,7 +185,7 @@ impl WideEntities {
         keys: impl IntoKeys,
     ) -> Result<Option<WideStored<T>>> {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.wide.read", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tracing::debug_span!("tablekit.wide.read", table = %self.table.name());
         let Some((version, properties)) = self.read_rows(keys, false).instrument(span).await?
         else {
             return Ok(None);
@@ -233,7 +233,8 @@ impl WideEntities {
                     return Ok(Some((version, properties)));
                 }
                 Joined::Torn(why) => {
-                    tracing::debug!(target: "tablekit", %why, "wide entity read between writes; reading again");
+                    // `why` names the entity: not for telemetry.
+                    tracing::debug!(target: "tablekit", "wide entity read between writes; reading again");
                     torn = why;
                 }
             }
@@ -303,7 +304,7 @@ impl WideEntities {
     pub async fn write(&self, entity: &impl AsEntity) -> Result<WideVersion> {
         let split = self.split(entity)?;
         let keys = split.keys();
-        let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len());
+        let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), shards = split.len());
         let split = &split;
         self.table
             .account()
@@ -334,7 +335,7 @@ impl WideEntities {
         F: FnMut(Option<T>) -> T,
     {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.wide.update_with", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tracing::debug_span!("tablekit.wide.update_with", table = %self.table.name());
         // `change` is called from each attempt in turn; the lock is never held across an
         // await.
         let change = &Mutex::new(change);
@@ -389,7 +390,7 @@ impl WideEntities {
     /// As [`WideEntities::delete`], without the `NotFound` for an absent entity.
     pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
         let keys = &keys.into_keys()?;
-        let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk());
+        let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name());
         self.delete_loop(keys).instrument(span).await
     }
 
@@ -424,8 +425,7 @@ impl WideEntities {
         let write_id = Uuid::new_v4();
         let etags = current.map(WideVersion::etags).unwrap_or_default();
         let plan = BatchPlan::atomic(split.operations(write_id, &etags)?)?;
-        let keys = split.keys();
-        let span = tracing::debug_span!("tablekit.wide.commit", table = %self.table.name(), pk = %keys.pk(), rk = %keys.rk(), shards = split.len(), stored = etags.len());
+        let span = tracing::debug_span!("tablekit.wide.commit", table = %self.table.name(), shards = split.len(), stored = etags.len());
         let outcomes = self.table.submit(&plan).instrument(span).await?;
         Ok(version_of(split, write_id, &outcomes))
     }

@@ -275,7 +275,7 @@ impl<T: DeserializeOwned + Send + 'static> SpreadLog<T> {
             .table()
             .account()
             .require_sorted_queries("`SpreadLog::latest`")?;
-        let span = tracing::debug_span!("tablekit.spread.latest", table = %self.tail.table().name(), base = %self.base, buckets = self.buckets, n);
+        let span = tracing::debug_span!("tablekit.spread.latest", table = %self.tail.table().name(), buckets = self.buckets, n);
         self.entries()
             .top(n)
             .with_page_size(n.clamp(1, 1_000))
