@@ -172,12 +172,16 @@ impl<T> PeriodQuery<T> {
 }
 
 impl<T: DeserializeOwned + Send + 'static> PeriodQuery<T> {
-    /// Only entities matching `filter`, in every table. The range selects tables, not
-    /// entities: put the time in the filter (a RowKey range, say) to trim a table whose
-    /// period is partly outside it.
+    /// Only entities matching `filter`, in every table; called again, the filters are
+    /// combined with `and` (`.filter(partition).filter(amount)` reads one partition). The
+    /// range selects tables, not entities: put the time in the filter (a RowKey range, say)
+    /// to trim a table whose period is partly outside it.
     #[must_use]
     pub fn filter(mut self, filter: Filter) -> Self {
-        self.filter = Some(filter);
+        self.filter = Some(match self.filter.take() {
+            Some(earlier) => earlier.and(filter),
+            None => filter,
+        });
         self
     }
 

@@ -83,6 +83,16 @@ async fn daily_tables_route_fan_out_and_drop_one_request_each() {
     let got: Vec<_> = alice.iter().map(|s| s.value.at).collect();
     let expected: Vec<_> = (1..=3).rev().map(|n| day(n) + Duration::hours(9)).collect();
     assert_eq!(got, expected, "oldest table first");
+    // Filters given one after another are combined with `and`: still bob's partition only.
+    let bob: Vec<Stored<Signin>> = days
+        .query(day(3), day(0))
+        .filter(Filter::partition("bob"))
+        .filter(Filter::eq("Succeeded", true))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(bob.len(), 3);
+    assert!(bob.iter().all(|s| s.value.user == "bob"), "{bob:?}");
     let tables: Vec<String> = days
         .tables_between(day(3), day(0))
         .unwrap()
