@@ -1,11 +1,10 @@
 //! [`Steps`]: the idempotent primitives a [`crate::Handler`] writes with.
 
 use bytes::Bytes;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Blob, Container, PutBlob, Table};
 use tablekit_core::batch::{BatchPlan, OperationKind};
-use tablekit_core::{AsEntity, ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored};
+use tablekit_core::{AsEntity, ETag, Error, IfMatch, IntoKeys, Result, Stored};
 
 /// What a handler may do: reads, and writes that are safe to repeat.
 ///
@@ -223,15 +222,6 @@ impl Steps {
         }
     }
 
-    /// Deletes the entity only if it still has `etag`: renamed [`Steps::delete`], which takes
-    /// an [`IfMatch`].
-    ///
-    /// **Errors:** as [`Steps::delete`].
-    #[deprecated(note = "use `Steps::delete(table, keys, etag.into())`")]
-    pub async fn delete_if_match(&self, table: &Table, keys: &Keys, etag: &ETag) -> Result<bool> {
-        self.delete(table, keys, etag.into()).await
-    }
-
     /// Replaces the entity whole if it is still at the ETag `if_match` names (from a read).
     ///
     /// Not idempotent on its own — a repeat after success fails with 412 because the write
@@ -255,22 +245,6 @@ impl Steps {
         table.replace(entity, IfMatch::ETag(etag)).await
     }
 
-    /// Replaces the entity whole if it still has `etag`: the same as [`Steps::replace`] with
-    /// `etag.into()`, the form new code should use.
-    ///
-    /// **Requests: 1.** **Consistency:** optimistic (ETag).
-    ///
-    /// **Errors:** as [`Steps::replace`].
-    #[deprecated(note = "use `Steps::replace(table, entity, etag.into())`")]
-    pub async fn replace_if_match<T: Serialize>(
-        &self,
-        table: &Table,
-        entity: &Entity<T>,
-        etag: &ETag,
-    ) -> Result<ETag> {
-        self.replace(table, entity, etag.into()).await
-    }
-
     /// Merges properties into the entity if it is still at the ETag `if_match` names. See
     /// [`Steps::replace`] for how to stay idempotent.
     ///
@@ -286,20 +260,6 @@ impl Steps {
         let etag = read_etag("merge", if_match, "Steps::upsert_merge")?;
         self.trace("merge", table.name());
         table.merge(entity, IfMatch::ETag(etag)).await
-    }
-
-    /// Merges properties into the entity if it still has `etag`: renamed [`Steps::merge`],
-    /// which takes an [`IfMatch`].
-    ///
-    /// **Errors:** as [`Steps::merge`].
-    #[deprecated(note = "use `Steps::merge(table, entity, etag.into())`")]
-    pub async fn merge_if_match<T: Serialize>(
-        &self,
-        table: &Table,
-        entity: &Entity<T>,
-        etag: &ETag,
-    ) -> Result<ETag> {
-        self.merge(table, entity, etag.into()).await
     }
 
     /// Runs an atomic plan — one entity group transaction in one partition — whose every
