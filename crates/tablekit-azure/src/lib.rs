@@ -12,6 +12,7 @@ mod retry;
 mod sas;
 mod send;
 mod settings;
+mod sharded;
 mod table;
 mod telemetry;
 mod transport;
@@ -35,6 +36,10 @@ pub use sas::{
     TableSas,
 };
 pub use settings::{ScanAction, ScanPolicy, Settings, TableService};
+pub use sharded::{
+    SHARD_HASH_VERSION, SHARD_MARKER_PARTITION, ShardedAccount, ShardedScan, ShardedTable,
+    shard_hash,
+};
 pub use table::{
     BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,
     EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, PerEntityPage,
