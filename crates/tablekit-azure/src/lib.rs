@@ -43,7 +43,7 @@ pub use sharded::{
 pub use table::{
     BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,
     EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, PerEntityPage,
-    Query, Table, TransactionOutcome, TypedTable, WriteMode,
+    Query, Table, Transaction, TransactionOutcome, TypedTable, TypedTransaction, WriteMode,
 };
 pub use tablekit_core as core;
 pub use telemetry::{

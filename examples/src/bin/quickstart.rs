@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         age: 48,
         ..jun.clone()
     };
-    employees.replace(&older, stored.if_match()).await?;
+    let etag = employees.replace(&older, stored.if_match()).await?;
     report(
         "insert, get, conditional replace",
         &metrics.snapshot().since(&before),
@@ -79,12 +79,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ANCHOR: transaction
     let before = metrics.snapshot();
-    let inserts = (100..110)
-        .map(|id| Operation::insert(&employee(id, &format!("E{id}"), "Jones")))
-        .collect::<Result<Vec<_>, _>>()?;
-    table.submit(&BatchPlan::atomic(inserts)?).await?; // all ten or none
+    let oldest = Employee {
+        age: 49,
+        ..jun.clone()
+    };
+    let transaction = (100..110)
+        .fold(employees.transaction(), |tx, id| {
+            tx.insert(&employee(id, &format!("E{id}"), "Jones"))
+        })
+        .replace(&oldest, etag.into()); // only if Jun is as we wrote him
+    transaction.submit().await?; // all eleven or none; refusals come here, before sending
     report(
-        "one transaction inserting 10 employees",
+        "one transaction: 10 inserts and a conditional replace",
         &metrics.snapshot().since(&before),
     );
     // ANCHOR_END: transaction

@@ -7,6 +7,7 @@ mod entity;
 mod list;
 mod query;
 mod service_limits;
+mod transaction;
 mod typed;
 mod update;
 
@@ -27,6 +28,7 @@ pub use codec::{CodecFilter, EntityCheck, EntityCodec};
 pub use query::{
     ContinuationToken, EntityError, EntityResult, Page, PerEntity, PerEntityPage, Query,
 };
+pub use transaction::{Transaction, TypedTransaction};
 pub use typed::{TypedTable, WriteMode};
 pub use update::ConflictLoop;
 

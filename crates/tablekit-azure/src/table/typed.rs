@@ -99,7 +99,7 @@ impl Table {
 }
 
 impl<T> TypedTable<T> {
-    /// The untyped table, for anything else (transactions, other types, table lifecycle).
+    /// The untyped table, for anything else (other types, table lifecycle).
     pub fn table(&self) -> &Table {
         &self.table
     }
