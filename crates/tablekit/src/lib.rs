@@ -4,7 +4,7 @@
 pub use tablekit_core as core;
 
 /// The error every tablekit operation returns, and its result type (also at
-/// `tablekit::core`); the prelude leaves them out so they never shadow `std`'s `Result`.
+/// `tablekit::core`); the prelude has `Error` but not `Result`, which would shadow `std`'s.
 pub use tablekit_core::{Error, ErrorKind, Result};
 
 // The repository README's quickstart compiles as a doctest of this crate.
@@ -53,19 +53,22 @@ pub use tablekit_series as series;
 #[doc(inline)]
 pub use tablekit_testkit as testkit;
 
-/// The types a service using tablekit needs most: `use tablekit::prelude::*;`.
+/// The names of the core path — account, tables, keys, entities, filters, conditions, errors:
+/// `use tablekit::prelude::*;`.
+///
+/// 21 names, no more: the prelude is what a service using tablekit names in most modules.
+/// Patterns are used by their module path (`tablekit::index::IntraPartitionIndex`,
+/// `tablekit::logtail::LogTail`, …), and the rest of the core by its crate
+/// (`tablekit::core::batch::BatchPlan`, `tablekit::core::keys::CompoundKey`,
+/// `tablekit::azure::Settings`, `tablekit::azure::ShardedAccount`), so that a glob import
+/// stays small enough to know by heart and a name's module says which pattern it belongs to.
+/// `Result` stays out: a glob import of it would shadow `std`'s in every module that uses the
+/// prelude; it is `tablekit::Result`.
 pub mod prelude {
-    pub use tablekit_core::batch::{BatchPlan, Operation};
-    pub use tablekit_core::filter::Filter;
-    pub use tablekit_core::filter::Property;
-    pub use tablekit_core::keys::{
-        CompoundKey, KeyRange, inverted_ticks, pad_number, prefix_range,
-    };
-    // `Error` and `Result` stay out: a glob import of `Result` would shadow `std`'s in every
-    // module that uses the prelude. They are at the crate root (`tablekit::Result`).
+    pub use tablekit_core::filter::{Filter, Property};
     pub use tablekit_core::{
-        AsEntity, ETag, EdmValue, Entity, ErrorKind, IfMatch, IntoKeys, Keys, OrUnknown,
-        PartitionKey, Properties, QueryShape, RowKey, Stored, TableEntity,
+        AsEntity, ETag, Entity, Error, ErrorKind, IfMatch, IntoKeys, Keys, Properties, Stored,
+        TableEntity,
     };
     /// The derive; `TableEntity` names both it and the trait.
     #[cfg(feature = "derive")]
@@ -73,26 +76,6 @@ pub mod prelude {
 
     #[cfg(feature = "azure")]
     pub use tablekit_azure::{
-        Account, AccountBuilder, BulkOptions, Container, ContinuationToken, MessageTtl, PutBlob,
-        PutOptions, Queue, RetryPolicy, ScanAction, ScanPolicy, Settings, Table, TablePermissions,
-        TableSas, TokenScope, TypedTable,
+        Account, BulkOptions, ContinuationToken, Page, Query, Table, TypedTable, WriteMode,
     };
-    #[cfg(feature = "encryption")]
-    pub use tablekit_encryption::EncryptionPolicy;
-    #[cfg(feature = "eventual")]
-    pub use tablekit_eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
-    #[cfg(feature = "index")]
-    pub use tablekit_index::{
-        CompoundRows, CopySpec, DenormalizedCopy, EntityKind, EventualList, IndexRead, IndexSpec,
-        InterPartitionIndex, IntraPartitionIndex, ListSpec, SamePartitionList, SourceWrite,
-        TypedRows,
-    };
-    #[cfg(feature = "large")]
-    pub use tablekit_large::LargeEntities;
-    #[cfg(feature = "logtail")]
-    pub use tablekit_logtail::{BlobLogReader, BlobLogWriter, LogTail, SpreadLog};
-    #[cfg(feature = "retention")]
-    pub use tablekit_retention::{Period, PeriodTables};
-    #[cfg(feature = "series")]
-    pub use tablekit_series::{Series, SeriesLayout, WideEntities};
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tablekit::eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
+use tablekit::index::{CopySpec, IndexRead, IndexSpec, IntraPartitionIndex};
 use tablekit::prelude::*;
 use tablekit_testkit::fixtures::{oauth_key_account, token_account};
 use tablekit_testkit::{Claims, MintingCredential, unique_queue_name, unique_table_name};

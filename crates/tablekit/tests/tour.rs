@@ -1,7 +1,10 @@
-//! The crate docs' tour, run against Azurite through the prelude alone.
+//! The crate docs' tour, run against Azurite through the prelude and the patterns' modules.
 
 use serde::{Deserialize, Serialize};
+use tablekit::index::{CopySpec, IndexRead, IndexSpec, IntraPartitionIndex};
+use tablekit::logtail::LogTail;
 use tablekit::prelude::*;
+use tablekit::series::{Series, SeriesLayout};
 use tablekit_testkit::{TestStorage, unique_table_name};
 
 #[derive(Clone, Serialize, Deserialize)]

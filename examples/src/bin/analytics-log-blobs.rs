@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use tablekit::logtail::{BlobLogReader, BlobLogWriter};
 use tablekit::logtail::{FlushPolicy, Level, LogRecord};
 use tablekit::prelude::*;
 use tablekit_examples::report;

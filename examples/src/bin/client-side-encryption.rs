@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tablekit::core::EdmValue;
+use tablekit::encryption::EncryptionPolicy;
 use tablekit::encryption::{AesKeyWrap, KeyRing, METADATA_PROPERTY};
 use tablekit::prelude::*;
 

@@ -2,6 +2,9 @@
 //! (`empid_000123`, `empid_000123_2012`), so one range query returns the employee with all
 //! its reviews and one transaction can write them together.
 
+use tablekit::core::batch::{BatchPlan, Operation};
+use tablekit::core::keys::CompoundKey;
+use tablekit::index::CompoundRows;
 use tablekit::prelude::*;
 use tablekit_examples::{Meter, unique_name};
 

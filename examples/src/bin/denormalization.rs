@@ -2,6 +2,7 @@
 //! written in the same transaction as the manager, so one point read shows both; and a
 //! summary (the department's employee count) kept exact the same way.
 
+use tablekit::index::{DenormalizedCopy, SourceWrite};
 use tablekit::prelude::*;
 use tablekit_examples::{Meter, unique_name};
 

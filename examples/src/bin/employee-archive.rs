@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tablekit::azure::{MetricsSnapshot, RequestKind};
 use tablekit::eventual::shutdown_signal;
+use tablekit::eventual::{Handler, Job, JobQueue, Steps, Worker, WorkerOptions};
 use tablekit::prelude::*;
 use tablekit_examples::{report, unique_name};
 

@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use tablekit::azure::PutBlob;
+use tablekit::large::LargeEntities;
 use tablekit::large::{Large, PK_METADATA, RK_METADATA, SweepOptions};
 use tablekit::prelude::*;
 use tablekit_examples::{report, unique_name};

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use tablekit::azure::{AccountBuilder, PutBlob, PutOptions, TablePermissions, TableSas};
 use tablekit::prelude::*;
 use tablekit::testkit::{Claims, MintingCredential};
 use tablekit_examples::{report, unique_name};

@@ -6,6 +6,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
+use tablekit::core::keys::inverted_ticks;
+use tablekit::logtail::LogTail;
 use tablekit::logtail::key::{time_of, truncate_to_tick};
 use tablekit::prelude::*;
 use tablekit_examples::{report, unique_name};

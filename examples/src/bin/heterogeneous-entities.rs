@@ -2,6 +2,9 @@
 //! carrying its `EntityType` and each type's RowKeys sharing a prefix, so one transaction
 //! can write both types, a range reads one type and a partition query reads them all.
 
+use tablekit::core::OrUnknown;
+use tablekit::core::batch::BatchPlan;
+use tablekit::index::{EntityKind, TypedRows};
 use tablekit::prelude::*;
 use tablekit_examples::{Meter, unique_name};
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use tablekit::prelude::*;
 use tablekit::series::WideStored;
+use tablekit::series::{Series, SeriesLayout, WideEntities};
 use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model

@@ -2,6 +2,8 @@
 //! employees' partition, changed in the same transaction (option 2); in partitions of their
 //! own (option 3) or in blobs (option 1), kept up by queued jobs across departments.
 
+use tablekit::eventual::WorkerOptions;
+use tablekit::index::{EventualList, ListSpec, SamePartitionList};
 use tablekit::prelude::*;
 use tablekit_examples::{Meter, unique_name};
 

@@ -3,6 +3,8 @@
 //! partitions; the primary copy is written at once and the email copy follows through a
 //! queued job that a worker runs.
 
+use tablekit::eventual::WorkerOptions;
+use tablekit::index::{CopySpec, IndexRead, IndexSpec, InterPartitionIndex};
 use tablekit::prelude::*;
 use tablekit_examples::{Meter, unique_name};
 

@@ -3,6 +3,7 @@
 //! transaction; then the same index added to a table that already holds employees (backfill).
 
 use tablekit::index::{BackfillOptions, MemoryCheckpoint};
+use tablekit::index::{CopySpec, IndexRead, IndexSpec, IntraPartitionIndex};
 use tablekit::prelude::*;
 use tablekit_examples::{Meter, unique_name};
 

@@ -3,6 +3,9 @@
 
 use std::ops::Bound;
 
+use tablekit::azure::{ScanAction, ScanPolicy, Settings};
+use tablekit::core::QueryShape;
+use tablekit::core::keys::{CompoundKey, inverted_ticks, pad_number, prefix_range};
 use tablekit::prelude::*;
 use tablekit_examples::{report, unique_name};
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use chrono::{Duration, Utc};
 use serde::{Deserialize, Serialize};
+use tablekit::logtail::SpreadLog;
 use tablekit::logtail::SpreadToken;
 use tablekit::prelude::*;
 use tablekit_examples::{report, unique_name};

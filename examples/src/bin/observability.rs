@@ -11,6 +11,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+use tablekit::azure::PutOptions;
 use tablekit::prelude::*;
 use tablekit_examples::unique_name;
 use tracing_subscriber::layer::SubscriberExt as _;

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Duration, Utc};
+use tablekit::core::batch::Operation;
 use tablekit::prelude::*;
+use tablekit::retention::{Period, PeriodTables};
 use tablekit::retention::{PeriodPage, PurgeOptions, purge_partition};
 use tablekit_examples::{report, unique_name};
 
