@@ -345,6 +345,15 @@ mod tests {
         }
     }
 
+    fn send<F: Send>(_: F) {}
+
+    #[test]
+    fn submitting_is_a_send_future_whatever_the_type() {
+        // `Rc` is neither `Send` nor `Sync`; the typed builder holds no `T`.
+        send(table().transaction().submit());
+        send(table().typed::<std::rc::Rc<u8>>().transaction().submit());
+    }
+
     #[test]
     fn the_plan_keeps_the_callers_order() {
         let tx = table()
