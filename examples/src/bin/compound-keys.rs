@@ -2,7 +2,6 @@
 //! (`empid_000123`, `empid_000123_2012`), so one range query returns the employee with all
 //! its reviews and one transaction can write them together.
 
-use tablekit::core::batch::{BatchPlan, Operation};
 use tablekit::core::keys::CompoundKey;
 use tablekit::index::CompoundRows;
 use tablekit::prelude::*;
@@ -62,12 +61,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         last_name: "Hall".into(),
     };
     // An employee and its reviews share a partition: one transaction writes them together.
-    let together = BatchPlan::atomic([
-        Operation::insert(&lee)?,
-        Operation::insert(&review(123, 2012, 3))?,
-        Operation::insert(&review(123, 2013, 4))?,
-    ])?;
-    table.submit(&together).await?;
+    table
+        .transaction()
+        .insert(&lee)
+        .insert(&review(123, 2012, 3))
+        .insert(&review(123, 2013, 4))
+        .submit()
+        .await?;
     // ANCHOR_END: write
     meter.report("create the table; employee 000123 and two reviews, one transaction");
     let ada = Employee {
