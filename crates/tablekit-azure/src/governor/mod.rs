@@ -248,12 +248,22 @@ impl Governor {
     }
 
     /// How long until `cost` entities in partition `pk` of `table` fit the budgets (zero:
-    /// now).
+    /// now), in whole milliseconds.
     pub(crate) fn ready_in(&self, table: &str, pk: &str, cost: u32) -> Duration {
         if !self.policy.is_governed() {
             return Duration::ZERO;
         }
-        self.try_admit(&Charge::partition(table, pk, cost), Instant::now(), false)
+        self.ready_in_at(table, pk, cost, Instant::now())
+    }
+
+    fn ready_in_at(&self, table: &str, pk: &str, cost: u32, now: Instant) -> Duration {
+        let wait = self.try_admit(&Charge::partition(table, pk, cost), now, false);
+        // In whole milliseconds, rounded up (no wait is shorter than the timer's resolution):
+        // a scheduler comparing partitions that all wait for the account's budget sees them
+        // tie, rather than the last one asked — a few microseconds later — win every time
+        // (and get every transaction, more at once than its partition serves).
+        let micros = wait.as_micros();
+        Duration::from_millis(u64::try_from(micros.div_ceil(1_000)).unwrap_or(u64::MAX))
     }
 
     fn try_admit(&self, charge: &Charge, now: Instant, take: bool) -> Duration {
@@ -479,6 +489,19 @@ mod tests {
         let (account, hottest) = g.rates(5);
         assert_eq!(account, 40.0);
         assert_eq!(hottest, vec![("A/p".to_owned(), 40.0)]);
+    }
+
+    #[test]
+    fn partitions_waiting_for_the_account_tie_in_whole_milliseconds() {
+        let g = Governor::new(ThroughputPolicy::default().with_targets(1_000.0, 1_000.0));
+        let t0 = Instant::now();
+        // The account's bucket (950 deep at 950/s) is spent.
+        g.try_admit(&Charge::partition("A", "p0", 950), t0, true);
+        let first = g.ready_in_at("A", "p1", 100, t0);
+        let later = g.ready_in_at("A", "p2", 100, t0 + Duration::from_micros(30));
+        assert!(first > Duration::ZERO);
+        assert_eq!(first, later, "asked 30 µs apart, they tie");
+        assert_eq!(first.subsec_micros() % 1_000, 0);
     }
 
     #[test]
