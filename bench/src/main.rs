@@ -1,12 +1,15 @@
 //! `cargo xtask bench`: tablekit against the raw SDK (and optionally the Python SDK), in one
 //! run against one in-memory Azurite, reporting medians, spreads and ratios.
 //!
-//! Usage: `tablekit-bench [--quick] [--with-python] [--throughput-only | --tool-only]` (run
-//! through `cargo xtask bench`, which builds it and the `tablekit` tool in release mode and
-//! passes the flags on; `--throughput-only` runs workload 9 alone, `--tool-only` workload
-//! 10, each printing its table and checks). Writes `target/bench/report.json` and prints a markdown table;
-//! exits non-zero if an acceptance criterion fails.
+//! Usage: `tablekit-bench [--quick] [--with-python] [--throughput-only | --adaptive-only |
+//! --tool-only]` (run through `cargo xtask bench`, which builds it and the `tablekit` tool in
+//! release mode and passes the flags on; `--throughput-only` runs workload 9 alone,
+//! `--adaptive-only` workload 14 (budgets not told; about 7 minutes, whatever `--quick`), `--tool-only` workload
+//! 10, each printing its table and checks). Writes `target/bench/report.json` (and workload
+//! 14's plots, `target/bench/*.svg`) and prints a markdown table; exits non-zero if an
+//! acceptance criterion fails.
 
+mod adaptive;
 mod data;
 mod encryption;
 mod measure;
@@ -15,6 +18,7 @@ mod patterns;
 mod python;
 mod raw;
 mod report;
+mod svg;
 mod throughput;
 mod tool;
 mod workloads;
@@ -70,6 +74,10 @@ fn main() -> ExitCode {
     if args.iter().any(|a| a == "--throughput-only") {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
         return runtime.block_on(throughput_only(sizes));
+    }
+    if args.iter().any(|a| a == "--adaptive-only") {
+        let sizes = if quick { Sizes::quick() } else { Sizes::full() };
+        return runtime.block_on(adaptive_only(sizes));
     }
     let with_python = args.iter().any(|a| a == "--with-python");
     match runtime.block_on(run(
@@ -176,32 +184,37 @@ pub(crate) fn unlimited_account(cs: &str) -> Result<Account, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Workload 9 alone (`--throughput-only`): its table and checks, no report file.
-async fn throughput_only(sizes: Sizes) -> ExitCode {
+/// Writes workload 14's plots into `target/bench/`.
+fn plots(a: &adaptive::Adaptive) {
+    match adaptive::write_plots(a, &target_dir().join("bench")) {
+        Ok(paths) => {
+            for p in paths {
+                eprintln!("tablekit-bench: wrote {}", p.display());
+            }
+        }
+        Err(e) => eprintln!("tablekit-bench: plots: {e}"),
+    }
+}
+
+/// Workload 14 alone (`--adaptive-only`): its table, checks and plots; its figures in
+/// `target/bench/adaptive.json`.
+async fn adaptive_only(sizes: Sizes) -> ExitCode {
     let result = async {
         let azurite = Azurite::start().map_err(|e| e.to_string())?;
         let account = unlimited_account(&azurite.connection_string())?;
         let endpoint = azurite.endpoints().table.clone();
-        throughput::throughput(&account, &endpoint, sizes).await
+        adaptive::adaptive(&account, &endpoint, sizes.concurrency).await
     }
     .await;
     match result {
-        Ok(t) => {
-            println!("{}", report::throughput_section(&t));
-            let checks = report::throughput_checks(&t);
-            for c in &checks {
-                println!(
-                    "| {} | {} | {} |",
-                    c.criterion,
-                    c.measured,
-                    if c.pass { "pass" } else { "FAIL" }
-                );
+        Ok(a) => {
+            println!("{}", report::adaptive_section(&a));
+            plots(&a);
+            let path = target_dir().join("bench/adaptive.json");
+            if let Ok(json) = serde_json::to_string_pretty(&a) {
+                let _ = std::fs::write(&path, json);
             }
-            if checks.iter().all(|c| c.pass) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            print_checks(&report::adaptive_checks(&a))
         }
         Err(e) => {
             eprintln!("tablekit-bench: {e}");
@@ -275,6 +288,9 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     scan_table.delete_table().await.map_err(|e| e.to_string())?;
     step("9. throughput governance against the throttle model");
     let throughput = throughput::throughput(&account, &endpoint, sizes).await?;
+    step("14. budgets not told: unknown, changing, skewed, 10,000 partitions");
+    let adaptive = adaptive::adaptive(&account, &endpoint, sizes.concurrency).await?;
+    plots(&adaptive);
     step("11. client-side encryption");
     let encryption = encryption::encryption(&account, sizes).await?;
     let mut report = report::Report {
@@ -304,6 +320,7 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
         patterns,
         python,
         throughput,
+        adaptive,
         tool,
         encryption,
         checks: Vec::new(),

@@ -67,6 +67,7 @@ pub(crate) struct Report {
     pub(crate) patterns: Vec<PatternCount>,
     pub(crate) python: Option<Python>,
     pub(crate) throughput: Throughput,
+    pub(crate) adaptive: crate::adaptive::Adaptive,
     pub(crate) tool: Tool,
     pub(crate) encryption: crate::encryption::Encryption,
     pub(crate) checks: Vec<Check>,
@@ -208,6 +209,7 @@ impl Report {
             });
         }
         checks.extend(throughput_checks(&self.throughput));
+        checks.extend(adaptive_checks(&self.adaptive));
         checks.extend(tool_checks(&self.tool));
         checks.extend(crate::encryption::checks(&self.encryption));
         if let Some(py) = &self.python {
@@ -333,6 +335,7 @@ impl Report {
             ));
         }
         out.push_str(&throughput_section(&self.throughput));
+        out.push_str(&adaptive_section(&self.adaptive));
         out.push_str(&tool_section(&self.tool));
         out.push_str(&crate::encryption::section(&self.encryption, &self.sizes));
         out.push_str("\n| Acceptance | measured | |\n|---|---|---|\n");
@@ -545,4 +548,183 @@ fn count_spread(runs: &[u64]) -> String {
     let min = runs.iter().min().copied().unwrap_or(0);
     let max = runs.iter().max().copied().unwrap_or(0);
     format!("{min}–{max}")
+}
+
+/// Workload 14's goals: after the warm-up, at least this fraction of the model's capacity...
+const ADAPTIVE_GOODPUT: f64 = 0.85;
+/// ...with fewer than this fraction of requests refused;
+const ADAPTIVE_THROTTLED: f64 = 0.02;
+/// after a change of the model's rates, back to `ADAPTIVE_GOODPUT` within this many seconds;
+const RECOVERY_SECONDS: f64 = 10.0;
+/// the hot partition at least this fraction of its partition's rate;
+const HOT_SHARE: f64 = 0.9;
+/// and the client CPU per transaction over 10,000 partitions at most this multiple of that
+/// over 100 (a quiet machine measures about 1; an O(partitions) step per dispatch would be
+/// about 100).
+const SCALE_RATIO: f64 = 1.5;
+
+fn seconds(v: Option<f64>) -> String {
+    v.map_or_else(|| "not recovered".to_owned(), |s| format!("{s:.1} s"))
+}
+
+pub(crate) fn adaptive_checks(a: &crate::adaptive::Adaptive) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for row in &a.unknown {
+        let tk = &row.tablekit;
+        checks.push(Check {
+            criterion: format!(
+                "unknown budget, {} partitions, tablekit told {}: after a {} s warm-up goodput ≥ {ADAPTIVE_GOODPUT} of the model's capacity, throttled < {} % of requests",
+                row.partitions,
+                row.told,
+                a.warm_up,
+                100.0 * ADAPTIVE_THROTTLED
+            ),
+            measured: format!(
+                "{:.3} of the capacity, {} of {} requests throttled ({:.2} %){}",
+                tk.goodput,
+                tk.throttled,
+                tk.requests,
+                100.0 * tk.throttled_fraction(),
+                tk.error.as_ref().map(|e| format!("; failed: {e}")).unwrap_or_default()
+            ),
+            pass: tk.goodput >= ADAPTIVE_GOODPUT
+                && tk.throttled_fraction() < ADAPTIVE_THROTTLED
+                && tk.error.is_none(),
+        });
+    }
+    let c = &a.change;
+    let within = |v: Option<f64>| v.is_some_and(|s| s <= RECOVERY_SECONDS);
+    checks.push(Check {
+        criterion: format!(
+            "budget change, {} partitions: after the model's rates halve and after they double back, tablekit's goodput over 2 s reaches {ADAPTIVE_GOODPUT} of the new capacity within {RECOVERY_SECONDS} s",
+            c.partitions
+        ),
+        measured: format!(
+            "halved: {}; doubled: {} (raw SDK: {}; {}){}",
+            seconds(c.recovered_after_halving),
+            seconds(c.recovered_after_doubling),
+            seconds(c.raw_recovered_after_halving),
+            seconds(c.raw_recovered_after_doubling),
+            c.tablekit
+                .error
+                .as_ref()
+                .map(|e| format!("; failed: {e}"))
+                .unwrap_or_default()
+        ),
+        pass: within(c.recovered_after_halving)
+            && within(c.recovered_after_doubling)
+            && c.tablekit.error.is_none(),
+    });
+    let s = &a.skew;
+    checks.push(Check {
+        criterion: format!(
+            "skew: one hot partition beside {} cold ones (two bulk writes, one account): the hot one ≥ {HOT_SHARE} of its partition's rate, the account ≥ {ADAPTIVE_GOODPUT} of its own, after the warm-up",
+            s.cold_partitions
+        ),
+        measured: format!(
+            "hot {:.3}, account {:.3}; {} of {} requests throttled ({:.2} %){}",
+            s.hot,
+            s.account,
+            s.throttled,
+            s.requests,
+            100.0 * s.run.throttled_fraction(),
+            s.run.error.as_ref().map(|e| format!("; failed: {e}")).unwrap_or_default()
+        ),
+        pass: s.hot >= HOT_SHARE && s.account >= ADAPTIVE_GOODPUT && s.run.error.is_none(),
+    });
+    if let [small, large] = a.scale.as_slice() {
+        let ratio = large.cpu_us_per_transaction / small.cpu_us_per_transaction.max(1e-9);
+        checks.push(Check {
+            criterion: format!(
+                "scheduling cost per dispatch does not grow with the partition count: client CPU per transaction over {} partitions ≤ {SCALE_RATIO}× that over {}",
+                large.partitions, small.partitions
+            ),
+            measured: format!(
+                "{ratio:.2}× ({:.0} µs vs {:.0} µs per transaction; {:.1} vs {:.1} µs per entity)",
+                large.cpu_us_per_transaction,
+                small.cpu_us_per_transaction,
+                large.cpu_us_per_entity,
+                small.cpu_us_per_entity
+            ),
+            pass: ratio <= SCALE_RATIO,
+        });
+    }
+    checks
+}
+
+pub(crate) fn adaptive_section(a: &crate::adaptive::Adaptive) -> String {
+    let mut out = format!(
+        "\n14. Budgets tablekit is not told: bulk loads through the throttle model ({} entities/s per partition, {} per account), {} transactions in flight, sampled every 0.5 s; figures after a {} s warm-up over the next {} s, as fractions of the model's capacity.\n\n\
+         | Partitions | tablekit told | tablekit goodput | tablekit throttled | raw SDK goodput | raw SDK throttled |\n|---|---|---|---|---|---|\n",
+        fmt(a.per_partition),
+        fmt(a.per_account),
+        a.concurrency,
+        a.warm_up,
+        a.measured
+    );
+    for row in &a.unknown {
+        let raw = a
+            .raw_sdk
+            .iter()
+            .find(|(p, _)| *p == row.partitions)
+            .map(|(_, r)| r);
+        let show = |t: &crate::adaptive::Timed| {
+            (
+                format!("{:.3}", t.goodput),
+                format!(
+                    "{} of {} ({:.2} %)",
+                    t.throttled,
+                    t.requests,
+                    100.0 * t.throttled_fraction()
+                ),
+            )
+        };
+        let (tg, tt) = show(&row.tablekit);
+        let (rg, rt) = raw.map(show).unwrap_or_default();
+        out.push_str(&format!(
+            "| {} | {} | {tg} | {tt} | {rg} | {rt} |\n",
+            row.partitions, row.told
+        ));
+    }
+    let c = &a.change;
+    out.push_str(&format!(
+        "\nBudget change ({} partitions, Azure's targets): the model halves at {} s and doubles back at {} s. Back to 0.85 of the new capacity (2-s windows): tablekit {} after halving, {} after doubling; raw SDK {} and {}. Over the whole run after the warm-up: tablekit {:.3} of the capacity with {:.2} % throttled, raw SDK {:.3} with {:.2} %.\n",
+        c.partitions,
+        c.halve_at,
+        c.double_at,
+        seconds(c.recovered_after_halving),
+        seconds(c.recovered_after_doubling),
+        seconds(c.raw_recovered_after_halving),
+        seconds(c.raw_recovered_after_doubling),
+        c.tablekit.goodput,
+        100.0 * c.tablekit.throttled_fraction(),
+        c.raw_sdk.goodput,
+        100.0 * c.raw_sdk.throttled_fraction()
+    ));
+    let s = &a.skew;
+    out.push_str(&format!(
+        "\nSkew (Azure's targets): one bulk write of {} entities into one hot partition beside one of {} entities over {} cold partitions (about {} each), on one account: the hot partition got {:.3} of its partition's rate, the account {:.3} of its own; {:.2} % of requests throttled.\n",
+        s.hot_entities,
+        s.cold_entities,
+        s.cold_partitions,
+        s.cold_entities / s.cold_partitions.max(1),
+        s.hot,
+        s.account,
+        100.0 * s.run.throttled_fraction()
+    ));
+    out.push_str("\nScale (no throttling; Azure's targets, which the emulator never reaches): 10,000 transactions of 2 entities.\n\n| Partitions | bulk writes | entities | transactions | client CPU per entity | per transaction |\n|---|---|---|---|---|---|\n");
+    for r in &a.scale {
+        out.push_str(&format!(
+            "| {} | {} × {} partitions of {} | {} | {} | {:.1} µs | {:.1} µs |\n",
+            r.partitions,
+            r.bulk_writes,
+            r.partitions,
+            r.entities_per_partition,
+            r.entities,
+            r.transactions,
+            r.cpu_us_per_entity,
+            r.cpu_us_per_transaction
+        ));
+    }
+    out
 }

@@ -85,7 +85,7 @@ pub(crate) struct Throughput {
 /// The model: Azure's targets scaled down, refusing as Azure Table storage does (an account
 /// over its target with 503 ServerBusy, a partition over its own alternately with 503
 /// ServerBusy and 500 OperationTimedOut).
-fn model() -> ThrottleModel {
+pub(crate) fn model() -> ThrottleModel {
     ThrottleModel::default()
         .with_per_partition(PER_PARTITION)
         .with_per_account(PER_ACCOUNT)
@@ -93,7 +93,7 @@ fn model() -> ThrottleModel {
         .with_mode(ThrottleMode::ServerBusyOrTimedOut)
 }
 
-fn upstream(endpoint: &str) -> Result<SocketAddr> {
+pub(crate) fn upstream(endpoint: &str) -> Result<SocketAddr> {
     endpoint
         .split("://")
         .nth(1)
