@@ -407,8 +407,9 @@ async fn a_backfill_writes_the_copies_of_existing_primaries_once() {
             spent.requests_of(RequestKind::Transaction),
             spent.requests()
         ),
-        (1, 1, 2),
-        "one page, its 100 copies in one partition: one transaction (memory checkpoint)"
+        (2, 1, 3),
+        "one page, its 100 copies in one partition: one transaction, then the page read again \
+         (no primary changed: nothing more; memory checkpoint)"
     );
     let done = index.backfill(&checkpoint, options).await.unwrap();
     assert!(done.done);

@@ -276,6 +276,73 @@ async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_co
     cleanup(&p, &index.jobs(), &[&table]).await;
 }
 
+/// A backfill's copy write held in the network until after the job of a write that changed
+/// the entity meanwhile: the job moved the copy to the new email; the backfill's old copy
+/// then landed. The backfill, once none of its writes can land any more, reads its page of
+/// primaries again and converges the one that changed, so the old copy does not stay.
+#[tokio::test]
+async fn a_backfill_copy_landing_after_a_later_job_is_converged_away() {
+    // Attempts time out after 4 s and may land until 8 s after they were sent; the proxy
+    // holds the backfill's first transaction 7 s, so the job below runs in between.
+    let settings = settings(Duration::from_secs(4));
+    let p = proxied(settings.clone());
+    let (index, table, by_email) = inter(&p, "backfilllate").await;
+    let options = WorkerOptions {
+        visibility_timeout: settings.late_landing() + Duration::from_secs(1),
+        ..worker_options()
+    };
+    index.insert(&jones()).await.unwrap();
+    assert_eq!(
+        index
+            .worker(options.clone())
+            .drain()
+            .await
+            .unwrap()
+            .processed,
+        1
+    );
+    // As before the email copy was declared: the primary alone.
+    table
+        .delete(
+            ("email_Sales", "jonesj@contoso.com"),
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .unwrap();
+    p.table.add_rule(first(
+        "POST",
+        "$batch",
+        Fault::Delay(Duration::from_secs(7)),
+    ));
+    let backfilling = tokio::spawn({
+        let index = index.clone();
+        async move {
+            index
+                .backfill(
+                    &tablekit_index::MemoryCheckpoint::new(),
+                    tablekit_index::BackfillOptions::default(),
+                )
+                .await
+        }
+    });
+    // The backfill's retry wrote the old email's copy; the held first attempt has not landed.
+    while index
+        .get_by(&by_email, "Sales", "jonesj@contoso.com")
+        .await
+        .unwrap()
+        .is_none()
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    index.put(&moved()).await.unwrap();
+    assert_eq!(index.worker(options).drain().await.unwrap().processed, 1);
+    let state = backfilling.await.unwrap().unwrap();
+    assert!(state.done, "{state:?}");
+    assert_eq!(p.table.stats().faults_injected.delay, 1);
+    assert_copies_follow_the_move(&index, &by_email).await;
+    cleanup(&p, &index.jobs(), &[&table]).await;
+}
+
 // --- EventualList ------------------------------------------------------------------------
 
 fn by_last_name() -> ListSpec<Employee> {

@@ -2,10 +2,13 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_azure::{BulkOptions, OperationOutcome};
+use std::ops::Bound;
+
+use futures::TryStreamExt as _;
+use tablekit_azure::{BulkOptions, OperationOutcome, track_landing};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, from_properties};
-use tablekit_core::filter::{Filter, PARTITION_KEY};
+use tablekit_core::filter::{Filter, PARTITION_KEY, ROW_KEY};
 use tablekit_core::keys::prefix_range;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Result, Stored};
 
@@ -122,12 +125,19 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// failed run resumes from the last saved page; copies are keyed by value, so a page
     /// done twice writes the same rows: no duplicates.
     ///
-    /// The copies are written from the page as read. A write racing the backfill is followed
-    /// by its own job, which fixes a copy the backfill wrote stale; run
-    /// [`verify`](Self::verify) after the backfill to be sure.
+    /// The copies are written from the page as read, unconditionally. A write racing the
+    /// backfill has its own job, but that job may run before the backfill's copy lands (a
+    /// write held in the network lands up to a client timeout late) and the copy would then
+    /// bring back what the job removed. So once none of the page's writes can land any more
+    /// (at once, unless an attempt got no answer), the page's primaries are read again, and
+    /// each one that changed since the page was read, or is gone, has its copies converged
+    /// as its job does.
     ///
     /// **Requests:** 1 to load the checkpoint; per page: 1 query, one transaction per copy
-    /// partition per up to 100 copies, 1 checkpoint save. **Consistency:** eventual.
+    /// partition per up to 100 copies, 1 query reading the page's primaries again (more if
+    /// the service splits it), per primary changed meanwhile 2 reads, 1 upsert per copy and
+    /// 1 delete per stale copy, and 1 checkpoint save. **Consistency:** eventual; the index
+    /// verifies clean once the jobs of writes racing the backfill have run.
     ///
     /// # Errors
     /// [`tablekit_core::Error::InvalidArgument`] for a copy of another declaration, or the
@@ -171,40 +181,117 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 let copies = self.context.placement.tables.len();
                 let mut ops: Vec<Vec<Operation>> = vec![Vec::new(); copies];
                 let mut outcome = PageOutcome::default();
+                // Per primary written: its row as read, and the (copy name, value) pairs of
+                // the copies written for it.
+                let mut written: Vec<(Stored<Properties>, Vec<(String, String)>)> = Vec::new();
                 for row in rows {
                     if spec.value_in(Layout::Inter, 0, &row.keys).is_none() {
                         continue;
                     }
                     let family = self.family(&from_properties::<T>(&row.value)?)?;
+                    let mut values = Vec::new();
                     for (i, copy) in family.copies.iter().enumerate().skip(1) {
                         if only.as_ref().is_some_and(|o| !o.contains(&i)) {
                             continue;
                         }
                         let entity = Entity::new(copy.keys.clone(), &copy.props);
                         ops[i].push(Operation::upsert_replace(&entity)?);
+                        values.push((spec.copies()[i].name().to_owned(), copy.value.clone()));
                     }
+                    written.push((row, values));
                     outcome.written += 1;
                 }
-                for (i, ops) in ops.into_iter().enumerate() {
-                    if ops.is_empty() {
-                        continue;
+                let writes = async {
+                    for (i, ops) in ops.into_iter().enumerate() {
+                        if ops.is_empty() {
+                            continue;
+                        }
+                        let report = self.context.placement.tables[i]
+                            .bulk_write(ops, bulk.clone())
+                            .await?;
+                        outcome.requests += report.transactions + report.read_backs;
+                        // A copy whose write is unknown is not counted as written: the page
+                        // is not checkpointed, and a rerun writes it again (upserts are
+                        // idempotent).
+                        if let Some(failed) = report.outcomes.into_iter().find_map(|o| match o {
+                            OperationOutcome::Failed(e) | OperationOutcome::Unknown(e) => Some(e),
+                            OperationOutcome::Written(_) => None,
+                        }) {
+                            return Err(failed);
+                        }
                     }
-                    let report = self.context.placement.tables[i]
-                        .bulk_write(ops, bulk.clone())
-                        .await?;
-                    outcome.requests += report.transactions + report.read_backs;
-                    // A copy whose write is unknown is not counted as written: the page is
-                    // not checkpointed, and a rerun writes it again (upserts are idempotent).
-                    if let Some(failed) = report.outcomes.into_iter().find_map(|o| match o {
-                        OperationOutcome::Failed(e) | OperationOutcome::Unknown(e) => Some(e),
-                        OperationOutcome::Written(_) => None,
-                    }) {
-                        return Err(failed);
-                    }
+                    Ok(())
+                };
+                // The copies are written unconditionally from the page as read. A writer that
+                // changed a primary since may have had its job run before these writes landed
+                // (an attempt held in the network lands up to a client timeout late): the job
+                // removed or rewrote the copy, and the backfill's write then brought the old
+                // one back. So once none of the writes can still land, the page's primaries
+                // are read again, and every one that changed is converged as its job does.
+                let (done, lands_by) = track_landing(writes).await;
+                done?;
+                if let Some(lands_by) = lands_by {
+                    tokio::time::sleep_until(lands_by.into()).await;
                 }
+                outcome.requests += self.converge_changed(written).await?;
                 Ok(outcome)
             }
         };
         backfill::run(checkpoint, &options, query, write).await
+    }
+
+    /// Reads the primaries of a backfilled page again (one range query over the page's keys)
+    /// and converges the copies of every one whose ETag changed since the page was read, or
+    /// that is gone, with the copies the backfill wrote for it as possibly stale. Returns the
+    /// requests sent.
+    async fn converge_changed(
+        &self,
+        written: Vec<(Stored<Properties>, Vec<(String, String)>)>,
+    ) -> Result<usize> {
+        let (Some((first, _)), Some((last, _))) = (written.first(), written.last()) else {
+            return Ok(0);
+        };
+        let (first, last) = (first.keys.clone(), last.keys.clone());
+        let range = if first.pk() == last.pk() {
+            Filter::row_range(
+                first.pk(),
+                Bound::Included(first.rk()),
+                Bound::Included(last.rk()),
+            )
+        } else {
+            Filter::eq(PARTITION_KEY, first.pk())
+                .and(Filter::ge(ROW_KEY, first.rk()))
+                .or(Filter::gt(PARTITION_KEY, first.pk()).and(Filter::lt(PARTITION_KEY, last.pk())))
+                .or(Filter::eq(PARTITION_KEY, last.pk()).and(Filter::le(ROW_KEY, last.rk())))
+        };
+        let table = &self.context.placement.tables[0];
+        let (mut requests, now) = table
+            .query::<Properties>()
+            .filter(range)
+            .allow_scan()
+            .pages()
+            .try_fold((0, Vec::new()), |(pages, mut rows), page| async move {
+                rows.extend(page.items);
+                Ok((pages + 1, rows))
+            })
+            .await?;
+        let spec = &self.context.placement.spec;
+        let prefix_len = spec.primary().prefix().len();
+        for (row, values) in written {
+            let current = now.iter().find(|s| s.keys == row.keys);
+            if current.is_some_and(|s| s.etag == row.etag) {
+                continue;
+            }
+            let Some(id) = spec.value_in(Layout::Inter, 0, &row.keys) else {
+                continue;
+            };
+            let partition = &row.keys.pk()[prefix_len..];
+            self.context
+                .converge(&Direct, partition, &id, &values, current.cloned())
+                .await?;
+            // A read of the primary, the copy writes, a second read: at least.
+            requests += 2 + values.len();
+        }
+        Ok(requests)
     }
 }
