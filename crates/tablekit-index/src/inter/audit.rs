@@ -18,6 +18,9 @@ use crate::effects::{Direct, Effects as _};
 use crate::spec::Layout;
 use crate::verify::{Audit, RepairReport, VerifyReport, audit};
 
+/// A primary a backfill page wrote copies for: its row as read, and the (copy name, value)
+/// pairs of those copies.
+type Backfilled = (Stored<Properties>, Vec<(String, String)>);
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionIndex<T> {
     async fn audit(&self, partition: &str) -> Result<Audit> {
         let context = &self.context;
@@ -183,7 +186,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
                 let mut outcome = PageOutcome::default();
                 // Per primary written: its row as read, and the (copy name, value) pairs of
                 // the copies written for it.
-                let mut written: Vec<(Stored<Properties>, Vec<(String, String)>)> = Vec::new();
+                let mut written: Vec<Backfilled> = Vec::new();
                 for row in rows {
                     if spec.value_in(Layout::Inter, 0, &row.keys).is_none() {
                         continue;
@@ -244,10 +247,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// and converges the copies of every one whose ETag changed since the page was read, or
     /// that is gone, with the copies the backfill wrote for it as possibly stale. Returns the
     /// requests sent.
-    async fn converge_changed(
-        &self,
-        written: Vec<(Stored<Properties>, Vec<(String, String)>)>,
-    ) -> Result<usize> {
+    async fn converge_changed(&self, written: Vec<Backfilled>) -> Result<usize> {
         let (Some((first, _)), Some((last, _))) = (written.first(), written.last()) else {
             return Ok(0);
         };
