@@ -18,6 +18,7 @@ mod patterns;
 mod python;
 mod raw;
 mod report;
+mod sharded;
 mod svg;
 mod throughput;
 mod tool;
@@ -70,6 +71,10 @@ fn main() -> ExitCode {
     if args.iter().any(|a| a == "--encryption-only") {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
         return runtime.block_on(encryption_only(sizes));
+    }
+    if args.iter().any(|a| a == "--sharded-only") {
+        let sizes = if quick { Sizes::quick() } else { Sizes::full() };
+        return runtime.block_on(sharded_only(sizes));
     }
     if args.iter().any(|a| a == "--throughput-only") {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
@@ -164,6 +169,20 @@ async fn encryption_only(sizes: Sizes) -> ExitCode {
         Ok(e) => {
             println!("{}", encryption::section(&e, &sizes));
             print_checks(&encryption::checks(&e))
+        }
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Workload 15 alone (`--sharded-only`): its table and check, no report file.
+async fn sharded_only(sizes: Sizes) -> ExitCode {
+    match sharded::sharded(sizes).await {
+        Ok(s) => {
+            println!("{}", sharded::section(&s));
+            print_checks(&sharded::checks(&s))
         }
         Err(e) => {
             eprintln!("tablekit-bench: {e}");
@@ -293,6 +312,8 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     plots(&adaptive);
     step("11. client-side encryption");
     let encryption = encryption::encryption(&account, sizes).await?;
+    step("15. sharded accounts against four throttle models");
+    let sharded = sharded::sharded(sizes).await?;
     let mut report = report::Report {
         machine: report::Machine::read(),
         sizes,
@@ -323,6 +344,7 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
         adaptive,
         tool,
         encryption,
+        sharded,
         checks: Vec::new(),
     };
     report.evaluate();

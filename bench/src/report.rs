@@ -70,6 +70,7 @@ pub(crate) struct Report {
     pub(crate) adaptive: crate::adaptive::Adaptive,
     pub(crate) tool: Tool,
     pub(crate) encryption: crate::encryption::Encryption,
+    pub(crate) sharded: crate::sharded::Sharded,
     pub(crate) checks: Vec<Check>,
 }
 
@@ -212,6 +213,7 @@ impl Report {
         checks.extend(adaptive_checks(&self.adaptive));
         checks.extend(tool_checks(&self.tool));
         checks.extend(crate::encryption::checks(&self.encryption));
+        checks.extend(crate::sharded::checks(&self.sharded));
         if let Some(py) = &self.python {
             checks.push(check(
                 "tablekit bulk load ≥ 5× the Python SDK's".into(),
@@ -338,6 +340,7 @@ impl Report {
         out.push_str(&adaptive_section(&self.adaptive));
         out.push_str(&tool_section(&self.tool));
         out.push_str(&crate::encryption::section(&self.encryption, &self.sizes));
+        out.push_str(&crate::sharded::section(&self.sharded));
         out.push_str("\n| Acceptance | measured | |\n|---|---|---|\n");
         for c in &self.checks {
             out.push_str(&format!(
