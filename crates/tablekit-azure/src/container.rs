@@ -11,7 +11,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use tablekit_core::limits::{validate_blob_name, validate_dns_name, validate_property_identifier};
-use tablekit_core::{ETag, Error, ErrorKind, NameKind, ResourceKind, Result, Target};
+use tablekit_core::{ETag, Error, ErrorKind, IfMatch, NameKind, ResourceKind, Result, Target};
 
 use crate::account::Account;
 use crate::metrics::RequestKind;
@@ -376,7 +376,8 @@ impl Container {
         }
     }
 
-    /// Replaces a blob's metadata, optionally only if its ETag is `if_match`. Returns the new
+    /// Replaces a blob's metadata: only if its ETag is still the one `if_match` names, or
+    /// whatever it is with [`IfMatch::Any`] (the blob must exist either way). Returns the new
     /// ETag.
     ///
     /// Requests: 1.
@@ -387,7 +388,7 @@ impl Container {
         &self,
         blob: &str,
         metadata: &BTreeMap<String, String>,
-        if_match: Option<&ETag>,
+        if_match: IfMatch,
     ) -> Result<ETag> {
         validate_blob_name(blob)?;
         check_metadata(metadata)?;
@@ -396,9 +397,7 @@ impl Container {
             .iter()
             .map(|(k, v)| (format!("x-ms-meta-{k}"), v.clone()))
             .collect();
-        if let Some(tag) = if_match {
-            headers.push(("if-match".into(), tag.as_str().to_owned()));
-        }
+        headers.push(("if-match".into(), if_match.header_value().to_owned()));
         let target = self.blob_target(blob);
         let outcome = self
             .send(RequestKind::BlobMetadata, &target, || {
@@ -410,19 +409,18 @@ impl Container {
             .map(|r| ETag::new(r.header("etag").unwrap_or_default()))
     }
 
-    /// Deletes a blob, optionally only if its ETag is `if_match`.
+    /// Deletes a blob: only if its ETag is still the one `if_match` names, or whatever it is
+    /// with [`IfMatch::Any`]. [`delete_blob_if_exists`](Self::delete_blob_if_exists) treats a
+    /// missing blob as deleted.
     ///
     /// Requests: 1.
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::PreconditionFailed`].
-    pub async fn delete_blob(&self, blob: &str, if_match: Option<&ETag>) -> Result<()> {
+    pub async fn delete_blob(&self, blob: &str, if_match: IfMatch) -> Result<()> {
         validate_blob_name(blob)?;
         let url = self.url(Some(blob), &[]);
-        let headers: Vec<(String, String)> = if_match
-            .map(|t| ("if-match".to_owned(), t.as_str().to_owned()))
-            .into_iter()
-            .collect();
+        let headers = vec![("if-match".to_owned(), if_match.header_value().to_owned())];
         let target = self.blob_target(blob);
         let outcome = self
             .send(RequestKind::BlobDelete, &target, || {
@@ -439,7 +437,7 @@ impl Container {
     /// # Errors
     /// Transport and service errors other than "not found".
     pub async fn delete_blob_if_exists(&self, blob: &str) -> Result<bool> {
-        match self.delete_blob(blob, None).await {
+        match self.delete_blob(blob, IfMatch::Any).await {
             Ok(()) => Ok(true),
             Err(e) if is_missing_blob(&e) => Ok(false),
             Err(e) => Err(e),

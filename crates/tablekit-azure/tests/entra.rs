@@ -108,7 +108,10 @@ async fn tables_queues_and_blobs_work_with_one_storage_token() {
     assert_eq!(&blob.data[..], b"hello");
     let listed = container.list("a/").await.unwrap();
     assert_eq!(listed.len(), 1);
-    container.delete_blob("a/b.txt", None).await.unwrap();
+    container
+        .delete_blob("a/b.txt", IfMatch::Any)
+        .await
+        .unwrap();
 
     // An SDK client made from the account authenticates the same way.
     let properties = container.client().get_properties().await.unwrap();

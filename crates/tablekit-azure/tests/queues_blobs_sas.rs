@@ -11,7 +11,7 @@ use tablekit_azure::{
     SasToken, TablePermissions, TableSas,
 };
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, ErrorKind, Keys, Properties};
+use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_testkit::{unique_container_name, unique_queue_name};
 
 #[tokio::test]
@@ -244,13 +244,31 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
             "queue/2014/07/31/1800/000001.log",
             b"v3".to_vec(),
             PutBlob {
-                condition: BlobCondition::IfMatch(tag),
+                condition: BlobCondition::IfMatch(tag.clone()),
                 ..PutBlob::default()
             },
         )
         .await
         .unwrap_err();
     assert_eq!(stale.kind(), ErrorKind::PreconditionFailed);
+    // Metadata and deletes take the same IfMatch as entity writes: a stale ETag is refused,
+    // the current one (or Any) is not.
+    let name = "queue/2014/07/31/1800/000001.log";
+    let stale_tag = IfMatch::ETag(tag.clone());
+    let refused = container
+        .set_metadata(name, &meta, stale_tag.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::PreconditionFailed);
+    let current = container.properties(name).await.unwrap().unwrap().etag;
+    let retagged = container
+        .set_metadata(name, &BTreeMap::new(), IfMatch::ETag(current))
+        .await
+        .unwrap();
+    let refused = container.delete_blob(name, stale_tag).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::PreconditionFailed);
+    let info = container.properties(name).await.unwrap().unwrap();
+    assert_eq!((info.etag, info.metadata.len()), (retagged, 0));
     assert!(
         container
             .delete_blob_if_exists("queue/2014/07/31/1800/000001.log")

@@ -286,11 +286,18 @@ async fn queue_and_blob_operations_have_client_spans_without_a_database_system()
     assert!(container.get("missing").await.unwrap().is_none());
     container.properties("a/b.txt").await.unwrap();
     container
-        .set_metadata("a/b.txt", &[("k".to_owned(), "v".to_owned())].into(), None)
+        .set_metadata(
+            "a/b.txt",
+            &[("k".to_owned(), "v".to_owned())].into(),
+            IfMatch::Any,
+        )
         .await
         .unwrap();
     container.list("a/").await.unwrap();
-    container.delete_blob("a/b.txt", None).await.unwrap();
+    container
+        .delete_blob("a/b.txt", IfMatch::Any)
+        .await
+        .unwrap();
     container.delete().await.unwrap();
 
     let spans = capture.spans_of(&qname);

@@ -298,7 +298,11 @@ async fn a_tampered_or_missing_blob_is_an_error_not_wrong_data() {
     let err = read_employee(&store, KEYS).await.unwrap_err();
     assert!(err.to_string().contains("SHA-256"), "{err}");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
-    store.container().delete_blob(&name, None).await.unwrap();
+    store
+        .container()
+        .delete_blob(&name, IfMatch::Any)
+        .await
+        .unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
     let err = read_employee(&store, KEYS).await.unwrap_err();
