@@ -38,7 +38,7 @@ pub use sas::{
 pub use settings::{ScanAction, ScanPolicy, Settings, TableService};
 pub use sharded::{
     SHARD_HASH_VERSION, SHARD_MARKER_PARTITION, ShardedAccount, ShardedScan, ShardedTable,
-    shard_hash,
+    ShardedTransaction, shard_hash,
 };
 pub use table::{
     BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,

@@ -719,6 +719,15 @@ impl ShardedTable {
         }
     }
 
+    /// An empty entity group transaction on this table ([`ShardedTransaction`]), sent to the
+    /// shard of its partition when it is submitted. No request is sent until then.
+    pub fn transaction(&self) -> ShardedTransaction {
+        ShardedTransaction {
+            table: self.clone(),
+            steps: Vec::new(),
+        }
+    }
+
     /// Runs the plan's transactions, each on the shard of its partition, in plan order,
     /// stopping at the first that fails (as [`Table::submit`]).
     ///
@@ -919,6 +928,127 @@ impl ShardedTable {
                 .collect(),
             transactions,
             read_backs,
+        })
+    }
+}
+
+/// One entity group transaction on a [`ShardedTable`], built step by step as a
+/// [`Transaction`](crate::Transaction) on a [`Table`]: the steps never fail, and
+/// [`submit`](Self::submit) refuses the whole transaction before sending anything. Its
+/// partition decides its shard; a transaction cannot span partitions, hence shards.
+///
+/// # Examples
+/// ```no_run
+/// use tablekit_core::{Entity, IfMatch, Properties};
+///
+/// # async fn f(orders: &tablekit_azure::ShardedTable) -> tablekit_core::Result<()> {
+/// let refund = Entity::try_new("customer-042", "refund-7", Properties::new().with("Cents", -525))?;
+/// orders
+///     .transaction()
+///     .insert(&refund)
+///     .delete(("customer-042", "order-7"), IfMatch::Any)
+///     .submit() // one request, to customer-042's shard
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a transaction sends nothing until it is submitted"]
+pub struct ShardedTransaction {
+    table: ShardedTable,
+    steps: Vec<Result<Operation>>,
+}
+
+impl fmt::Debug for ShardedTransaction {
+    // Neither keys nor bodies, as a table's transaction.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kinds: Vec<_> = self
+            .steps
+            .iter()
+            .map(|s| s.as_ref().map(Operation::kind).map_err(|_| "refused"))
+            .collect();
+        f.debug_struct("ShardedTransaction")
+            .field("table", &self.table.name())
+            .field("steps", &kinds)
+            .finish()
+    }
+}
+
+impl ShardedTransaction {
+    fn step(mut self, operation: Result<Operation>) -> Self {
+        self.steps.push(operation);
+        self
+    }
+
+    /// Adds an insert of `entity`; the transaction fails if it exists.
+    pub fn insert(self, entity: &impl AsEntity) -> Self {
+        self.step(Operation::insert(entity))
+    }
+
+    /// Adds a replace of `entity` if `if_match` holds.
+    pub fn replace(self, entity: &impl AsEntity, if_match: IfMatch) -> Self {
+        self.step(Operation::replace(entity, if_match))
+    }
+
+    /// Adds a merge of `entity`'s properties if `if_match` holds.
+    pub fn merge(self, entity: &impl AsEntity, if_match: IfMatch) -> Self {
+        self.step(Operation::merge(entity, if_match))
+    }
+
+    /// Adds an insert-or-replace of `entity`.
+    pub fn upsert_replace(self, entity: &impl AsEntity) -> Self {
+        self.step(Operation::upsert_replace(entity))
+    }
+
+    /// Adds an insert-or-merge of `entity`.
+    pub fn upsert_merge(self, entity: &impl AsEntity) -> Self {
+        self.step(Operation::upsert_merge(entity))
+    }
+
+    /// Adds a delete of the entity at `keys` if `if_match` holds.
+    pub fn delete(self, keys: impl IntoKeys, if_match: IfMatch) -> Self {
+        self.step(Operation::delete(keys, if_match))
+    }
+
+    /// The number of steps.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether there are no steps.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Sends the transaction to the shard of its partition: every operation is applied, or
+    /// none is.
+    ///
+    /// Requests: 1, to one shard (plus the first-use marker check), as
+    /// [`Transaction::submit`](crate::Transaction::submit); none when it is refused before
+    /// sending. Outcomes as [`Table::submit`].
+    ///
+    /// # Errors
+    /// Before any request: [`Error::BatchFailed`] with the index of the first step that
+    /// could not be encoded; [`Error::CrossPartitionTransaction`] for steps in two partitions
+    /// (in one shard or in two); [`Error::DuplicateInTransaction`],
+    /// [`Error::LimitExceeded`], [`Error::InvalidArgument`] for no steps or the reserved
+    /// marker partition; the marker check's errors. Then as [`ShardedTable::submit`].
+    pub async fn submit(self) -> Result<TransactionOutcome> {
+        let Self { table, steps } = self;
+        let mut operations = Vec::with_capacity(steps.len());
+        for (index, step) in steps.into_iter().enumerate() {
+            match step {
+                Ok(operation) => operations.push(operation),
+                Err(source) => {
+                    return Err(Error::BatchFailed {
+                        index,
+                        source: Box::new(source),
+                    });
+                }
+            }
+        }
+        let plan = BatchPlan::atomic(operations)?;
+        table.submit(&plan).await?.pop().ok_or_else(|| {
+            // An atomic plan is one transaction, so one outcome.
+            Error::invalid_argument("steps", "the transaction produced no outcome")
         })
     }
 }

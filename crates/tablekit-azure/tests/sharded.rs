@@ -450,6 +450,57 @@ async fn transactions_stay_in_one_shard_and_cross_shard_atomic_batches_are_refus
     .unwrap();
     let err = table.submit(&plan).await.unwrap_err();
     assert!(matches!(err, Error::BatchFailed { index: 1, .. }), "{err}");
+
+    // The step-by-step builder: refused before sending across shards or for a bad step, one
+    // request to its partition's shard otherwise.
+    let before = counts(&table);
+    let err = table
+        .transaction()
+        .insert(&entity(a, "t1", 1))
+        .upsert_merge(&entity(b, "t1", 1))
+        .submit()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CrossPartitionTransaction {
+                first: 0,
+                second: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = table
+        .transaction()
+        .insert(&entity(a, "t1", 1))
+        .delete(("bad/key", "x"), IfMatch::Any)
+        .submit()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::BatchFailed { index: 1, .. }), "{err}");
+    let err = table
+        .transaction()
+        .insert(&entity(SHARD_MARKER_PARTITION, "t1", 1))
+        .submit()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert_eq!(counts(&table), before, "nothing sent");
+    let outcome = table
+        .transaction()
+        .insert(&entity(b, "t1", 1))
+        .upsert_replace(&entity(b, "t2", 2))
+        .submit()
+        .await
+        .unwrap();
+    assert_eq!(outcome.indices, vec![0, 1]);
+    let mut expected = vec![0; SHARDS];
+    expected[table.shard_of(b)] = 1;
+    assert_eq!(delta(&counts(&table), &before), expected);
+    let rows = shard_rows(&table, table.shard_of(b)).await;
+    assert!(rows.contains(&(b.clone(), "t2".into())));
     table.delete_table().await.unwrap();
 }
 

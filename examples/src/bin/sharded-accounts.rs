@@ -16,7 +16,7 @@
 
 use futures::TryStreamExt as _;
 use tablekit::azure::ShardedAccount;
-use tablekit::core::batch::{BatchPlan, Operation};
+use tablekit::core::batch::Operation;
 use tablekit::prelude::*;
 use tablekit::testkit::Azurite;
 use tablekit_examples::unique_name;
@@ -128,20 +128,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ANCHOR: transaction
     // A transaction covers one partition, so one shard: it stays atomic.
-    let plan = BatchPlan::atomic([
-        Operation::upsert_merge(&Entity::try_new(
-            "customer-042",
-            "00000042",
-            Properties::new().with("Status", "refunded"),
-        )?)?,
-        Operation::insert(&Entity::try_new(
-            "customer-042",
-            "refund-00000042",
-            Properties::new().with("Cents", -5_250_i64),
-        )?)?,
-    ])?;
+    let status = Properties::new().with("Status", "refunded");
+    let refund = Properties::new().with("Cents", -5_250_i64);
     let before = per_shard(&accounts);
-    orders.submit(&plan).await?;
+    orders
+        .transaction()
+        .upsert_merge(&Entity::try_new("customer-042", "00000042", status)?)
+        .insert(&Entity::try_new("customer-042", "refund-00000042", refund)?)
+        .submit() // one request, to customer-042's shard
+        .await?;
     // ANCHOR_END: transaction
     report(
         "one transaction in customer-042's partition",
