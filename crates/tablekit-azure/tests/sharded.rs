@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use chrono::Utc;
-use futures::TryStreamExt as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use tablekit_azure::{
     Account, BulkOptions, SHARD_MARKER_PARTITION, ShardedAccount, ShardedTable, TablePermissions,
     TableSas, shard_hash,
@@ -247,6 +247,34 @@ async fn a_partition_query_asks_one_shard_and_a_scan_asks_every_shard_once() {
         .unwrap();
     assert_eq!(one.len(), 2);
     assert_eq!(delta(&counts(&table), &before), expected);
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_scan_that_meets_an_error_in_one_shard_yields_it_and_ends() {
+    let table = created("ShScanErr").await;
+    for pk in partitions(12) {
+        table.insert(&entity(&pk, "a", 1)).await.unwrap();
+    }
+    // A shard loses its table behind the handle's back (after the marker check).
+    table.shards()[1].delete_table().await.unwrap();
+    let items: Vec<_> = table
+        .scan::<Properties>()
+        .allow_scan()
+        .stream()
+        .collect::<Vec<_>>()
+        .await;
+    let last = items.last().unwrap();
+    assert_eq!(
+        last.as_ref().unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "{last:?}"
+    );
+    assert_eq!(
+        items.iter().filter(|i| i.is_err()).count(),
+        1,
+        "one error, then the end"
+    );
     table.delete_table().await.unwrap();
 }
 
