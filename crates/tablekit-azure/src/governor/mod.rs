@@ -101,6 +101,8 @@ impl Charge {
 #[derive(Debug)]
 struct Scope {
     budget: Budget,
+    /// When this partition was last refused.
+    refused_at: Option<Instant>,
     meter: Window,
     /// Entities this scope's budget let through (the meter counts those the service served).
     sent: Window,
@@ -113,6 +115,7 @@ impl Scope {
     fn new(target: f64, policy: &ThroughputPolicy, now: Instant) -> Self {
         Self {
             budget: Budget::new(target, policy, now),
+            refused_at: None,
             meter: Window::new(policy.window, now),
             sent: Window::new(policy.window, now),
             hot: false,
@@ -163,10 +166,19 @@ impl State {
         scope
     }
 
-    /// Whether the refusal of partition `pk` is the partition's own: it runs near its budget,
-    /// has none (the Cosmos DB Table API), or is at least twice as busy as the mean of the
-    /// partitions served in the window. Otherwise the account's budget was what ran out.
-    fn blames_partition(&mut self, pk: &str, policy: &ThroughputPolicy, now: Instant) -> bool {
+    /// Whether the refusal of partition `pk` is the partition's own: it has no budget (the
+    /// Cosmos DB Table API), runs near its budget, or was refused already less than
+    /// [`REPEAT`] before (`before`) and is at least twice as busy as the mean of the partitions
+    /// served in the window. An account over its budget refuses whichever partitions send at
+    /// that moment — one that just had two transactions served looks busy for a second, but
+    /// is rarely refused twice; a partition over its own budget is refused again and again.
+    fn blames_partition(
+        &mut self,
+        pk: &str,
+        before: Option<Instant>,
+        policy: &ThroughputPolicy,
+        now: Instant,
+    ) -> bool {
         let account = self.account.meter.rate(now);
         let scope = self.partition(pk, policy, now);
         let measured = scope.meter.rate(now);
@@ -174,7 +186,8 @@ impl State {
         if budget.is_infinite() || measured >= 0.5 * budget {
             return true;
         }
-        if measured <= 0.0 {
+        let repeat = before.is_some_and(|at| now.saturating_duration_since(at) < REPEAT);
+        if !repeat || measured <= 0.0 {
             return false;
         }
         // Twice the mean: at least this many partitions were served in the window.
@@ -191,6 +204,20 @@ impl State {
         false
     }
 }
+
+#[cfg(test)]
+impl State {
+    /// The rate partition `pk`'s budget (or the account's) admits at `now`.
+    fn limit_at(&self, pk: Option<&str>, now: Instant) -> f64 {
+        match pk {
+            Some(pk) => self.partitions[pk].budget.rate(now),
+            None => self.account.budget.rate(now),
+        }
+    }
+}
+
+/// A partition refused again within this long is over its own budget.
+const REPEAT: Duration = Duration::from_secs(5);
 
 /// A partition's entry idle this long is dropped even though its budget learned something.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
@@ -343,12 +370,12 @@ impl Governor {
                 scope.budget.pause(now + hint);
             }
             let partition_cooling = scope.budget.cooling(now, cooldown);
-            // Both budgets were cut in this episode: nothing to decide (and no partition to
-            // count, which matters with thousands of them).
+            let before = scope.refused_at.replace(now);
+            // Both budgets were cut in this episode: nothing to decide.
             if partition_cooling && state.account.budget.cooling(now, cooldown) {
                 return false;
             }
-            if state.blames_partition(pk, policy, now) {
+            if state.blames_partition(pk, before, policy, now) {
                 blamed_partition = true;
                 if policy.adaptive {
                     let scope = state.partition(pk, policy, now);
@@ -502,6 +529,38 @@ mod tests {
         assert!(first > Duration::ZERO);
         assert_eq!(first, later, "asked 30 µs apart, they tie");
         assert_eq!(first.subsec_micros() % 1_000, 0);
+    }
+
+    #[test]
+    fn a_partition_is_blamed_when_refused_again_not_for_one_busy_second() {
+        let g = Governor::new(ThroughputPolicy::default());
+        let t0 = Instant::now();
+        // 100 partitions served 20 entities each; "p0" had two transactions (200).
+        for i in 1..100 {
+            g.served_at(Some(&partition_name("t", &format!("p{i}"))), 20, false, t0);
+        }
+        g.served_at(Some(&partition_name("t", "p0")), 200, false, t0);
+        let refused = Charge::partition("t", "p0", 100);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert!(g.throttled_at(&refused, None, at(100)));
+        let limit = |pk: Option<&str>, ms| g.lock().limit_at(pk, at(ms));
+        assert!(
+            limit(None, 100) < 19_000.0,
+            "a first refusal: the account's"
+        );
+        assert_eq!(limit(Some("t/p0"), 100), 2_000.0 * 0.95);
+        // Refused again 2 s later, still twice as busy as the others: its own.
+        g.served_at(Some(&partition_name("t", "p0")), 200, false, at(2_000));
+        for i in 1..100 {
+            g.served_at(
+                Some(&partition_name("t", &format!("p{i}"))),
+                20,
+                false,
+                at(2_000),
+            );
+        }
+        assert!(g.throttled_at(&refused, None, at(2_100)));
+        assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
     }
 
     #[test]
