@@ -79,11 +79,9 @@ async fn bulk_write_reports_failed_only_what_is_not_stored() {
     use std::time::Duration;
     use tablekit_azure::{RetryPolicy, Settings};
 
-    let settings = Settings {
-        retry: RetryPolicy::none(),
-        request_timeout: Duration::from_millis(2_000),
-        ..Settings::default()
-    };
+    let settings = Settings::default()
+        .with_retry(RetryPolicy::none())
+        .with_request_timeout(Duration::from_millis(2_000));
     let settles = settings.write_settles_within();
     let p = common::proxied(settings);
     let table = common::table(&p.account, "faultclass").await;

@@ -18,11 +18,13 @@ async fn acknowledged_writes_survive_a_restart_and_a_rerun_converges() {
         .start()
         .unwrap();
     let ports = azurite.ports();
-    let settings = Settings {
-        retry: RetryPolicy::exponential(3, Duration::from_millis(20), Duration::from_millis(50)),
-        request_timeout: Duration::from_secs(5),
-        ..Settings::default()
-    };
+    let settings = Settings::default()
+        .with_retry(RetryPolicy::exponential(
+            3,
+            Duration::from_millis(20),
+            Duration::from_millis(50),
+        ))
+        .with_request_timeout(Duration::from_secs(5));
     let account = Account::from_connection_string(&azurite.connection_string())
         .unwrap()
         .with_settings(settings)

@@ -47,8 +47,9 @@ pub enum BlobCondition {
     IfMatch(ETag),
 }
 
-/// Options of [`Container::put`].
+/// Options of [`Container::put`]: [`PutBlob::default`] and the `with_*` setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PutBlob {
     /// `Content-Type` (default `application/octet-stream`).
     pub content_type: Option<String>,
@@ -56,6 +57,29 @@ pub struct PutBlob {
     pub metadata: BTreeMap<String, String>,
     /// When the write may happen.
     pub condition: BlobCondition,
+}
+
+impl PutBlob {
+    /// Sets the blob's `Content-Type`.
+    #[must_use]
+    pub fn with_content_type(mut self, content_type: impl Into<String>) -> Self {
+        self.content_type = Some(content_type.into());
+        self
+    }
+
+    /// Sets the blob's user metadata, replacing any set before.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: BTreeMap<String, String>) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Sets when the write may happen.
+    #[must_use]
+    pub fn with_condition(mut self, condition: BlobCondition) -> Self {
+        self.condition = condition;
+        self
+    }
 }
 
 /// A blob's properties and metadata.

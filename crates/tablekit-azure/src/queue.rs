@@ -125,8 +125,9 @@ impl MessageTtl {
     }
 }
 
-/// Options of [`Queue::put`].
+/// Options of [`Queue::put`]: [`PutOptions::default`] and the `with_*` setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PutOptions {
     /// Keep the message invisible for this long first (at most 7 days, and less than its
     /// time to live).
@@ -134,6 +135,22 @@ pub struct PutOptions {
     /// How long the service keeps the message if nobody deletes it (default: the service's
     /// 7 days, after which it is dropped silently).
     pub ttl: MessageTtl,
+}
+
+impl PutOptions {
+    /// Sets how long the message stays invisible after it is put.
+    #[must_use]
+    pub fn with_visibility_delay(mut self, delay: Duration) -> Self {
+        self.visibility_delay = Some(delay);
+        self
+    }
+
+    /// Sets how long the service keeps the message if nobody deletes it.
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: MessageTtl) -> Self {
+        self.ttl = ttl;
+        self
+    }
 }
 
 /// The parts of a `QueueMessagesList` response tablekit reads.

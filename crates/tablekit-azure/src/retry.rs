@@ -14,7 +14,11 @@ use tablekit_core::{Error, ErrorKind};
 /// A throttling answer's retry hint (`x-ms-retry-after-ms`, `Retry-After`) lengthens its
 /// delay: the delay is the larger of the schedule's and the hint, the hint capped at
 /// [`max_retry_after`](Self::max_retry_after).
+///
+/// Built from [`RetryPolicy::default`], [`RetryPolicy::none`] or
+/// [`RetryPolicy::exponential`] and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Delays before each retry; the number of entries is the number of retries.
     pub schedule: Vec<Duration>,
@@ -41,6 +45,34 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// Sets the delays before each retry (their number is the number of retries).
+    #[must_use]
+    pub fn with_schedule(mut self, schedule: impl Into<Vec<Duration>>) -> Self {
+        self.schedule = schedule.into();
+        self
+    }
+
+    /// Sets the relative jitter applied to each delay (0.2 = ±20 %).
+    #[must_use]
+    pub fn with_jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Sets whether a connection error is retried once at once, before the schedule.
+    #[must_use]
+    pub fn with_immediate_first_retry_on_connection_error(mut self, immediate: bool) -> Self {
+        self.immediate_first_retry_on_connection_error = immediate;
+        self
+    }
+
+    /// Sets the longest server retry hint honoured.
+    #[must_use]
+    pub fn with_max_retry_after(mut self, max_retry_after: Duration) -> Self {
+        self.max_retry_after = max_retry_after;
+        self
+    }
+
     /// No retries at all.
     pub fn none() -> Self {
         Self {
@@ -112,7 +144,10 @@ impl RetryPolicy {
 
 /// Retries of optimistic-concurrency conflicts (412, or 409 when two writers insert the same
 /// new entity): re-read, re-apply, re-write, with jittered exponential backoff.
+///
+/// Built from [`ConflictRetry::default`] and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConflictRetry {
     /// Attempts in total (the first one included). Default 30.
     pub max_attempts: u32,
@@ -133,6 +168,27 @@ impl Default for ConflictRetry {
 }
 
 impl ConflictRetry {
+    /// Sets the attempts in total, the first one included.
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Sets the backoff before the second attempt (it doubles each time).
+    #[must_use]
+    pub fn with_initial_backoff(mut self, initial_backoff: Duration) -> Self {
+        self.initial_backoff = initial_backoff;
+        self
+    }
+
+    /// Sets the largest backoff.
+    #[must_use]
+    pub fn with_max_backoff(mut self, max_backoff: Duration) -> Self {
+        self.max_backoff = max_backoff;
+        self
+    }
+
     /// The backoff before attempt `attempt` (2-based: the first retry), full jitter.
     pub fn backoff(&self, attempt: u32) -> Duration {
         let exp = self

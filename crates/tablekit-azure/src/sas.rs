@@ -271,8 +271,10 @@ impl TableSas {
     }
 }
 
-/// Services an account SAS covers.
+/// Services an account SAS covers: [`SasServices::default`] (none) and the `with_*`
+/// setters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub struct SasServices {
     /// Blob service.
     pub blob: bool,
@@ -280,6 +282,29 @@ pub struct SasServices {
     pub queue: bool,
     /// Table service.
     pub table: bool,
+}
+
+impl SasServices {
+    /// Sets whether the SAS covers the blob service.
+    #[must_use]
+    pub fn with_blob(mut self, blob: bool) -> Self {
+        self.blob = blob;
+        self
+    }
+
+    /// Sets whether the SAS covers the queue service.
+    #[must_use]
+    pub fn with_queue(mut self, queue: bool) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Sets whether the SAS covers the table service.
+    #[must_use]
+    pub fn with_table(mut self, table: bool) -> Self {
+        self.table = table;
+        self
+    }
 }
 
 /// An account SAS (for queues and blobs, where a service SAS per resource is not needed):

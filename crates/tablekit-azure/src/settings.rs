@@ -52,7 +52,12 @@ pub enum ScanAction {
 }
 
 /// Which query shapes are allowed. Point and range queries always are.
+///
+/// Built from [`ScanPolicy::default`], [`ScanPolicy::allow_all`] or
+/// [`ScanPolicy::deny_table_scans`] and the `with_*` setters, so that a field can be added
+/// without breaking callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ScanPolicy {
     /// Queries that do not fix the PartitionKey (they read every partition).
     pub table_scans: ScanAction,
@@ -86,9 +91,35 @@ impl ScanPolicy {
             partition_scans: ScanAction::Allow,
         }
     }
+
+    /// Sets what happens to queries that do not fix the PartitionKey.
+    #[must_use]
+    pub fn with_table_scans(mut self, action: ScanAction) -> Self {
+        self.table_scans = action;
+        self
+    }
+
+    /// Sets what happens to queries that fix the PartitionKey but filter on other properties.
+    #[must_use]
+    pub fn with_partition_scans(mut self, action: ScanAction) -> Self {
+        self.partition_scans = action;
+        self
+    }
 }
 
 /// Settings shared by every handle of an [`Account`](crate::Account).
+///
+/// Built from [`Settings::default`] (or [`Settings::cosmos`]) and the `with_*` setters:
+///
+/// ```
+/// use std::time::Duration;
+/// use tablekit_azure::{RetryPolicy, Settings};
+///
+/// let settings = Settings::default()
+///     .with_retry(RetryPolicy::none())
+///     .with_request_timeout(Duration::from_secs(5));
+/// # assert_eq!(settings.concurrency, 8);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Retries of transient failures (throttling, timeouts, connection errors).
@@ -112,6 +143,62 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Sets the retries of transient failures.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the retries of optimistic-concurrency conflicts in ETag loops.
+    #[must_use]
+    pub fn with_conflict_retry(mut self, conflict_retry: ConflictRetry) -> Self {
+        self.conflict_retry = conflict_retry;
+        self
+    }
+
+    /// Sets which expensive query shapes are allowed, warned about or denied.
+    #[must_use]
+    pub fn with_scan_policy(mut self, scan_policy: ScanPolicy) -> Self {
+        self.scan_policy = scan_policy;
+        self
+    }
+
+    /// Sets the requests in flight for bulk operations.
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Sets the time limit of one HTTP request attempt.
+    #[must_use]
+    pub fn with_request_timeout(mut self, request_timeout: Duration) -> Self {
+        self.request_timeout = request_timeout;
+        self
+    }
+
+    /// Sets the entity budgets and their adaptation to throttling.
+    #[must_use]
+    pub fn with_throughput(mut self, throughput: ThroughputPolicy) -> Self {
+        self.throughput = throughput;
+        self
+    }
+
+    /// Sets the service behind the table endpoint.
+    #[must_use]
+    pub fn with_table_service(mut self, table_service: TableService) -> Self {
+        self.table_service = table_service;
+        self
+    }
+
+    /// Sets what request spans record.
+    #[must_use]
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
+        self
+    }
+
     /// Settings for the Cosmos DB Table API: [`TableService::Cosmos`] (its limits are checked
     /// before sending; operations that rely on sorted query results refuse), and
     /// [`ThroughputPolicy::cosmos`] (budgets learned from 429 answers, retry hints honoured).

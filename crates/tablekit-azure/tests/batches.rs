@@ -351,10 +351,7 @@ async fn a_transaction_whose_every_response_was_lost_is_read_back_with_one_query
 async fn a_transaction_not_there_after_a_broken_connection_is_unknown_then_failed_once_settled() {
     use tablekit_testkit::Fault;
     // Every attempt breaks before the service sees it; the client cannot know that.
-    let settings = tablekit_azure::Settings {
-        request_timeout: std::time::Duration::from_secs(2),
-        ..common::fast_retries()
-    };
+    let settings = common::fast_retries().with_request_timeout(std::time::Duration::from_secs(2));
     let (table, report, s, _p) =
         bulk_under(settings.clone(), &[Fault::Reset], BulkOptions::default()).await;
     assert_eq!(report.unknown(), 10, "{:?}", report.outcomes);

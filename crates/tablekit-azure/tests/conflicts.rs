@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tablekit_azure::{ConflictRetry, Settings, Table};
+use tablekit_azure::{ConflictRetry, Table};
 use tablekit_core::{Entity, Error, ErrorKind, Keys, Properties, Target};
 
 /// One increment of the counter at `keys`: read, then a write under the ETag read (or an
@@ -83,14 +83,14 @@ async fn sixteen_writers_running_conflict_loops_end_at_exactly_160() {
 
 #[tokio::test]
 async fn a_conflict_returned_as_the_answer_and_other_errors_are_not_retried() {
-    let account = common::account_with(Settings {
-        conflict_retry: ConflictRetry {
-            max_attempts: 3,
-            initial_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(2),
-        },
-        ..common::fast_retries()
-    });
+    let account = common::account_with(
+        common::fast_retries().with_conflict_retry(
+            ConflictRetry::default()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(1))
+                .with_max_backoff(Duration::from_millis(2)),
+        ),
+    );
     let conflict = || Error::PreconditionFailed {
         target: Target::entity("T", Keys::new("p", "r").unwrap()),
     };

@@ -21,10 +21,11 @@ const KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 fn cosmos_settings() -> Settings {
-    Settings {
-        retry: RetryPolicy::exponential(4, Duration::from_millis(10), Duration::from_millis(100)),
-        ..Settings::cosmos()
-    }
+    Settings::cosmos().with_retry(RetryPolicy::exponential(
+        4,
+        Duration::from_millis(10),
+        Duration::from_millis(100),
+    ))
 }
 
 #[test]
@@ -163,13 +164,12 @@ async fn cosmos_limits_are_refused_before_any_request() {
 
 #[tokio::test]
 async fn cosmos_429s_are_retried_after_their_hint_and_charges_recorded() {
-    let proxied = fixtures::proxied(Settings {
-        retry: RetryPolicy {
-            max_retry_after: Duration::from_secs(5),
-            ..RetryPolicy::exponential(6, Duration::from_millis(10), Duration::from_millis(100))
-        },
-        ..Settings::cosmos()
-    });
+    let proxied = fixtures::proxied(
+        Settings::cosmos().with_retry(
+            RetryPolicy::exponential(6, Duration::from_millis(10), Duration::from_millis(100))
+                .with_max_retry_after(Duration::from_secs(5)),
+        ),
+    );
     let account = &proxied.account;
     let table = fixtures::table_on(account, "cosmos429").await;
     let throttle =

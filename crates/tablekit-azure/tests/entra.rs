@@ -347,11 +347,10 @@ async fn a_token_account_signs_no_sas_and_sends_nothing() {
     let account = token_account(credential.clone());
     let expiry = Utc::now() + chrono::Duration::hours(1);
     let table = TableSas::new("Employees", TablePermissions::READ, expiry).sign(&account);
-    let services = SasServices {
-        blob: true,
-        queue: true,
-        table: true,
-    };
+    let services = SasServices::default()
+        .with_blob(true)
+        .with_queue(true)
+        .with_table(true);
     let any = AccountSas::new(services, "rl", "sco", expiry).sign(&account);
     for result in [table, any] {
         match result {

@@ -216,10 +216,7 @@ async fn filters_given_one_after_another_are_combined_with_and() {
     fill(&table, &["a", "b", "c"], 10).await;
     let strict = table
         .account()
-        .with_settings(Settings {
-            scan_policy: ScanPolicy::deny_table_scans(),
-            ..Settings::default()
-        })
+        .with_settings(Settings::default().with_scan_policy(ScanPolicy::deny_table_scans()))
         .unwrap();
     let query = strict
         .table(table.name())
@@ -343,10 +340,7 @@ async fn the_scan_policy_can_refuse_table_scans_before_sending() {
     let table = common::table("scanpolicy").await;
     let strict = table
         .account()
-        .with_settings(Settings {
-            scan_policy: ScanPolicy::deny_table_scans(),
-            ..Settings::default()
-        })
+        .with_settings(Settings::default().with_scan_policy(ScanPolicy::deny_table_scans()))
         .unwrap();
     let strict_table = strict.table(table.name()).unwrap();
     let query = strict_table

@@ -65,10 +65,9 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
     queue
         .put(
             b"later",
-            PutOptions {
-                visibility_delay: Some(Duration::from_secs(2)),
-                ttl: MessageTtl::ServiceDefault,
-            },
+            PutOptions::default()
+                .with_visibility_delay(Duration::from_secs(2))
+                .with_ttl(MessageTtl::ServiceDefault),
         )
         .await
         .unwrap();
@@ -106,13 +105,7 @@ async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
         let queue = queue.clone();
         async move {
             queue
-                .put(
-                    b"job",
-                    PutOptions {
-                        ttl,
-                        ..PutOptions::default()
-                    },
-                )
+                .put(b"job", PutOptions::default().with_ttl(ttl))
                 .await
                 .unwrap();
             let message = queue
@@ -140,18 +133,13 @@ async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
     // before it becomes visible.
     let before = account.metrics().snapshot().requests();
     let refused = [
-        PutOptions {
-            ttl: MessageTtl::After(Duration::from_millis(500)),
-            ..PutOptions::default()
-        },
-        PutOptions {
-            visibility_delay: Some(Duration::from_secs(20)),
-            ttl: MessageTtl::After(Duration::from_secs(10)),
-        },
-        PutOptions {
-            visibility_delay: Some(Duration::from_secs(10)),
-            ttl: MessageTtl::After(Duration::from_secs(10)),
-        },
+        PutOptions::default().with_ttl(MessageTtl::After(Duration::from_millis(500))),
+        PutOptions::default()
+            .with_visibility_delay(Duration::from_secs(20))
+            .with_ttl(MessageTtl::After(Duration::from_secs(10))),
+        PutOptions::default()
+            .with_visibility_delay(Duration::from_secs(10))
+            .with_ttl(MessageTtl::After(Duration::from_secs(10))),
     ];
     for options in refused {
         let e = queue.put(b"job", options.clone()).await.unwrap_err();
@@ -177,10 +165,7 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
         .put(
             "queue/2014/07/31/1800/000001.log",
             data.clone(),
-            PutBlob {
-                metadata: meta.clone(),
-                ..PutBlob::default()
-            },
+            PutBlob::default().with_metadata(meta.clone()),
         )
         .await
         .unwrap();
@@ -217,10 +202,7 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
         .put(
             "queue/2014/07/31/1900/000001.log",
             b"x".to_vec(),
-            PutBlob {
-                condition: BlobCondition::IfNotExists,
-                ..PutBlob::default()
-            },
+            PutBlob::default().with_condition(BlobCondition::IfNotExists),
         )
         .await
         .unwrap_err();
@@ -243,10 +225,7 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
         .put(
             "queue/2014/07/31/1800/000001.log",
             b"v3".to_vec(),
-            PutBlob {
-                condition: BlobCondition::IfMatch(tag.clone()),
-                ..PutBlob::default()
-            },
+            PutBlob::default().with_condition(BlobCondition::IfMatch(tag.clone())),
         )
         .await
         .unwrap_err();
@@ -406,11 +385,10 @@ async fn an_account_sas_reaches_queues_and_blobs() {
     let queue = account.queue(&unique_queue_name("sas")).unwrap();
     queue.create().await.unwrap();
     let token = AccountSas::new(
-        SasServices {
-            blob: true,
-            queue: true,
-            table: false,
-        },
+        SasServices::default()
+            .with_blob(true)
+            .with_queue(true)
+            .with_table(false),
         "raup",
         "o",
         Utc::now() + chrono::Duration::minutes(5),

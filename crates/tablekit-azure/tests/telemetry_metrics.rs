@@ -13,7 +13,7 @@ use std::time::Duration;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use tablekit_azure::{PutBlob, PutOptions, Settings, ThroughputPolicy};
+use tablekit_azure::{PutBlob, PutOptions, ThroughputPolicy};
 use tablekit_core::{Entity, ErrorKind, Properties};
 use tablekit_testkit::{Fault, unique_container_name, unique_queue_name, unique_table_name};
 
@@ -94,13 +94,12 @@ async fn requests_record_duration_and_counters_with_their_attributes() {
 
     // A partition budget of 20 entities a second and a burst of 50 ms: a run of writes to one
     // partition waits for it.
-    let settings = Settings {
-        throughput: ThroughputPolicy::default()
+    let settings = common::fast_retries().with_throughput(
+        ThroughputPolicy::default()
             .with_targets(20.0, 20_000.0)
             .with_utilization(1.0)
             .with_burst(Duration::from_millis(50)),
-        ..common::fast_retries()
-    };
+    );
     let p = common::proxied(settings);
     let account = &p.account;
     let name = unique_table_name("Metrics");

@@ -468,10 +468,8 @@ async fn no_key_value_appears_in_any_span_or_event_by_default() {
 #[tokio::test]
 async fn key_values_are_recorded_when_the_account_opts_in() {
     let capture = capture();
-    let settings = Settings {
-        telemetry: Telemetry::default().with_record_keys(true),
-        ..common::fast_retries()
-    };
+    let settings =
+        common::fast_retries().with_telemetry(Telemetry::default().with_record_keys(true));
     let (pk, rk) = ("pk-0pen-77d2", "rk-0pen-1b0e");
     let name = exercise_keys(&common::account_with(settings), (pk, rk)).await;
     let spans = capture.spans_of(&name);
@@ -490,10 +488,7 @@ async fn an_account_with_the_cosmos_profile_names_its_system_azure_cosmosdb() {
     let capture = capture();
     // Azurite with the Cosmos DB Table API settings (what an account on a Cosmos DB endpoint
     // gets when built): the profile, not the host, decides.
-    let account = common::account_with(Settings {
-        retry: common::fast_retries().retry,
-        ..Settings::cosmos()
-    });
+    let account = common::account_with(Settings::cosmos().with_retry(common::fast_retries().retry));
     let name = unique_table_name("SpanCosmos");
     let table = account.table(&name).unwrap();
     table.create().await.unwrap();

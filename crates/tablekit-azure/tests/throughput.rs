@@ -85,11 +85,11 @@ async fn a_hot_partition_waits_for_budget_while_the_cold_ones_finish() {
     let model = ThrottleModel::default()
         .with_per_partition(100.0)
         .with_per_account(10_000.0);
-    let proxied = fixtures::proxied(Settings {
-        throughput: ThroughputPolicy::default().with_targets(100.0, 10_000.0),
-        concurrency: 4,
-        ..fast_retries()
-    });
+    let proxied = fixtures::proxied(
+        fast_retries()
+            .with_throughput(ThroughputPolicy::default().with_targets(100.0, 10_000.0))
+            .with_concurrency(4),
+    );
     let account = &proxied.account;
     let table = created(account, "hotcold").await;
     let throttle = proxied.table.set_throttle(model);
@@ -139,15 +139,15 @@ async fn a_hot_partition_waits_for_budget_while_the_cold_ones_finish() {
 #[tokio::test]
 async fn a_retry_hint_delays_the_retry_and_request_charges_are_recorded() {
     let hint = Duration::from_millis(300);
-    let proxied = fixtures::proxied(Settings {
-        // Budgets are learned from 429s; the schedule (10 ms…) is shorter than the hint.
-        throughput: ThroughputPolicy::cosmos(),
-        retry: RetryPolicy {
-            max_retry_after: Duration::from_secs(5),
-            ..RetryPolicy::exponential(6, Duration::from_millis(10), Duration::from_millis(100))
-        },
-        ..Settings::default()
-    });
+    let proxied = fixtures::proxied(
+        Settings::default()
+            // Budgets are learned from 429s; the schedule (10 ms…) is shorter than the hint.
+            .with_throughput(ThroughputPolicy::cosmos())
+            .with_retry(
+                RetryPolicy::exponential(6, Duration::from_millis(10), Duration::from_millis(100))
+                    .with_max_retry_after(Duration::from_secs(5)),
+            ),
+    );
     let account = &proxied.account;
     let table = created(account, "hint").await;
     let throttle = proxied.table.set_throttle(
@@ -192,10 +192,9 @@ async fn a_retry_hint_delays_the_retry_and_request_charges_are_recorded() {
 
 #[tokio::test]
 async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
-    let proxied = fixtures::proxied(Settings {
-        throughput: ThroughputPolicy::default().with_targets(200.0, 4_000.0),
-        ..fast_retries()
-    });
+    let proxied = fixtures::proxied(
+        fast_retries().with_throughput(ThroughputPolicy::default().with_targets(200.0, 4_000.0)),
+    );
     let account = &proxied.account;
     let table = created(account, "aimd").await;
     let metrics = account.metrics().clone();
@@ -284,10 +283,7 @@ async fn workload(table: &Table) {
 
 #[tokio::test]
 async fn governance_switched_off_sends_exactly_the_same_requests() {
-    let off = fixtures::account_with(Settings {
-        throughput: ThroughputPolicy::unlimited(),
-        ..fast_retries()
-    });
+    let off = fixtures::account_with(fast_retries().with_throughput(ThroughputPolicy::unlimited()));
     let on = fixtures::account_with(fast_retries());
     let mut counts = Vec::new();
     for account in [&off, &on] {

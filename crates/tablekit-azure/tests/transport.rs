@@ -74,14 +74,11 @@ async fn an_injected_503_is_retried_and_a_400_is_not() {
 
 #[tokio::test]
 async fn retries_give_up_after_the_schedule() {
-    let settings = Settings {
-        retry: RetryPolicy::exponential(
-            2,
-            std::time::Duration::from_millis(5),
-            std::time::Duration::from_millis(5),
-        ),
-        ..Settings::default()
-    };
+    let settings = Settings::default().with_retry(RetryPolicy::exponential(
+        2,
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(5),
+    ));
     let p = common::proxied(settings);
     let table = p.account.table(&unique_table_name("giveup")).unwrap();
     table.create().await.unwrap();
@@ -227,10 +224,7 @@ async fn lost_queue_and_blob_responses_are_verified_and_refusals_are_not() {
 
     let container = p.account.container(&unique_container_name("lost")).unwrap();
     container.create().await.unwrap();
-    let create_only = || PutBlob {
-        condition: BlobCondition::IfNotExists,
-        ..PutBlob::default()
-    };
+    let create_only = || PutBlob::default().with_condition(BlobCondition::IfNotExists);
     p.blob.fail_nth(1, Fault::DropResponse);
     container
         .put("ours", b"mine".to_vec(), create_only())

@@ -175,10 +175,10 @@ impl<J: Job> JobQueue<J> {
     /// Puts a job message that stays until it is deleted: a job or a poison record that
     /// expired would vanish without a trace.
     async fn put(&self, payload: Vec<u8>, delay: Option<Duration>) -> Result<()> {
-        let options = PutOptions {
-            visibility_delay: delay,
-            ttl: MessageTtl::Never,
-        };
+        let mut options = PutOptions::default().with_ttl(MessageTtl::Never);
+        if let Some(delay) = delay {
+            options = options.with_visibility_delay(delay);
+        }
         self.queue.put(&payload, options).await?;
         Ok(())
     }

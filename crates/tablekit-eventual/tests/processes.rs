@@ -26,14 +26,11 @@ const CHILD_STORAGE_ENV: &str = "TABLEKIT_EVENTUAL_CHILD_STORAGE";
 /// several worker processes at once, beside other test binaries, slow the emulator past a
 /// second now and then, and these tests are about processes, not about giving up.
 fn patient() -> tablekit_azure::Settings {
-    tablekit_azure::Settings {
-        retry: tablekit_azure::RetryPolicy::exponential(
-            8,
-            Duration::from_millis(50),
-            Duration::from_secs(1),
-        ),
-        ..common::fast_retries()
-    }
+    common::fast_retries().with_retry(tablekit_azure::RetryPolicy::exponential(
+        8,
+        Duration::from_millis(50),
+        Duration::from_secs(1),
+    ))
 }
 
 /// The worker process. A no-op in a normal test run; the tests below run this binary again

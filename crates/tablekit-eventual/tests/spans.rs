@@ -119,10 +119,7 @@ async fn a_delivery_is_one_step_span_and_handler_errors_name_no_keys_unless_allo
 
     // Key values allowed: the events carry the handler's whole error.
     let settings = common::fast_retries();
-    let settings = tablekit_azure::Settings {
-        telemetry: Telemetry::default().with_record_keys(true),
-        ..settings
-    };
+    let settings = settings.with_telemetry(Telemetry::default().with_record_keys(true));
     let (_, reason) = fail_once(&common::account_with(settings), "Row-5ecret-b").await;
     assert!(reason.contains("Row-5ecret-b"));
     let everything = capture.everything();

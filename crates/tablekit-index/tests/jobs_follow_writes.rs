@@ -26,10 +26,7 @@ const WRITE_DELAY: Duration = Duration::from_secs(3);
 /// Fast retries; `request_timeout` decides how long a write may take to land, and so the
 /// jobs' deadlines.
 fn settings(request_timeout: Duration) -> Settings {
-    Settings {
-        request_timeout,
-        ..fast_retries()
-    }
+    fast_retries().with_request_timeout(request_timeout)
 }
 
 /// The tests' request timeout: a write held [`WRITE_DELAY`] lands within its attempts'

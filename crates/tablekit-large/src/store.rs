@@ -197,11 +197,12 @@ impl LargeEntities {
             (RK_METADATA.to_owned(), encode_key(keys.rk())),
             (GRACE_METADATA.to_owned(), encode_grace(self.grace)),
         ]);
-        let options = PutBlob {
-            content_type: self.content_type.clone(),
-            metadata,
-            condition: BlobCondition::IfNotExists,
-        };
+        let mut options = PutBlob::default()
+            .with_metadata(metadata)
+            .with_condition(BlobCondition::IfNotExists);
+        if let Some(content_type) = &self.content_type {
+            options = options.with_content_type(content_type.clone());
+        }
         self.container
             .put(&reference.name, data.clone(), options)
             .await

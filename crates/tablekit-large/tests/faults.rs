@@ -193,10 +193,9 @@ async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
 /// Proxies for the races below: a request held 3 s by the proxy is neither given up by the
 /// client nor cut by the server timeout it carries (both 5 s), so it is answered once, late.
 fn patient() -> common::Proxied {
-    tablekit_testkit::fixtures::proxied(tablekit_azure::Settings {
-        request_timeout: std::time::Duration::from_secs(5),
-        ..common::fast_retries()
-    })
+    tablekit_testkit::fixtures::proxied(
+        common::fast_retries().with_request_timeout(std::time::Duration::from_secs(5)),
+    )
 }
 
 #[tokio::test]

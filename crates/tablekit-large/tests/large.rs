@@ -418,10 +418,7 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
     };
     for (i, owner) in [KEYS, KEYS, ("Sales", "000999")].into_iter().enumerate() {
         let name = format!("{}orphan{i}", store.prefix());
-        let options = PutBlob {
-            metadata: metadata(owner),
-            ..PutBlob::default()
-        };
+        let options = PutBlob::default().with_metadata(metadata(owner));
         store
             .container()
             .put(&name, payload(10, 0), options)

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tablekit_azure::{RetryPolicy, Settings};
+use tablekit_azure::RetryPolicy;
 use tablekit_core::{Entity, Properties};
 use tablekit_large::{LargeEntities, SweepOptions};
 use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
@@ -42,11 +42,13 @@ fn table_puts(occurrences: Occurrences, fault: Fault) -> Rule {
 async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
     // Each attempt may take 2 s; one retry (plus the immediate one after a broken
     // connection): a write lands at the latest 4 × 2 s plus the tiny delays after it starts.
-    let settings = Settings {
-        retry: RetryPolicy::exponential(1, Duration::from_millis(10), Duration::from_millis(10)),
-        request_timeout: Duration::from_secs(2),
-        ..common::fast_retries()
-    };
+    let settings = common::fast_retries()
+        .with_retry(RetryPolicy::exponential(
+            1,
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+        ))
+        .with_request_timeout(Duration::from_secs(2));
     let proxied = tablekit_testkit::fixtures::proxied(settings);
     let (table, container) = common::resources(&proxied.account, "largelate").await;
     let builder = LargeEntities::builder(table, container)
@@ -207,10 +209,9 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
     // The deadline runs from the start of the upload, before the service stamps the blob's
     // Last-Modified; an upload slower than the deadline is dropped and made again. The
     // client and server timeouts (5 s) let the held upload finish in one attempt.
-    let proxied = tablekit_testkit::fixtures::proxied(Settings {
-        request_timeout: Duration::from_secs(5),
-        ..common::fast_retries()
-    });
+    let proxied = tablekit_testkit::fixtures::proxied(
+        common::fast_retries().with_request_timeout(Duration::from_secs(5)),
+    );
     let (table, container) = common::resources(&proxied.account, "largeslow").await;
     let store = LargeEntities::builder(table, container)
         .with_commit_deadline(Duration::from_secs(1))
@@ -260,16 +261,15 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
 async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
     // The writer's first entity write is refused with 503 and retried 8 s later: by its own
     // settings it may land more than 10 s after it starts.
-    let writer_settings = Settings {
-        retry: RetryPolicy {
-            schedule: vec![Duration::from_secs(8)],
-            jitter: 0.0,
-            immediate_first_retry_on_connection_error: false,
-            max_retry_after: Duration::ZERO,
-        },
-        request_timeout: Duration::from_secs(1),
-        ..common::fast_retries()
-    };
+    let writer_settings = common::fast_retries()
+        .with_retry(
+            RetryPolicy::default()
+                .with_schedule(vec![Duration::from_secs(8)])
+                .with_jitter(0.0)
+                .with_immediate_first_retry_on_connection_error(false)
+                .with_max_retry_after(Duration::ZERO),
+        )
+        .with_request_timeout(Duration::from_secs(1));
     let proxied = tablekit_testkit::fixtures::proxied(writer_settings);
     let (table, container) = common::resources(&proxied.account, "largewriter").await;
     let builder = LargeEntities::builder(table.clone(), container.clone())
@@ -281,16 +281,17 @@ async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
     // The sweeper is another process of the same store, with quick settings of its own (two
     // attempts of 1 s, 10 ms apart) and, wrongly, a shorter grace of 6 s: it still leaves the
     // blob alone as long as its writer said.
-    let sweeper_account = tablekit_testkit::fixtures::account_with(Settings {
-        retry: RetryPolicy {
-            schedule: vec![Duration::from_millis(10)],
-            jitter: 0.0,
-            immediate_first_retry_on_connection_error: false,
-            max_retry_after: Duration::ZERO,
-        },
-        request_timeout: Duration::from_secs(1),
-        ..common::fast_retries()
-    });
+    let sweeper_account = tablekit_testkit::fixtures::account_with(
+        common::fast_retries()
+            .with_retry(
+                RetryPolicy::default()
+                    .with_schedule(vec![Duration::from_millis(10)])
+                    .with_jitter(0.0)
+                    .with_immediate_first_retry_on_connection_error(false)
+                    .with_max_retry_after(Duration::ZERO),
+            )
+            .with_request_timeout(Duration::from_secs(1)),
+    );
     let sweeper = LargeEntities::builder(
         sweeper_account.table(table.name()).unwrap(),
         sweeper_account.container(container.name()).unwrap(),
@@ -380,16 +381,15 @@ async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_aft
     // One retry 10 ms apart: a write lands at the latest about 4 s after it starts, and the
     // store's grace is the shortest these writes fit in. The codec then holds the entity
     // write for 7 s after the upload, past the grace less the clock allowance.
-    let settings = Settings {
-        retry: RetryPolicy {
-            schedule: vec![Duration::from_millis(10)],
-            jitter: 0.0,
-            immediate_first_retry_on_connection_error: false,
-            max_retry_after: Duration::ZERO,
-        },
-        request_timeout: Duration::from_secs(1),
-        ..common::fast_retries()
-    };
+    let settings = common::fast_retries()
+        .with_retry(
+            RetryPolicy::default()
+                .with_schedule(vec![Duration::from_millis(10)])
+                .with_jitter(0.0)
+                .with_immediate_first_retry_on_connection_error(false)
+                .with_max_retry_after(Duration::ZERO),
+        )
+        .with_request_timeout(Duration::from_secs(1));
     let account = tablekit_testkit::fixtures::account_with(settings);
     let (table, container) = common::resources(&account, "largestall").await;
     let codec = Arc::new(SlowCodec {

@@ -229,10 +229,7 @@ async fn a_restarted_writer_never_overwrites_a_file() {
         .put(
             "queue/2014/07/31/1800/000004.log",
             "1.0;2014-07-31T18:11:00.000000000Z;error;other writer\n",
-            PutBlob {
-                condition: BlobCondition::IfNotExists,
-                ..PutBlob::default()
-            },
+            PutBlob::default().with_condition(BlobCondition::IfNotExists),
         )
         .await
         .unwrap();
@@ -263,10 +260,7 @@ async fn a_restarted_writer_never_overwrites_a_file() {
 #[tokio::test]
 async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
     // No retries: each upload is one attempt, and its fault is the flush's outcome.
-    let p = proxied(Settings {
-        retry: RetryPolicy::none(),
-        ..Settings::default()
-    });
+    let p = proxied(Settings::default().with_retry(RetryPolicy::none()));
     let container = common::container_on(&p.account, "settleflush").await;
     let metrics = container.account().metrics().clone();
     let writer = BlobLogWriter::new(container.clone(), "queue", never()).unwrap();
@@ -313,10 +307,7 @@ async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
         .put(
             "queue/2014/07/31/1800/000002.log",
             "1.0;2014-07-31T18:11:00.000000000Z;error;other writer\n",
-            PutBlob {
-                condition: BlobCondition::IfNotExists,
-                ..PutBlob::default()
-            },
+            PutBlob::default().with_condition(BlobCondition::IfNotExists),
         )
         .await
         .unwrap();

@@ -23,11 +23,9 @@ struct Claim {
 
 #[tokio::test]
 async fn reappending_what_was_not_reported_written_duplicates_nothing() {
-    let settings = Settings {
-        retry: RetryPolicy::none(),
-        request_timeout: Duration::from_millis(2_000),
-        ..Settings::default()
-    };
+    let settings = Settings::default()
+        .with_retry(RetryPolicy::none())
+        .with_request_timeout(Duration::from_millis(2_000));
     // Every attempt of the first append is sent at once: each has landed one late landing
     // later. (Waiting longer lets the emulator close the idle pooled connections, 5 s, and a
     // request without retries can meet one closing.)

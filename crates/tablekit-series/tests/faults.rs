@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use tablekit_azure::{RetryPolicy, Settings};
+use tablekit_azure::RetryPolicy;
 use tablekit_series::{Series, SeriesLayout};
 use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
 
@@ -41,10 +41,11 @@ async fn an_add_whose_merge_response_was_lost_counts_once() {
 async fn an_add_refused_with_503_while_another_writer_added_is_not_lost() {
     // A long first retry delay leaves room for the other writer between the refusal and
     // the retry.
-    let slow_retry = Settings {
-        retry: RetryPolicy::exponential(1, Duration::from_secs(1), Duration::from_secs(1)),
-        ..common::settings()
-    };
+    let slow_retry = common::settings().with_retry(RetryPolicy::exponential(
+        1,
+        Duration::from_secs(1),
+        Duration::from_secs(1),
+    ));
     let (account, proxy) = common::proxied(slow_retry);
     let direct = common::table("series503").await;
     let table = common::reopen(&direct, &account);
@@ -67,19 +68,22 @@ async fn an_add_refused_with_503_while_another_writer_added_is_not_lost() {
 
 #[tokio::test]
 async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
-    let contended = Settings {
-        conflict_retry: tablekit_azure::ConflictRetry {
-            max_attempts: 10_000,
-            initial_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(40),
-        },
+    let contended = common::settings()
+        .with_conflict_retry(
+            tablekit_azure::ConflictRetry::default()
+                .with_max_attempts(10_000)
+                .with_initial_backoff(Duration::from_millis(1))
+                .with_max_backoff(Duration::from_millis(40)),
+        )
         // With 15% of some 600 requests faulted, the testkit's 5 attempts ran out on every
         // attempt of one request in about one run of 25 (0.15^5 per request), and the add
         // failed with a 503: what is tested is counting under faults, not running out of
         // retries, so each request gets 12 attempts (0.15^12 per request).
-        retry: RetryPolicy::exponential(11, Duration::from_millis(1), Duration::from_millis(20)),
-        ..common::settings()
-    };
+        .with_retry(RetryPolicy::exponential(
+            11,
+            Duration::from_millis(1),
+            Duration::from_millis(20),
+        ));
     let (account, proxy) = common::proxied(contended);
     let direct = common::table("seriesmany").await;
     let table = common::reopen(&direct, &account);

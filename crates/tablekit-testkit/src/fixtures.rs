@@ -30,11 +30,13 @@ use crate::{
 /// ([`Settings::late_landing`]), so a queue worker may hold its messages for as little as
 /// 3 s, and a write settles within about 12 s.
 pub fn fast_retries() -> Settings {
-    Settings {
-        retry: RetryPolicy::exponential(4, Duration::from_millis(10), Duration::from_millis(100)),
-        request_timeout: Duration::from_secs(1),
-        ..Settings::default()
-    }
+    Settings::default()
+        .with_retry(RetryPolicy::exponential(
+            4,
+            Duration::from_millis(10),
+            Duration::from_millis(100),
+        ))
+        .with_request_timeout(Duration::from_secs(1))
 }
 
 /// A new account handle on [`TestStorage::shared`] with [`fast_retries`]. Each call has its

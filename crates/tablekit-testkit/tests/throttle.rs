@@ -21,10 +21,7 @@ use tokio::task::JoinSet;
 
 /// Every refusal reaches the test: no retries.
 fn no_retries() -> Settings {
-    Settings {
-        retry: RetryPolicy::none(),
-        ..Settings::default()
-    }
+    Settings::default().with_retry(RetryPolicy::none())
 }
 
 async fn created_table(p: &Proxied, prefix: &str) -> Table {

@@ -120,10 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (PK_METADATA.to_owned(), "Sales".to_owned()),
         (RK_METADATA.to_owned(), "000223".to_owned()),
     ]);
-    let orphan = PutBlob {
-        metadata: owner,
-        ..PutBlob::default()
-    };
+    let orphan = PutBlob::default().with_metadata(owner);
     photos.put(&crashed, photo(1000, 3), orphan).await?;
 
     let before = metrics.snapshot();

@@ -86,13 +86,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // ANCHOR: policy
-    let strict = account.with_settings(Settings {
-        scan_policy: ScanPolicy {
-            table_scans: ScanAction::Deny,
-            partition_scans: ScanAction::Warn,
-        },
-        ..Settings::default()
-    })?;
+    let strict = account.with_settings(
+        Settings::default().with_scan_policy(
+            ScanPolicy::default()
+                .with_table_scans(ScanAction::Deny)
+                .with_partition_scans(ScanAction::Warn),
+        ),
+    )?;
     let err = strict
         .table(table.name())?
         .query::<Properties>()

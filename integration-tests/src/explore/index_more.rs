@@ -2602,10 +2602,12 @@ mod reads {
             }
             // Two thousand rows into one partition, which the emulator scans on every insert:
             // loaded with a request timeout that waits for it, not the scenario's second.
-            let loader = tablekit_testkit::fixtures::emulator_account(tablekit_azure::Settings {
-                request_timeout: std::time::Duration::from_secs(30),
-                ..direct.settings().clone()
-            });
+            let loader = tablekit_testkit::fixtures::emulator_account(
+                direct
+                    .settings()
+                    .clone()
+                    .with_request_timeout(std::time::Duration::from_secs(30)),
+            );
             let report = loader
                 .table(&names.table)
                 .map_err(|e| e.to_string())?

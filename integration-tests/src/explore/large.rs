@@ -394,15 +394,13 @@ impl Scenario for Delete {
 /// three, so that the grace the writers fit in — and the waits for blobs to be past it —
 /// are short (8 s).
 fn quick_settings() -> Settings {
-    Settings {
-        retry: RetryPolicy {
-            schedule: vec![Duration::from_millis(10), Duration::from_millis(20)],
-            jitter: 0.0,
-            immediate_first_retry_on_connection_error: false,
-            max_retry_after: Duration::ZERO,
-        },
-        ..tablekit_testkit::explore::settings()
-    }
+    tablekit_testkit::explore::settings().with_retry(
+        RetryPolicy::default()
+            .with_schedule(vec![Duration::from_millis(10), Duration::from_millis(20)])
+            .with_jitter(0.0)
+            .with_immediate_first_retry_on_connection_error(false)
+            .with_max_retry_after(Duration::ZERO),
+    )
 }
 
 /// How long the actor's entity write is held at its proxy: within its request timeout, so
@@ -439,11 +437,9 @@ impl Aged {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
-            let options = PutBlob {
-                metadata,
-                condition: BlobCondition::IfNotExists,
-                ..PutBlob::default()
-            };
+            let options = PutBlob::default()
+                .with_metadata(metadata)
+                .with_condition(BlobCondition::IfNotExists);
             store
                 .container()
                 .put(&name, payload("orphan"), options)

@@ -81,13 +81,13 @@ impl Scenario for GovernedInsert {
 
     /// A 300 ms request timeout keeps the jobs' deadlines short (2 × 2.7 s + 0.5 s).
     fn settings(&self) -> Settings {
-        Settings {
-            throughput: ThroughputPolicy::default()
-                .with_targets(0.15, 1_000.0)
-                .with_adaptive(false),
-            request_timeout: Duration::from_millis(300),
-            ..explore::settings()
-        }
+        explore::settings()
+            .with_throughput(
+                ThroughputPolicy::default()
+                    .with_targets(0.15, 1_000.0)
+                    .with_adaptive(false),
+            )
+            .with_request_timeout(Duration::from_millis(300))
     }
 
     /// Every run waits out a budget for seconds: a seeded sample in the suite, beside the
@@ -115,10 +115,12 @@ impl Scenario for GovernedInsert {
         let list = list(account, names);
         // The worker is another process, with the default (Azure's) budgets.
         let worker_account = account
-            .with_settings(Settings {
-                throughput: ThroughputPolicy::default(),
-                ..account.settings().clone()
-            })
+            .with_settings(
+                account
+                    .settings()
+                    .clone()
+                    .with_throughput(ThroughputPolicy::default()),
+            )
             .expect("settings");
         let worker = self::list(&worker_account, names).worker(worker_options());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

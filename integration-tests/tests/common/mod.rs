@@ -9,10 +9,11 @@ use tablekit_testkit::fixtures::{connection_string, emulator, table_on};
 
 /// Retries fast and often: fault scenarios inject many failures and must converge quickly.
 pub fn patient() -> Settings {
-    Settings {
-        retry: RetryPolicy::exponential(10, Duration::from_millis(5), Duration::from_millis(100)),
-        ..Settings::default()
-    }
+    Settings::default().with_retry(RetryPolicy::exponential(
+        10,
+        Duration::from_millis(5),
+        Duration::from_millis(100),
+    ))
 }
 
 /// An account on the loopback emulator (fault scenarios compare it with proxied accounts).

@@ -179,13 +179,10 @@ async fn sixty_four_tasks_of_mixed_operations_reconcile() {
     };
     // 64 tasks share 4 counters and 16 series: contention by design, so the ETag loops get
     // more attempts than the default 30.
-    let account = common::account(tablekit_azure::Settings {
-        conflict_retry: tablekit_azure::ConflictRetry {
-            max_attempts: 200,
-            ..Default::default()
-        },
-        ..common::patient()
-    });
+    let account = common::account(
+        common::patient()
+            .with_conflict_retry(tablekit_azure::ConflictRetry::default().with_max_attempts(200)),
+    );
     let table = common::table(&account, "load").await;
     let queue = account
         .queue(&tablekit_testkit::unique_queue_name("load"))

@@ -69,10 +69,8 @@ async fn all_keys(table: &Table) -> Vec<(String, String)> {
 async fn archive_jobs_move_every_employee_exactly_once() {
     // A 1 s request timeout: the workers' 3 s hold on a message exceeds how late a request
     // may land (2 s).
-    let p = common::proxied(tablekit_azure::Settings {
-        request_timeout: std::time::Duration::from_secs(1),
-        ..common::patient()
-    });
+    let p =
+        common::proxied(common::patient().with_request_timeout(std::time::Duration::from_secs(1)));
     let current = common::table(&p.account, "faultcurrent").await;
     let archive = common::table(&p.account, "faultarchive").await;
     let n = 80;

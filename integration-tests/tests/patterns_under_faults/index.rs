@@ -35,10 +35,7 @@ const SLOW_WRITE: Duration = Duration::from_secs(3);
 
 /// The patient retries of the other scenarios, with [`REQUEST_TIMEOUT`].
 fn job_settings() -> Settings {
-    Settings {
-        request_timeout: REQUEST_TIMEOUT,
-        ..common::patient()
-    }
+    common::patient().with_request_timeout(REQUEST_TIMEOUT)
 }
 
 /// A worker for the jobs' scenarios: as [`fast_worker`], but a handler waiting for a slow

@@ -66,8 +66,9 @@ impl OperationOutcome {
     }
 }
 
-/// Options of [`Table::bulk_write`].
+/// Options of [`Table::bulk_write`]: [`BulkOptions::default`] and the `with_*` setters.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct BulkOptions {
     /// Transactions in flight (default: the account's `concurrency` setting).
     pub concurrency: Option<usize>,

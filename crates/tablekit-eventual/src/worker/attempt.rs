@@ -365,10 +365,7 @@ async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, failure: &Failure)
         // A poison record must outlive the service's default 7 days: it is the only trace
         // of a job that did not complete.
         Ok(bytes) => {
-            let options = PutOptions {
-                ttl: MessageTtl::Never,
-                ..PutOptions::default()
-            };
+            let options = PutOptions::default().with_ttl(MessageTtl::Never);
             inner.queue.poison().put(&bytes, options).await
         }
         Err(e) => Err(e),

@@ -173,10 +173,10 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
         if let Some(n) = options.page_size {
             query = query.with_page_size(n);
         }
-        let bulk = BulkOptions {
-            concurrency: options.concurrency,
-            ..BulkOptions::default()
-        };
+        let mut bulk = BulkOptions::default();
+        if let Some(n) = options.concurrency {
+            bulk = bulk.with_concurrency(n);
+        }
         let write = |rows: Vec<Stored<Properties>>| {
             let only = only.clone();
             let bulk = bulk.clone();

@@ -6,21 +6,21 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tablekit::TableEntity;
-use tablekit_azure::{Account, ConflictRetry, MetricsSnapshot, Settings, Table};
+use tablekit_azure::{Account, ConflictRetry, MetricsSnapshot, Table};
 use tablekit_index::{CopyHandle, CopySpec, IndexSpec};
 use tablekit_testkit::fixtures::{account_with, fast_retries, table_on};
 
 /// A new account handle on the shared test storage with its own metrics, fast transient
 /// retries and enough conflict retries for contended tests.
 pub fn account() -> Account {
-    account_with(Settings {
-        conflict_retry: ConflictRetry {
-            max_attempts: 100,
-            initial_backoff: Duration::from_millis(2),
-            max_backoff: Duration::from_millis(50),
-        },
-        ..fast_retries()
-    })
+    account_with(
+        fast_retries().with_conflict_retry(
+            ConflictRetry::default()
+                .with_max_attempts(100)
+                .with_initial_backoff(Duration::from_millis(2))
+                .with_max_backoff(Duration::from_millis(50)),
+        ),
+    )
 }
 
 /// A created table with a unique name, on a fresh account.

@@ -280,11 +280,10 @@ impl BlobLogWriter {
                 return Err(sequence_exhausted(&dir));
             }
             let name = blob_name(&self.prefix, hour, seq);
-            let options = PutBlob {
-                content_type: Some("text/plain; charset=utf-8".into()),
-                metadata: metadata.clone(),
-                condition: BlobCondition::IfNotExists,
-            };
+            let options = PutBlob::default()
+                .with_content_type("text/plain; charset=utf-8")
+                .with_metadata(metadata.clone())
+                .with_condition(BlobCondition::IfNotExists);
             // Marked before sending, so that an upload that fails — or whose future is
             // dropped — leaves the name to check.
             buffer.unsettled = Some(seq);

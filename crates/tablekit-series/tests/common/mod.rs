@@ -11,14 +11,14 @@ use tablekit_testkit::fixtures::{account_with, proxied as proxied_services};
 
 /// An account for heavy contention: many conflict retries with short backoff.
 pub fn contended_account() -> Account {
-    account_with(Settings {
-        conflict_retry: ConflictRetry {
-            max_attempts: 10_000,
-            initial_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(40),
-        },
-        ..settings()
-    })
+    account_with(
+        settings().with_conflict_retry(
+            ConflictRetry::default()
+                .with_max_attempts(10_000)
+                .with_initial_backoff(Duration::from_millis(1))
+                .with_max_backoff(Duration::from_millis(40)),
+        ),
+    )
 }
 
 /// The same table through another account handle.

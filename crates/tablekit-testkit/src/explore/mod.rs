@@ -35,18 +35,17 @@ use recorder::{ActorCall, Holds, Recorder};
 /// timeout and three fast retries, so that late applies and deadlines come within seconds,
 /// and no throughput budgets.
 pub fn settings() -> Settings {
-    Settings {
-        retry: RetryPolicy {
-            schedule: [25, 50, 100].map(Duration::from_millis).to_vec(),
-            jitter: 0.2,
-            immediate_first_retry_on_connection_error: true,
-            max_retry_after: Duration::from_millis(100),
-        },
-        request_timeout: Duration::from_secs(1),
-        concurrency: 4,
-        throughput: ThroughputPolicy::unlimited(),
-        ..Settings::default()
-    }
+    Settings::default()
+        .with_retry(
+            RetryPolicy::default()
+                .with_schedule([25, 50, 100].map(Duration::from_millis).to_vec())
+                .with_jitter(0.2)
+                .with_immediate_first_retry_on_connection_error(true)
+                .with_max_retry_after(Duration::from_millis(100)),
+        )
+        .with_request_timeout(Duration::from_secs(1))
+        .with_concurrency(4)
+        .with_throughput(ThroughputPolicy::unlimited())
 }
 
 /// How often the steps no fault is meant to reach — making the state, the last fault-free
@@ -456,10 +455,11 @@ async fn run_one<S: Scenario>(
     let proxies = fixtures::proxied(settings.clone());
     install(&proxies, &recorder);
     // The direct view is never throttled by the client: it stands for the state itself.
-    let direct = fixtures::emulator_account(Settings {
-        throughput: ThroughputPolicy::unlimited(),
-        ..settings.clone()
-    });
+    let direct = fixtures::emulator_account(
+        settings
+            .clone()
+            .with_throughput(ThroughputPolicy::unlimited()),
+    );
     let fail = |message: String, recorder: &Recorder| RunOutcome {
         requests: recorder.log(),
         report: String::new(),

@@ -237,11 +237,9 @@ impl<T> Context<T> {
             None => BlobCondition::IfNotExists,
         };
         let data = serde_json::to_vec(&next).map_err(|e| Error::encode(&name, e.to_string()))?;
-        let options = PutBlob {
-            content_type: Some("application/json".into()),
-            condition,
-            ..PutBlob::default()
-        };
+        let options = PutBlob::default()
+            .with_content_type("application/json")
+            .with_condition(condition);
         fx.put_blob(container, &name, data, options).await?;
         Ok(true)
     }
