@@ -39,12 +39,10 @@ impl tablekit::eventual::Handler<Chore> for Flaky {
 
 /// Runs every job once: the failing ones go to the poison queue at their first failure.
 async fn work(jobs: &JobQueue<Chore>) {
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        handler_retry: HandlerRetry::none(),
-        poll_interval: std::time::Duration::from_millis(50),
-        ..WorkerOptions::default()
-    };
+    let options = WorkerOptions::default()
+        .with_max_dequeue_count(1)
+        .with_handler_retry(HandlerRetry::none())
+        .with_poll_interval(std::time::Duration::from_millis(50));
     Worker::new(jobs.clone(), Flaky, options)
         .drain()
         .await

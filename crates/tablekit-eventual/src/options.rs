@@ -5,23 +5,23 @@ use std::time::Duration;
 use tablekit_azure::MAX_VISIBILITY;
 use tablekit_core::{Error, ErrorKind, Result};
 
-/// How a [`crate::Worker`] consumes its queue. Construct with struct-update syntax:
+/// How a [`crate::Worker`] consumes its queue: [`WorkerOptions::default`] and the `with_*`
+/// setters.
 ///
 /// ```
 /// use std::time::Duration;
 /// use tablekit_eventual::WorkerOptions;
 ///
-/// let options = WorkerOptions {
-///     visibility_timeout: Duration::from_secs(60),
-///     concurrency: 16,
-///     ..WorkerOptions::default()
-/// };
-/// # let _ = options;
+/// let options = WorkerOptions::default()
+///     .with_visibility_timeout(Duration::from_secs(90))
+///     .with_concurrency(16);
+/// assert_eq!(options.concurrency, 16);
 /// ```
 ///
 /// Values are checked when the worker starts ([`crate::Worker::run_until`],
 /// [`crate::Worker::drain`]), before any request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct WorkerOptions {
     /// How long a dequeued message stays invisible to other consumers: the worker's hold on
     /// it. While a handler runs, the worker extends it (every half timeout, or more often:
@@ -90,6 +90,77 @@ fn invalid(part: &str, reason: &str) -> Error {
 }
 
 impl WorkerOptions {
+    /// Sets how long a dequeued message stays invisible to other consumers.
+    #[must_use]
+    pub fn with_visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = timeout;
+        self
+    }
+
+    /// Sets after how many dequeues a failing message is moved to the poison queue.
+    #[must_use]
+    pub fn with_max_dequeue_count(mut self, count: u64) -> Self {
+        self.max_dequeue_count = count;
+        self
+    }
+
+    /// Sets how many handlers run at once.
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Sets the messages per dequeue request (at most 32).
+    #[must_use]
+    pub fn with_batch_size(mut self, batch_size: u8) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets the first wait after a dequeue found nothing (or failed).
+    #[must_use]
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets the longest wait between empty dequeues.
+    #[must_use]
+    pub fn with_idle_backoff_max(mut self, max: Duration) -> Self {
+        self.idle_backoff_max = max;
+        self
+    }
+
+    /// Sets the re-runs of the handler within one dequeue.
+    #[must_use]
+    pub fn with_handler_retry(mut self, retry: HandlerRetry) -> Self {
+        self.handler_retry = retry;
+        self
+    }
+
+    /// Makes a failed message reappear after `base × 2^(dequeue count − 1)` instead of at the
+    /// end of its visibility timeout.
+    #[must_use]
+    pub fn with_failure_backoff(mut self, base: Duration) -> Self {
+        self.failure_backoff = Some(base);
+        self
+    }
+
+    /// Sets how long a handler run may take before the attempt fails.
+    #[must_use]
+    pub fn with_handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets how long running handlers may continue on shutdown before they are cancelled.
+    #[must_use]
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
     /// Checks every value.
     ///
     /// # Errors
@@ -174,7 +245,10 @@ impl WorkerOptions {
 /// Each request a step sends is already retried on transient failures by its account's
 /// [`tablekit_azure::RetryPolicy`]; these retries come on top, and also cover ETag
 /// conflicts (a re-run re-reads) and writes whose outcome was unknown.
+///
+/// Built from [`HandlerRetry::default`] or [`HandlerRetry::none`] and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HandlerRetry {
     /// Re-runs after the first run. Default 3.
     pub max_retries: u32,
@@ -195,6 +269,27 @@ impl Default for HandlerRetry {
 }
 
 impl HandlerRetry {
+    /// Sets the re-runs after the first run.
+    #[must_use]
+    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Sets the backoff before the first re-run (it doubles each time).
+    #[must_use]
+    pub fn with_initial_backoff(mut self, initial_backoff: Duration) -> Self {
+        self.initial_backoff = initial_backoff;
+        self
+    }
+
+    /// Sets the largest backoff.
+    #[must_use]
+    pub fn with_max_backoff(mut self, max_backoff: Duration) -> Self {
+        self.max_backoff = max_backoff;
+        self
+    }
+
     /// No re-runs: a failed run fails the attempt.
     pub fn none() -> Self {
         Self {

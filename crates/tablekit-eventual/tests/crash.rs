@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use tablekit_eventual::{HandlerRetry, JobQueue, Worker, WorkerOptions, WorkerReport};
+use tablekit_eventual::{HandlerRetry, JobQueue, Worker, WorkerReport};
 use tablekit_testkit::{Fault, FaultProxy, Matcher, Occurrences, Rule};
 
 use common::{ArchiveEmployee, Archiver, archive_tables, ids_in, job_queue, quick_options, seed};
@@ -80,15 +80,13 @@ async fn crash_at(step: Step, fault: Fault) {
         occurrences: Occurrences::All,
         fault,
     });
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        max_dequeue_count: 10,
+    let options = quick_options()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_max_dequeue_count(10)
         // A re-run within the dequeue could route around the failed request (after a lost
         // delete, a re-run finds Current empty and succeeds); here the delivery must fail at
         // request k and recover through redelivery.
-        handler_retry: HandlerRetry::none(),
-        ..quick_options()
-    };
+        .with_handler_retry(HandlerRetry::none());
     let worker = Worker::new(queue.clone(), tables.clone(), options);
 
     // Run until the attempt has failed at the chosen request (its retries exhausted) — or,

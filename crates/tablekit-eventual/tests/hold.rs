@@ -68,10 +68,7 @@ async fn a_handler_cannot_send_a_write_that_could_land_after_the_worker_loses_th
         pause: Duration::from_millis(2_500),
         refused: refused.clone(),
     };
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_max_dequeue_count(1);
     let worker = Worker::new(
         JobQueue::new(through).with_poison(queue.poison().clone()),
         handler,
@@ -101,10 +98,7 @@ async fn a_hold_not_longer_than_the_late_landing_is_refused_before_any_request()
         refused: Arc::default(),
     };
     // 1 s request timeout + 1 s server timeout: a 2 s hold leaves no time to send anything.
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(2),
-        ..quick_options()
-    };
+    let options = quick_options().with_visibility_timeout(Duration::from_secs(2));
     let e = Worker::new(queue, handler, options)
         .drain()
         .await
@@ -139,10 +133,7 @@ async fn deferred_deliveries_are_not_attempts_and_cost_one_update_each() {
     queue.enqueue(&Touch { id: 7 }).await.unwrap();
     let runs = Arc::new(AtomicU64::new(0));
     // Three deferrals with at most two attempts: deferrals do not count.
-    let options = WorkerOptions {
-        max_dequeue_count: 2,
-        ..quick_options()
-    };
+    let options = quick_options().with_max_dequeue_count(2);
     let metrics = account.metrics().clone();
     metrics.reset();
     let worker = Worker::new(
@@ -202,10 +193,7 @@ async fn a_worker_runs_earlier_job_versions_and_leaves_later_ones_to_upgraded_wo
     })
     .await
     .unwrap();
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_max_dequeue_count(1);
     // A version-1 worker runs the version-1 job; the version-2 job fails its one attempt
     // ("left for an upgraded worker") and goes to the poison queue with its payload.
     let v1 = Arc::new(AtomicU64::new(0));

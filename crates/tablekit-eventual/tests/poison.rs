@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{PutOptions, RequestKind};
 use tablekit_core::{Error, Result};
-use tablekit_eventual::{Handler, Job, JobQueue, PoisonRecord, Steps, Worker, WorkerOptions};
+use tablekit_eventual::{Handler, Job, JobQueue, PoisonRecord, Steps, Worker};
 
 use common::{job_queue, quick_options};
 
@@ -60,12 +60,10 @@ async fn a_failing_message_reappears_with_a_higher_count_then_lands_in_poison() 
     let queue: JobQueue<Invoice> = job_queue(&account, "invoices").await;
     queue.enqueue(&invoice()).await.unwrap();
     let original = queue.queue().peek(1).await.unwrap().remove(0);
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        max_dequeue_count: 3,
-        handler_retry: tablekit_eventual::HandlerRetry::none(),
-        ..quick_options()
-    };
+    let options = quick_options()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_max_dequeue_count(3)
+        .with_handler_retry(tablekit_eventual::HandlerRetry::none());
     let metrics = account.metrics().clone();
     metrics.reset();
     let worker = Worker::new(queue.clone(), Broken::default(), options);
@@ -122,10 +120,7 @@ async fn a_fixed_job_can_be_requeued_from_the_poison_queue() {
     let queue: JobQueue<Invoice> = job_queue(&account, "requeue").await;
     queue.enqueue(&invoice()).await.unwrap();
     queue.enqueue(&invoice()).await.unwrap();
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_max_dequeue_count(1);
     let worker = Worker::new(queue.clone(), Broken::default(), options);
     assert_eq!(worker.drain().await.unwrap().poisoned, 2);
 
@@ -214,10 +209,7 @@ async fn a_message_whose_attempts_all_crashed_is_poisoned_on_arrival() {
     // A consumer that dies after dequeuing: the message is never deleted.
     let taken = queue.queue().get(1, Duration::from_secs(1)).await.unwrap();
     assert_eq!(taken[0].dequeue_count, 1);
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_max_dequeue_count(1);
     let worker = Worker::new(queue.clone(), Broken::default(), options);
     let report = worker.drain().await.unwrap();
     assert_eq!((report.poisoned, report.dequeued), (1, 1));
@@ -254,11 +246,9 @@ async fn a_panicking_or_hanging_handler_is_a_failed_attempt() {
             .await
             .unwrap();
     }
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        handler_timeout: Some(Duration::from_millis(300)),
-        ..quick_options()
-    };
+    let options = quick_options()
+        .with_max_dequeue_count(1)
+        .with_handler_timeout(Duration::from_millis(300));
     let report = Worker::new(queue.clone(), Panics, options)
         .drain()
         .await
@@ -308,10 +298,7 @@ async fn jobs_poison_records_and_requeued_jobs_never_expire() {
     queue.queue().delete_message(&delayed).await.unwrap();
 
     queue.enqueue(&invoice()).await.unwrap();
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_max_dequeue_count(1);
     let worker = Worker::new(queue.clone(), Broken::default(), options);
     assert_eq!(worker.drain().await.unwrap().poisoned, 1);
     let poisoned = queue.take_poisoned(1, hidden).await.unwrap().remove(0);

@@ -54,14 +54,12 @@ async fn worker_child() {
         current: account.table(current).unwrap(),
         archive: account.table(archive).unwrap(),
     };
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        max_dequeue_count: 10,
-        concurrency: 16,
-        poll_interval: Duration::from_millis(50),
-        idle_backoff_max: Duration::from_millis(300),
-        ..WorkerOptions::default()
-    };
+    let options = WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_max_dequeue_count(10)
+        .with_concurrency(16)
+        .with_poll_interval(Duration::from_millis(50))
+        .with_idle_backoff_max(Duration::from_millis(300));
     let jobs: JobQueue<ArchiveEmployee> = JobQueue::new(account.queue(queue).unwrap());
     let worker = Worker::new(jobs, handler, options);
     let report = match mode {
@@ -256,10 +254,7 @@ async fn sigterm_stops_a_worker_gracefully_between_jobs() {
     assert!(!current.is_empty(), "stopped before the end");
     assert_eq!(queue.approximate_len().await.unwrap(), current.len());
 
-    let options = WorkerOptions {
-        concurrency: 16,
-        ..common::quick_options()
-    };
+    let options = common::quick_options().with_concurrency(16);
     let rest = Worker::new(queue.clone(), tables.clone(), options)
         .drain()
         .await

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tablekit_azure::RequestKind;
 use tablekit_core::Result;
-use tablekit_eventual::{Handler, JobQueue, Steps, Worker, WorkerOptions, WorkerReport};
+use tablekit_eventual::{Handler, JobQueue, Steps, Worker, WorkerReport};
 use tokio::sync::{Notify, Semaphore, oneshot};
 
 use common::{Probe, Slow, job_queue, quick_options};
@@ -40,10 +40,7 @@ async fn shutdown_stops_dequeuing_and_lets_running_handlers_finish() {
         started: started.clone(),
         go: go.clone(),
     };
-    let options = WorkerOptions {
-        concurrency: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_concurrency(1);
     let worker = Worker::new(queue.clone(), handler, options);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let run = tokio::spawn({
@@ -89,11 +86,9 @@ async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
         started: started.clone(),
         go: Arc::new(Semaphore::new(0)), // never finishes
     };
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(60),
-        shutdown_grace: Duration::from_millis(100),
-        ..quick_options()
-    };
+    let options = quick_options()
+        .with_visibility_timeout(Duration::from_secs(60))
+        .with_shutdown_grace(Duration::from_millis(100));
     let worker = Worker::new(queue.clone(), handler, options);
     let metrics = account.metrics().clone();
     let report = worker
@@ -120,11 +115,9 @@ async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
 async fn an_idle_worker_only_polls_and_backs_off() {
     let account = common::account();
     let queue: JobQueue<Probe> = job_queue(&account, "idle").await;
-    let options = WorkerOptions {
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(80),
-        ..quick_options()
-    };
+    let options = quick_options()
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(80));
     let worker = Worker::new(queue.clone(), Slow(Duration::ZERO), options);
     let metrics = account.metrics().clone();
     metrics.reset();

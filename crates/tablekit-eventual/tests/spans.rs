@@ -37,15 +37,14 @@ impl Handler<Touch> for Contested {
 }
 
 fn options() -> WorkerOptions {
-    WorkerOptions {
-        max_dequeue_count: 1,
-        handler_retry: HandlerRetry {
-            max_retries: 1,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(10),
-        },
-        ..common::quick_options()
-    }
+    common::quick_options()
+        .with_max_dequeue_count(1)
+        .with_handler_retry(
+            HandlerRetry::default()
+                .with_max_retries(1)
+                .with_initial_backoff(Duration::from_millis(10))
+                .with_max_backoff(Duration::from_millis(10)),
+        )
 }
 
 /// Runs one failing job on `account` to its poison record; returns the queue's name and the

@@ -11,7 +11,7 @@ use tablekit_azure::Table;
 use tablekit_azure::{PutBlob, RequestKind};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{ETag, ErrorKind, IfMatch, Properties, Stored};
-use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, Worker, WorkerOptions};
+use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, Worker};
 use tablekit_testkit::unique_container_name;
 
 use common::{ArchiveEmployee, Employee, archive_tables, at, employee, ids_in, keys, seed};
@@ -379,10 +379,7 @@ async fn a_repeated_transaction_whose_conditioned_delete_took_effect_re_reads_an
     seed(&table, [1]).await;
     let queue: JobQueue<Retire> = common::job_queue(&account, "retire").await;
     queue.enqueue(&Retire).await.unwrap();
-    let options = WorkerOptions {
-        max_dequeue_count: 1,
-        ..common::quick_options()
-    };
+    let options = common::quick_options().with_max_dequeue_count(1);
     let worker = Worker::new(queue.clone(), handler, options);
     let report = worker.drain().await.unwrap();
     assert_eq!(

@@ -28,10 +28,7 @@ async fn one_job_costs_a_dequeue_its_steps_and_a_delete() {
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::QueuePut, 1)], &[]);
 
     metrics.reset();
-    let options = WorkerOptions {
-        concurrency: 1,
-        ..quick_options()
-    };
+    let options = quick_options().with_concurrency(1);
     let worker = Worker::new(queue.clone(), tables.clone(), options);
     let report = worker.drain().await.unwrap();
     // One dequeue with the message and one that finds the queue empty, the handler's three
@@ -73,10 +70,7 @@ async fn a_batch_is_taken_in_one_dequeue_and_each_message_is_deleted_once() {
     }
     let metrics = account.metrics().clone();
     metrics.reset();
-    let options = WorkerOptions {
-        concurrency: 20,
-        ..quick_options()
-    };
+    let options = quick_options().with_concurrency(20);
     let report = Worker::new(queue.clone(), tables.clone(), options)
         .drain()
         .await
@@ -138,10 +132,7 @@ async fn runs_exactly_n_handlers_at_once() {
         queue.enqueue(&Probe(i)).await.unwrap();
     }
     let gauge = Arc::new(Gauge::default());
-    let options = WorkerOptions {
-        concurrency: 4,
-        ..quick_options()
-    };
+    let options = quick_options().with_concurrency(4);
     let report = Worker::new(queue.clone(), Concurrent(gauge.clone(), 4), options)
         .drain()
         .await
@@ -163,21 +154,16 @@ async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
     queue.enqueue(&Probe(1)).await.unwrap();
     // Extensions every second keep a 2 s timeout from ever lapsing, with a second of slack
     // for a slow request on a busy machine.
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        ..quick_options()
-    };
+    let options = quick_options().with_visibility_timeout(Duration::from_secs(3));
     let worker = Worker::new(queue.clone(), Slow(Duration::from_millis(4_500)), options);
     let metrics = account.metrics().clone();
     metrics.reset();
     // A second worker, on its own account, polls the queue the whole time the handler runs.
     let rival_queue: JobQueue<Probe> =
         JobQueue::new(common::account().queue(queue.queue().name()).unwrap());
-    let rival_options = WorkerOptions {
-        poll_interval: Duration::from_millis(50),
-        idle_backoff_max: Duration::from_millis(100),
-        ..quick_options()
-    };
+    let rival_options = quick_options()
+        .with_poll_interval(Duration::from_millis(50))
+        .with_idle_backoff_max(Duration::from_millis(100));
     let rival = Worker::new(rival_queue, Slow(Duration::ZERO), rival_options);
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let competitor = tokio::spawn({
@@ -289,11 +275,9 @@ async fn a_permanent_failure_waits_for_the_next_delivery_or_the_failure_backoff(
     let account = common::account();
     let queue: JobQueue<Probe> = job_queue(&account, "backoff").await;
     queue.enqueue(&Probe(1)).await.unwrap();
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(60),
-        failure_backoff: Some(Duration::ZERO),
-        ..quick_options()
-    };
+    let options = quick_options()
+        .with_visibility_timeout(Duration::from_secs(60))
+        .with_failure_backoff(Duration::ZERO);
     let metrics = account.metrics().clone();
     metrics.reset();
     let worker = Worker::new(queue.clone(), Flaky::new(1, bad), options);
@@ -329,14 +313,8 @@ async fn invalid_options_are_refused_before_any_request() {
     let queue: JobQueue<Probe> = JobQueue::new(account.queue("never-created").unwrap());
     account.metrics().reset();
     for options in [
-        WorkerOptions {
-            concurrency: 0,
-            ..WorkerOptions::default()
-        },
-        WorkerOptions {
-            visibility_timeout: Duration::ZERO,
-            ..WorkerOptions::default()
-        },
+        WorkerOptions::default().with_concurrency(0),
+        WorkerOptions::default().with_visibility_timeout(Duration::ZERO),
     ] {
         let worker = Worker::new(queue.clone(), Slow(Duration::ZERO), options);
         let e = worker.drain().await.unwrap_err();

@@ -18,13 +18,11 @@ use tablekit_index::{
 use tablekit_testkit::unique_queue_name;
 
 fn fast_worker() -> WorkerOptions {
-    WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        handler_retry: HandlerRetry::none(),
-        ..WorkerOptions::default()
-    }
+    WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(100))
+        .with_handler_retry(HandlerRetry::none())
 }
 
 async fn setup(prefix: &str) -> (InterPartitionIndex<Employee>, Table, Queue, Directory) {

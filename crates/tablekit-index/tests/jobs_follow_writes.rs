@@ -35,14 +35,12 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Workers hold a message 1 s longer than a write of [`REQUEST_TIMEOUT`] may land late.
 fn worker_options() -> WorkerOptions {
-    WorkerOptions {
-        visibility_timeout: settings(REQUEST_TIMEOUT).late_landing() + Duration::from_secs(1),
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        handler_retry: HandlerRetry::none(),
-        max_dequeue_count: 10,
-        ..WorkerOptions::default()
-    }
+    WorkerOptions::default()
+        .with_visibility_timeout(settings(REQUEST_TIMEOUT).late_landing() + Duration::from_secs(1))
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(100))
+        .with_handler_retry(HandlerRetry::none())
+        .with_max_dequeue_count(10)
 }
 
 /// A handler that records the dequeue count of every delivery it runs.
@@ -232,11 +230,9 @@ async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_co
     let refused = index.put(&moved()).await.unwrap_err();
     assert!(refused.is_retryable(), "{refused}");
     // Deferrals while the write may still land do not count toward the two attempts.
-    let options = WorkerOptions {
-        max_dequeue_count: 2,
-        visibility_timeout: Duration::from_secs(3),
-        ..worker_options()
-    };
+    let options = worker_options()
+        .with_max_dequeue_count(2)
+        .with_visibility_timeout(Duration::from_secs(3));
     let report = index.worker(options).drain().await.unwrap();
     assert_eq!((report.poisoned, report.processed), (1, 0), "{report:?}");
     assert!(report.deferred >= 2, "{report:?}");
@@ -284,10 +280,8 @@ async fn a_backfill_copy_landing_after_a_later_job_is_converged_away() {
     let settings = settings(Duration::from_secs(4));
     let p = proxied(settings.clone());
     let (index, table, by_email) = inter(&p, "backfilllate").await;
-    let options = WorkerOptions {
-        visibility_timeout: settings.late_landing() + Duration::from_secs(1),
-        ..worker_options()
-    };
+    let options =
+        worker_options().with_visibility_timeout(settings.late_landing() + Duration::from_secs(1));
     index.insert(&jones()).await.unwrap();
     assert_eq!(
         index

@@ -26,13 +26,11 @@ fn spec(max_list_bytes: Option<usize>) -> ListSpec<Employee> {
 }
 
 fn fast_worker() -> WorkerOptions {
-    WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        handler_retry: HandlerRetry::none(),
-        ..WorkerOptions::default()
-    }
+    WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(100))
+        .with_handler_retry(HandlerRetry::none())
 }
 
 fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
@@ -81,10 +79,7 @@ async fn scenario(list: &EventualList<Employee>, table: &Table) {
         "not before the jobs run"
     );
     // One job at a time, so the requests of each are exact.
-    let one_by_one = WorkerOptions {
-        concurrency: 1,
-        ..fast_worker()
-    };
+    let one_by_one = fast_worker().with_concurrency(1);
     let metrics = table.account().metrics().clone();
     let before = metrics.snapshot();
     let done = list.worker(one_by_one).drain().await.unwrap();
@@ -191,11 +186,9 @@ async fn concurrent_jobs_never_lose_an_entry_and_long_lists_overflow() {
     for w in writers {
         w.await.unwrap().unwrap();
     }
-    let options = WorkerOptions {
-        concurrency: 8,
-        handler_retry: HandlerRetry::default(),
-        ..fast_worker()
-    };
+    let options = fast_worker()
+        .with_concurrency(8)
+        .with_handler_retry(HandlerRetry::default());
     let metrics = table.account().metrics().clone();
     let before = metrics.snapshot();
     let done = list.worker(options).drain().await.unwrap();

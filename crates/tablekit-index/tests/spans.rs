@@ -47,13 +47,13 @@ async fn an_index_job_runs_in_its_worker_attempt_and_names_no_keys() {
         .insert(&employee(department, 917_364, "Surname5ecret", email))
         .await
         .unwrap();
-    let worker = index.worker(WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        handler_retry: HandlerRetry::none(),
-        ..WorkerOptions::default()
-    });
+    let worker = index.worker(
+        WorkerOptions::default()
+            .with_visibility_timeout(Duration::from_secs(3))
+            .with_poll_interval(Duration::from_millis(20))
+            .with_idle_backoff_max(Duration::from_millis(100))
+            .with_handler_retry(HandlerRetry::none()),
+    );
     assert_eq!(worker.drain().await.unwrap().processed, 1);
     assert!(
         index

@@ -127,12 +127,10 @@ async fn an_eventual_job_runs_through_a_worker_on_tokens() {
         })
         .await
         .unwrap();
-    let options = WorkerOptions {
-        visibility_timeout: Duration::from_secs(5),
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        ..WorkerOptions::default()
-    };
+    let options = WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(5))
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(100));
     let worker = Worker::new(
         queue.clone(),
         Archiver {

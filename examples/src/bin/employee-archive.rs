@@ -167,17 +167,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         current: current.clone(),
         archive: archive.clone(),
     };
-    let options = WorkerOptions {
+    let options = WorkerOptions::default()
         // The default, 2 minutes: longer than a request may land late (60 s with the default
         // 30 s request timeout), so that the handler's writes land while the worker holds
         // the message.
-        visibility_timeout: Duration::from_secs(120),
-        max_dequeue_count: 3,
-        concurrency: 8,
+        .with_visibility_timeout(Duration::from_secs(120))
+        .with_max_dequeue_count(3)
+        .with_concurrency(8)
         // Retry a failed job after 0.2 s, 0.4 s, … instead of waiting out the 2 min timeout.
-        failure_backoff: Some(Duration::from_millis(200)),
-        ..WorkerOptions::default()
-    };
+        .with_failure_backoff(Duration::from_millis(200));
     let worker = Worker::new(queue.clone(), handler, options);
     // ANCHOR_END: worker
     let before = metrics.snapshot();

@@ -90,15 +90,13 @@ pub fn ensure(cond: bool, message: impl FnOnce() -> String) -> Result<(), String
 /// polls, six deliveries before poison, retried within two seconds.
 pub fn worker_options() -> tablekit_eventual::WorkerOptions {
     use std::time::Duration;
-    tablekit_eventual::WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        max_dequeue_count: 6,
-        concurrency: 2,
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        failure_backoff: Some(Duration::from_millis(50)),
-        ..tablekit_eventual::WorkerOptions::default()
-    }
+    tablekit_eventual::WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_max_dequeue_count(6)
+        .with_concurrency(2)
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(100))
+        .with_failure_backoff(Duration::from_millis(50))
 }
 
 /// The clock allowance of the scenarios' jobs: one machine, one clock.

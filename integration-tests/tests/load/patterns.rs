@@ -135,11 +135,9 @@ impl Fixture {
                 current: current.clone(),
                 archive: archive.clone(),
             },
-            WorkerOptions {
-                poll_interval: Duration::from_millis(20),
-                idle_backoff_max: Duration::from_millis(200),
-                ..WorkerOptions::default()
-            },
+            WorkerOptions::default()
+                .with_poll_interval(Duration::from_millis(20))
+                .with_idle_backoff_max(Duration::from_millis(200)),
         );
         Self {
             index: IntraPartitionIndex::new(index_table.clone(), spec),

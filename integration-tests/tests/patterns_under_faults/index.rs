@@ -43,11 +43,9 @@ fn job_settings() -> Settings {
 /// delivered 10 times — lost responses to visibility extensions hand a waiting job to another
 /// delivery.
 fn job_worker() -> WorkerOptions {
-    WorkerOptions {
-        visibility_timeout: Duration::from_secs(5),
-        max_dequeue_count: 10,
-        ..fast_worker()
-    }
+    fast_worker()
+        .with_visibility_timeout(Duration::from_secs(5))
+        .with_max_dequeue_count(10)
 }
 
 /// Adds the jobs' faults to the mix: pairs of consecutive writes matching `writes` (the

@@ -91,13 +91,11 @@ impl Figures {
 /// A worker that notices redelivered messages quickly: messages whose dequeue response was
 /// lost stay invisible only 1 s, failed ones come back after 20 ms.
 pub(crate) fn fast_worker() -> WorkerOptions {
-    WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        poll_interval: Duration::from_millis(20),
-        idle_backoff_max: Duration::from_millis(100),
-        failure_backoff: Some(Duration::from_millis(20)),
-        ..WorkerOptions::default()
-    }
+    WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_poll_interval(Duration::from_millis(20))
+        .with_idle_backoff_max(Duration::from_millis(100))
+        .with_failure_backoff(Duration::from_millis(20))
 }
 
 /// `expected` (distinct) against what was found (`found` may hold repeats): how many of the

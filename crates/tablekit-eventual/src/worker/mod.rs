@@ -116,11 +116,9 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
     ///
     /// # async fn run() -> Result<()> {
     /// let jobs: JobQueue<Reindex> = JobQueue::new(Account::emulator().queue("reindex-jobs")?);
-    /// let options = WorkerOptions {
-    ///     concurrency: 4,
-    ///     failure_backoff: Some(Duration::from_secs(1)),
-    ///     ..WorkerOptions::default()
-    /// };
+    /// let options = WorkerOptions::default()
+    ///     .with_concurrency(4)
+    ///     .with_failure_backoff(Duration::from_secs(1));
     /// let report = Worker::new(jobs, Reindexer, options).drain().await?;
     /// println!("{} jobs done", report.processed);
     /// # Ok(()) }

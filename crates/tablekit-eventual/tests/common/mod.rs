@@ -149,20 +149,19 @@ pub async fn job_queue<J: Job>(account: &Account, prefix: &str) -> JobQueue<J> {
 
 /// Worker options for tests: short visibility, quick polls and retries.
 pub fn quick_options() -> WorkerOptions {
-    WorkerOptions {
-        visibility_timeout: Duration::from_secs(3),
-        max_dequeue_count: 5,
-        concurrency: 8,
-        poll_interval: Duration::from_millis(50),
-        idle_backoff_max: Duration::from_millis(250),
-        handler_retry: HandlerRetry {
-            max_retries: 2,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(50),
-        },
-        shutdown_grace: Duration::from_secs(10),
-        ..WorkerOptions::default()
-    }
+    WorkerOptions::default()
+        .with_visibility_timeout(Duration::from_secs(3))
+        .with_max_dequeue_count(5)
+        .with_concurrency(8)
+        .with_poll_interval(Duration::from_millis(50))
+        .with_idle_backoff_max(Duration::from_millis(250))
+        .with_handler_retry(
+            HandlerRetry::default()
+                .with_max_retries(2)
+                .with_initial_backoff(Duration::from_millis(10))
+                .with_max_backoff(Duration::from_millis(50)),
+        )
+        .with_shutdown_grace(Duration::from_secs(10))
 }
 
 /// Deletes what a test created.
