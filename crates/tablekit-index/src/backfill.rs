@@ -123,6 +123,7 @@ impl Checkpoint for TableCheckpoint {
 /// Options of a backfill: set them with the `with_*` methods on
 /// `BackfillOptions::default()`.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct BackfillOptions {
     /// The copies to write (default: every secondary copy).
     pub copies: Option<Vec<CopyId>>,

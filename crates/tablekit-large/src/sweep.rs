@@ -11,8 +11,10 @@ use tracing::Instrument as _;
 use crate::reference::{PK_METADATA, Payload, RK_METADATA, decode_grace, decode_key};
 use crate::store::LargeEntities;
 
-/// Options of [`LargeEntities::sweep`].
+/// Options of [`LargeEntities::sweep`]: [`SweepOptions::default`] (or
+/// [`SweepOptions::immediate`]) and the `with_*` setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepOptions {
     /// Blobs younger than this, by the service's clock, are left alone: a write may still
     /// come to reference them. `None` (the default) is the store's
@@ -31,6 +33,28 @@ pub struct SweepOptions {
 }
 
 impl SweepOptions {
+    /// Sets the grace period: blobs younger than this are left alone.
+    #[must_use]
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
+    }
+
+    /// Sets whether the sweep only reports what it would delete.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Sets whether a grace shorter than the store's is accepted (unsafe while writers run;
+    /// see [`SweepOptions::allow_unsafe_grace`]).
+    #[must_use]
+    pub fn with_allow_unsafe_grace(mut self, allow: bool) -> Self {
+        self.allow_unsafe_grace = allow;
+        self
+    }
+
     /// Sweeps blobs of any age, without the grace-period check. **Unsafe while writers of
     /// the store run** (see [`SweepOptions::allow_unsafe_grace`]): for maintenance windows
     /// with every writer stopped, and tests.

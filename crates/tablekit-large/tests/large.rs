@@ -437,10 +437,7 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
     assert_eq!((young.listed, young.young, young.deleted.len()), (6, 6, 0));
 
     let dry = store
-        .sweep(&SweepOptions {
-            dry_run: true,
-            ..SweepOptions::immediate()
-        })
+        .sweep(&SweepOptions::immediate().with_dry_run(true))
         .await
         .unwrap();
     assert_eq!(dry.deleted.len(), 3);

@@ -85,10 +85,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
 
     // A grace above the commit deadline plus a second would delete the blob before the
     // write lands; it is refused. The sweeps run with the store's.
-    let too_short = SweepOptions {
-        grace: Some(Duration::from_secs(2)),
-        ..SweepOptions::default()
-    };
+    let too_short = SweepOptions::default().with_grace(Duration::from_secs(2));
     assert!(store.sweep(&too_short).await.is_err());
     let options = SweepOptions::default();
     let stop = Arc::new(AtomicBool::new(false));
@@ -162,19 +159,14 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
     metrics.reset();
     // Above the commit deadline (10 minutes) plus a minute: what an old rule allowed.
     let err = store
-        .sweep(&SweepOptions {
-            grace: Some(Duration::from_secs(660)),
-            ..SweepOptions::default()
-        })
+        .sweep(&SweepOptions::default().with_grace(Duration::from_secs(660)))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("SweepOptions::grace"), "{err}");
-    let just_under = SweepOptions {
-        grace: Some(store.grace() - Duration::from_millis(1)),
-        dry_run: true,
-        ..SweepOptions::default()
-    };
+    let just_under = SweepOptions::default()
+        .with_grace(store.grace() - Duration::from_millis(1))
+        .with_dry_run(true);
     assert!(store.sweep(&just_under).await.is_err());
     assert_eq!(
         metrics.snapshot().requests(),
@@ -184,18 +176,14 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
 
     // The store's grace itself, and the explicit escape hatch, are accepted.
     let at_min = store
-        .sweep(&SweepOptions {
-            grace: Some(store.grace()),
-            ..SweepOptions::default()
-        })
+        .sweep(&SweepOptions::default().with_grace(store.grace()))
         .await
         .unwrap();
     assert_eq!((at_min.listed, at_min.young), (1, 1));
-    let unsafe_short = SweepOptions {
-        grace: Some(Duration::from_secs(1)),
-        allow_unsafe_grace: true,
-        dry_run: true,
-    };
+    let unsafe_short = SweepOptions::default()
+        .with_grace(Duration::from_secs(1))
+        .with_allow_unsafe_grace(true)
+        .with_dry_run(true);
     assert_eq!(
         store.sweep(&unsafe_short).await.unwrap().grace,
         Duration::from_secs(1)

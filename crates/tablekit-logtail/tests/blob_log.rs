@@ -16,10 +16,9 @@ fn record(time: &str, level: Level, message: &str) -> LogRecord {
 }
 
 fn never() -> FlushPolicy {
-    FlushPolicy {
-        max_bytes: 1 << 20,
-        max_age: Duration::from_secs(3_600),
-    }
+    FlushPolicy::default()
+        .with_max_bytes(1 << 20)
+        .with_max_age(Duration::from_secs(3_600))
 }
 
 #[tokio::test]
@@ -346,10 +345,9 @@ async fn buffers_flush_by_size_and_by_time() {
     let by_size = BlobLogWriter::new(
         container.clone(),
         "size",
-        FlushPolicy {
-            max_bytes: 200,
-            max_age: Duration::from_secs(3_600),
-        },
+        FlushPolicy::default()
+            .with_max_bytes(200)
+            .with_max_age(Duration::from_secs(3_600)),
     )
     .unwrap();
     let mut flushed = Vec::new();
@@ -365,10 +363,9 @@ async fn buffers_flush_by_size_and_by_time() {
     let by_time = BlobLogWriter::new(
         container.clone(),
         "time",
-        FlushPolicy {
-            max_bytes: 1 << 20,
-            max_age: Duration::ZERO,
-        },
+        FlushPolicy::default()
+            .with_max_bytes(1 << 20)
+            .with_max_age(Duration::ZERO),
     )
     .unwrap();
     metrics.reset();

@@ -65,8 +65,9 @@ impl AddAssign for PurgeReport {
     }
 }
 
-/// Options of a purge.
+/// Options of a purge: [`PurgeOptions::default`] and the `with_*` setters.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct PurgeOptions {
     /// Transactions in flight (default: the account's `concurrency` setting).
     pub concurrency: Option<usize>,

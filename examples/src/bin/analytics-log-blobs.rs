@@ -32,10 +32,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let before = metrics.snapshot();
     // ANCHOR: write
     // Flush at 16 KiB (or after a minute): a few large writes instead of one per record.
-    let policy = FlushPolicy {
-        max_bytes: 16 * 1024,
-        max_age: Duration::from_secs(60),
-    };
+    let policy = FlushPolicy::default()
+        .with_max_bytes(16 * 1024)
+        .with_max_age(Duration::from_secs(60));
     let writer = BlobLogWriter::new(container.clone(), "queue", policy)?;
     let start = at("2014-07-31T14:55:00Z");
     let mut files = Vec::new();

@@ -662,10 +662,9 @@ const PREFIX: &str = "app";
 
 /// A policy that never flushes by itself: only `flush` writes.
 fn never() -> FlushPolicy {
-    FlushPolicy {
-        max_bytes: 1 << 20,
-        max_age: Duration::from_secs(3_600),
-    }
+    FlushPolicy::default()
+        .with_max_bytes(1 << 20)
+        .with_max_age(Duration::from_secs(3_600))
 }
 
 /// The hour the records are of.

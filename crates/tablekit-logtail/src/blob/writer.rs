@@ -16,8 +16,10 @@ use super::naming::{
     validate_prefix,
 };
 
-/// When a [`BlobLogWriter`] writes its buffer out.
+/// When a [`BlobLogWriter`] writes its buffer out: [`FlushPolicy::default`] and the `with_*`
+/// setters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlushPolicy {
     /// Write the buffer before it would grow beyond this many bytes (default 4 MiB). A
     /// single larger record is written alone.
@@ -33,6 +35,22 @@ impl Default for FlushPolicy {
             max_bytes: 4 << 20,
             max_age: Duration::from_secs(60),
         }
+    }
+}
+
+impl FlushPolicy {
+    /// Sets the buffer size, in bytes, that a flush keeps it under.
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sets how long the oldest buffered record may wait before a flush.
+    #[must_use]
+    pub fn with_max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = max_age;
+        self
     }
 }
 
