@@ -114,7 +114,13 @@ pub(crate) async fn throughput(base: &Account, endpoint: &str, sizes: Sizes) -> 
     let account = Account::from_connection_string(&cs)
         .and_then(|a| {
             a.with_settings(Settings {
-                throughput: ThroughputPolicy::default().with_targets(PER_PARTITION, PER_ACCOUNT),
+                // Told the model's rates, and that they are the ceiling: workload 14 measures
+                // what the governor learns when it is not told (probing above a target costs
+                // a refusal or so per busy partition).
+                throughput: ThroughputPolicy {
+                    probe_limit: 1.0,
+                    ..ThroughputPolicy::default().with_targets(PER_PARTITION, PER_ACCOUNT)
+                },
                 concurrency,
                 ..Settings::default()
             })
