@@ -415,6 +415,7 @@ impl Metrics {
 /// Counters are cumulative; [`account_rate`](Self::account_rate) and
 /// [`hottest_partitions`](Self::hottest_partitions) are rates at the moment of the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct MetricsSnapshot {
     /// HTTP requests sent (every attempt counts), by kind.
     pub requests_by_kind: Vec<(RequestKind, u64)>,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 /// An *item* is what the operation works through: an operation of a bulk write, an entity of
 /// a purge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Progress {
     /// Items with a final outcome so far: done, failed or unknown.
     pub done: usize,

@@ -15,6 +15,7 @@ use crate::spec::CopyId;
 
 /// Where a backfill stands: saved after every page, and returned.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct BackfillState {
     /// Where the next page starts; `None` before the first page and after the last.
     pub continuation: Option<ContinuationToken>,

@@ -12,6 +12,7 @@ use crate::spec::{Family, IndexSpec, Layout};
 
 /// One copy that is not what its primary calls for.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CopyIssue {
     /// The copy's name (`email`).
     pub index: String,
@@ -23,6 +24,7 @@ pub struct CopyIssue {
 
 /// What [`verify`](crate::IntraPartitionIndex::verify) found in one partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// The partition audited (`Sales`).
     pub partition: String,
@@ -55,6 +57,7 @@ impl VerifyReport {
 
 /// What [`repair`](crate::IntraPartitionIndex::repair) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RepairReport {
     /// The audit repair acted on.
     pub found: VerifyReport,

@@ -78,6 +78,7 @@ impl fmt::Debug for LargeEntities {
 
 /// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LargeWritten {
     /// The entity's new ETag.
     pub etag: ETag,

@@ -69,6 +69,7 @@ impl SweepOptions {
 
 /// What a sweep found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepReport {
     /// Blobs listed under the store's prefix.
     pub listed: usize,

@@ -9,6 +9,7 @@ use crate::key::{AppendId, time_of};
 
 /// An entry that was written: where it is, the time its key stands for and its append id.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Appended {
     /// The entry's keys (its RowKey is the inverted ticks of `time`, `_` and `id`).
     pub keys: Keys,
@@ -131,6 +132,7 @@ impl AppendOutcome {
 /// not stored) or [unknown](AppendOutcome::Unknown). Re-append the last two with their ids —
 /// [`AppendReport::pending`] lists them — and nothing is stored twice.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AppendReport {
     /// Each item's outcome, in input order.
     pub outcomes: Vec<AppendOutcome>,

@@ -20,6 +20,7 @@ const MAX_ROUNDS: usize = 4;
 /// What a purge did: returned at the end. While it runs, [`PurgeOptions::with_progress`]
 /// reports the same counts as a [`Progress`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PurgeReport {
     /// Pages of keys read (scan requests).
     pub pages: usize,
@@ -44,13 +45,11 @@ impl PurgeReport {
     /// are scan pages, transactions and rechecks; `total` is the number of entities when it
     /// is known before the purge starts.
     pub fn progress(&self, total: Option<usize>) -> Progress {
-        Progress {
-            done: self.deleted + self.already_gone,
-            failed: 0,
-            unknown: 0,
-            total,
-            requests: self.pages + self.transactions + self.rechecks,
-        }
+        let mut progress = Progress::default();
+        progress.done = self.deleted + self.already_gone;
+        progress.total = total;
+        progress.requests = self.pages + self.transactions + self.rechecks;
+        progress
     }
 }
 

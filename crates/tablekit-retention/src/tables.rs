@@ -25,6 +25,7 @@ pub struct PeriodTable {
 
 /// What [`PeriodTables::drop_older_than`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DropReport {
     /// Tables deleted (or found already gone), oldest first.
     pub dropped: Vec<String>,

@@ -54,15 +54,15 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
     common::assert_requests(&spent, Some(RequestKind::Query), 3); // keys read 1,000 at a time
     common::assert_requests(&spent, None, 28);
     assert_eq!(
-        done,
-        PurgeReport {
-            pages: 3,
-            scanned: 2_500,
-            deleted: 2_500,
-            already_gone: 0,
-            transactions: 25,
-            rechecks: 0,
-        }
+        (
+            done.pages,
+            done.scanned,
+            done.deleted,
+            done.already_gone,
+            done.transactions,
+            done.rechecks
+        ),
+        (3, 2_500, 2_500, 0, 25, 0)
     );
     let reported: Vec<(usize, usize, Option<usize>)> = seen
         .lock()

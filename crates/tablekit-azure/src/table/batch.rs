@@ -23,6 +23,7 @@ use crate::send::may_have_applied;
 
 /// The result of one committed transaction.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TransactionOutcome {
     /// The caller's indices of its operations, in order.
     pub indices: Vec<usize>,

@@ -163,6 +163,7 @@ impl BulkOptions {
 
 /// The outcome of a [`Table::bulk_write`]: one entry per operation, by the caller's index.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct BulkReport {
     /// Outcome of each operation, indexed like the input.
     pub outcomes: Vec<OperationOutcome>,

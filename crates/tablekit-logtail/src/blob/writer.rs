@@ -56,6 +56,7 @@ impl FlushPolicy {
 
 /// A file a flush wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Flushed {
     /// The blob's name, e.g. `queue/2014/07/31/1800/000001.log`.
     pub name: String,

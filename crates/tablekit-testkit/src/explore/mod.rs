@@ -177,6 +177,7 @@ pub enum Plan {
 
 /// A schedule whose run broke the scenario's invariant.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Violation {
     /// Its number in the plan (for [`Plan::Random`], the `--replay` index).
     pub index: u64,
@@ -204,6 +205,7 @@ impl fmt::Display for Violation {
 
 /// What exploring one scenario found.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ScenarioReport {
     /// [`Scenario::name`].
     pub name: &'static str,

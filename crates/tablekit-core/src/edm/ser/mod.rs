@@ -38,6 +38,7 @@ use crate::limits::{MAX_ENTITY_BYTES, MAX_USER_PROPERTIES};
 
 /// Size and property count of a written entity, as the service counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct EntityStats {
     /// User properties written (system properties excluded).
     pub user_properties: usize,
