@@ -15,9 +15,9 @@
 //! 4. **Probe.** While requests keep waiting for it, the rate grows by `probe` per second
 //!    (compounded), up to `probe_limit` × the target, until the next throttling answer.
 //!
-//! A probe that finds no more capacity costs about one refused request, which
-//! [`PROBE_REQUESTS`] bounds to about one in a hundred of the budget's requests; a budget that grew (autoscale)
-//! is found by the probe within `recovery + probe_after` and a few seconds of growth.
+//! A probe that finds no more capacity costs the requests in flight when the service starts
+//! refusing (one to a few), and [`PROBE_REQUESTS`] keeps probes that many requests apart; a
+//! budget that grew (autoscale) is found by the next probe and a few seconds of growth.
 
 use std::time::{Duration, Instant};
 

@@ -22,12 +22,13 @@ use tablekit_core::{Error, Result};
 /// budget nor much busier than the other active partitions — to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
-/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (and at least
-/// 50 requests were admitted since the cut), it probes: it grows by [`probe`](Self::probe) per
-/// second for as long as requests wait for it, up to [`probe_limit`](Self::probe_limit) × the
-/// target, until the service refuses again. So a budget configured too high comes down within a
-/// few refusals, one configured too low (or a service that scaled up) is found by probing, and a
-/// probe that finds nothing new costs about one refused request in fifty. A `Retry-After` or
+/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) and it
+/// admitted 100 requests since the cut (before any cut: 50 requests of the whole account), it
+/// probes: it grows by [`probe`](Self::probe) per second for as long as requests wait for it,
+/// up to [`probe_limit`](Self::probe_limit) × the target, until the service refuses again. So a
+/// budget configured too high comes down within a few refusals, one configured too low (or a
+/// service that scaled up) is found by probing, and a probe that finds nothing new costs the
+/// requests in flight when the service starts refusing (one to a few). A `Retry-After` or
 /// `x-ms-retry-after-ms` hint also holds back the partition's (or the account's) next requests
 /// for that long.
 ///
