@@ -35,6 +35,7 @@ impl fmt::Debug for Container {
 
 /// The condition of a blob write.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum BlobCondition {
     /// Write whatever exists (overwrite).
     #[default]

@@ -78,6 +78,7 @@ impl fmt::Debug for Message {
 /// records that it existed — so code that relies on every message being handled (jobs, poison
 /// records) puts its messages with [`MessageTtl::Never`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MessageTtl {
     /// The service's default: 7 days after the put. Sends no `messagettl`.
     #[default]

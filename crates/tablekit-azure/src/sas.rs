@@ -31,6 +31,7 @@ fn table_sas_version(account: &Account) -> &'static str {
 
 /// Which protocols a token may be used over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum SasProtocol {
     /// HTTPS only (`spr=https`).
     #[default]

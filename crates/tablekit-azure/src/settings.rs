@@ -42,6 +42,7 @@ impl TableService {
 
 /// What to do with a query of an expensive shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ScanAction {
     /// Send it.
     Allow,

@@ -19,6 +19,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Which key of an entity a key error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KeyKind {
     /// The `PartitionKey`.
     PartitionKey,
@@ -99,6 +100,7 @@ pub enum Limit {
 
 /// The kind of resource a request addressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ResourceKind {
     /// A table (or an entity in it).
     #[default]

@@ -7,6 +7,7 @@ use tablekit_core::{Error, Result};
 
 /// How much time one table holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Period {
     /// One table per hour: suffix `yyyyMMddHH` (`Signins2026112210`).
     Hour,

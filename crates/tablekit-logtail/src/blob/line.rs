@@ -24,6 +24,7 @@ pub const FORMAT_VERSION: &str = "1.0";
 
 /// How severe a record is, from least to most (`Ord` follows severity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Level {
     /// Diagnostic detail.
     Verbose,
