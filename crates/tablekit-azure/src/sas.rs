@@ -51,7 +51,11 @@ impl SasProtocol {
 
 /// What a table SAS allows: read (query), add (insert), update (replace, merge, upserts),
 /// delete.
+///
+/// [`TablePermissions::READ`], [`TablePermissions::ALL`], or [`TablePermissions::default`]
+/// (nothing) and the `with_*` setters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub struct TablePermissions {
     /// Query entities.
     pub read: bool,
@@ -78,6 +82,34 @@ impl TablePermissions {
         update: true,
         delete: true,
     };
+
+    /// Sets whether entities may be queried.
+    #[must_use]
+    pub fn with_read(mut self, read: bool) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Sets whether entities may be inserted.
+    #[must_use]
+    pub fn with_add(mut self, add: bool) -> Self {
+        self.add = add;
+        self
+    }
+
+    /// Sets whether entities may be replaced and merged.
+    #[must_use]
+    pub fn with_update(mut self, update: bool) -> Self {
+        self.update = update;
+        self
+    }
+
+    /// Sets whether entities may be deleted.
+    #[must_use]
+    pub fn with_delete(mut self, delete: bool) -> Self {
+        self.delete = delete;
+        self
+    }
 
     fn as_string(self) -> String {
         [

@@ -15,7 +15,10 @@ use tablekit_azure::identity::{
 };
 
 /// The claims of minted tokens. Times are relative to the moment a token is minted.
+///
+/// [`Claims::valid`], [`Claims::expired`] or [`Claims::expiring_in`] and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Claims {
     /// `aud`. `None`: the requested scope without its `/.default`, as Microsoft Entra ID
     /// issues it (`https://storage.azure.com/.default` → `https://storage.azure.com`).
@@ -83,6 +86,41 @@ impl Claims {
     #[must_use]
     pub fn with_issuer(mut self, issuer: impl Into<String>) -> Self {
         self.issuer = Some(issuer.into());
+        self
+    }
+
+    /// With this `tid`.
+    #[must_use]
+    pub fn with_tenant_id(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = tenant_id.into();
+        self
+    }
+
+    /// With this `oid` and `sub`.
+    #[must_use]
+    pub fn with_object_id(mut self, object_id: impl Into<String>) -> Self {
+        self.object_id = object_id.into();
+        self
+    }
+
+    /// With `iat` and `nbf` this long before minting.
+    #[must_use]
+    pub fn with_issued_ago(mut self, issued_ago: Duration) -> Self {
+        self.issued_ago = issued_ago;
+        self
+    }
+
+    /// With `exp` this long after minting (or before it, when expired).
+    #[must_use]
+    pub fn with_lifetime(mut self, lifetime: Duration) -> Self {
+        self.lifetime = lifetime;
+        self
+    }
+
+    /// With `exp` in the past by the lifetime, when `expired`.
+    #[must_use]
+    pub fn with_expired(mut self, expired: bool) -> Self {
+        self.expired = expired;
         self
     }
 }
