@@ -121,7 +121,7 @@ impl LargeEntities {
     /// transport and service errors of the listing and the reads, and [`Error::Transport`]
     /// when the listing response carries no `Date` (ages cannot be measured); a failed delete
     /// of one orphan is an error too (the next sweep retries it).
-    pub async fn sweep(&self, options: &SweepOptions) -> Result<SweepReport> {
+    pub async fn sweep(&self, options: SweepOptions) -> Result<SweepReport> {
         let store = self.grace();
         let grace = options.grace.unwrap_or(store);
         if grace < store && !options.allow_unsafe_grace {

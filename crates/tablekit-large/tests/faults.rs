@@ -121,7 +121,7 @@ async fn check(store: &LargeEntities, keys: (&str, &str), expected: &Bytes, step
         .unwrap_or_else(|e| panic!("{step}: read failed: {e}"))
         .unwrap_or_else(|| panic!("{step}: entity missing"));
     assert_eq!(&read.payload, expected, "{step}: wrong value readable");
-    let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    let report = store.sweep(SweepOptions::immediate()).await.unwrap();
     let left = common::blob_names(store).await;
     assert_eq!(
         left,
@@ -178,7 +178,7 @@ async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
     assert!(store.put(&bare(KEYS), payload(0, true)).await.is_err());
     proxied.table.clear();
     assert!(common::read_raw(&store, KEYS).await.unwrap().is_none());
-    store.sweep(&SweepOptions::immediate()).await.unwrap();
+    store.sweep(SweepOptions::immediate()).await.unwrap();
     assert!(common::blob_names(&store).await.is_empty());
     // The insert is applied but its response lost: the retry's 409 is recognised as ours.
     proxied

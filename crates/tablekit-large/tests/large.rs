@@ -395,7 +395,7 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
         std::slice::from_ref(&reference.name),
         "each writer deleted what it replaced and what it could not commit"
     );
-    let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    let report = store.sweep(SweepOptions::immediate()).await.unwrap();
     assert_eq!((report.referenced, report.deleted.len()), (1, 0));
     let again = read_employee(&store, KEYS).await.unwrap().unwrap();
     assert_eq!(again.reference.unwrap(), reference);
@@ -433,11 +433,11 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
         .await
         .unwrap();
 
-    let young = store.sweep(&SweepOptions::default()).await.unwrap();
+    let young = store.sweep(SweepOptions::default()).await.unwrap();
     assert_eq!((young.listed, young.young, young.deleted.len()), (6, 6, 0));
 
     let dry = store
-        .sweep(&SweepOptions::immediate().with_dry_run(true))
+        .sweep(SweepOptions::immediate().with_dry_run(true))
         .await
         .unwrap();
     assert_eq!(dry.deleted.len(), 3);
@@ -449,7 +449,7 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
 
     let metrics = account.metrics().clone();
     metrics.reset();
-    let report = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    let report = store.sweep(SweepOptions::immediate()).await.unwrap();
     assert_eq!(
         (report.listed, report.referenced, report.foreign),
         (6, 2, 1)

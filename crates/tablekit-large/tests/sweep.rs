@@ -86,7 +86,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
     // A grace above the commit deadline plus a second would delete the blob before the
     // write lands; it is refused. The sweeps run with the store's.
     let too_short = SweepOptions::default().with_grace(Duration::from_secs(2));
-    assert!(store.sweep(&too_short).await.is_err());
+    assert!(store.sweep(too_short).await.is_err());
     let options = SweepOptions::default();
     let stop = Arc::new(AtomicBool::new(false));
     let sweeper = {
@@ -94,7 +94,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
         tokio::spawn(async move {
             let mut reports = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                if let Ok(report) = store.sweep(&options).await {
+                if let Ok(report) = store.sweep(options.clone()).await {
                     reports.push(report);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -159,7 +159,7 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
     metrics.reset();
     // Above the commit deadline (10 minutes) plus a minute: what an old rule allowed.
     let err = store
-        .sweep(&SweepOptions::default().with_grace(Duration::from_secs(660)))
+        .sweep(SweepOptions::default().with_grace(Duration::from_secs(660)))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput, "{err}");
@@ -167,7 +167,7 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
     let just_under = SweepOptions::default()
         .with_grace(store.grace() - Duration::from_millis(1))
         .with_dry_run(true);
-    assert!(store.sweep(&just_under).await.is_err());
+    assert!(store.sweep(just_under).await.is_err());
     assert_eq!(
         metrics.snapshot().requests(),
         0,
@@ -176,7 +176,7 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
 
     // The store's grace itself, and the explicit escape hatch, are accepted.
     let at_min = store
-        .sweep(&SweepOptions::default().with_grace(store.grace()))
+        .sweep(SweepOptions::default().with_grace(store.grace()))
         .await
         .unwrap();
     assert_eq!((at_min.listed, at_min.young), (1, 1));
@@ -185,10 +185,10 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
         .with_allow_unsafe_grace(true)
         .with_dry_run(true);
     assert_eq!(
-        store.sweep(&unsafe_short).await.unwrap().grace,
+        store.sweep(unsafe_short).await.unwrap().grace,
         Duration::from_secs(1)
     );
-    assert!(store.sweep(&SweepOptions::immediate()).await.is_ok());
+    assert!(store.sweep(SweepOptions::immediate()).await.is_ok());
     common::cleanup(&store).await;
 }
 
@@ -300,7 +300,7 @@ async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
         tokio::spawn(async move {
             let mut reports = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                if let Ok(report) = sweeper.sweep(&SweepOptions::default()).await {
+                if let Ok(report) = sweeper.sweep(SweepOptions::default()).await {
                     reports.push(report);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -406,7 +406,7 @@ async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_aft
         tokio::spawn(async move {
             let mut deleted = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                if let Ok(report) = sweeper.sweep(&SweepOptions::default()).await {
+                if let Ok(report) = sweeper.sweep(SweepOptions::default()).await {
                     deleted.extend(report.deleted);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -475,7 +475,7 @@ async fn a_writer_whose_writes_could_outlast_the_grace_is_refused_before_any_req
     );
     // The same handle still sweeps: a sweep's safety does not depend on its settings.
     assert_eq!(
-        store.sweep(&SweepOptions::default()).await.unwrap().listed,
+        store.sweep(SweepOptions::default()).await.unwrap().listed,
         0
     );
     // A grace that leaves no time for any write is refused when the store is built.

@@ -128,7 +128,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The sweeper finds the orphan. `immediate()` skips the grace period, which is safe here
     // only because nothing else writes; a service sweeps with `SweepOptions::default()`,
     // whose grace outlasts any write still in flight.
-    let swept = store.sweep(&SweepOptions::immediate()).await?;
+    let swept = store.sweep(SweepOptions::immediate()).await?;
     println!(
         "  listed {}, referenced {}, deleted {:?}",
         swept.listed, swept.referenced, swept.deleted

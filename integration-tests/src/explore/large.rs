@@ -187,7 +187,7 @@ async fn sweep_past_grace(
     }
     names
         .store(account)
-        .sweep(&SweepOptions::default())
+        .sweep(SweepOptions::default())
         .await
         .map(drop)
         .map_err(|e| format!("the sweep failed: {e}"))
@@ -517,7 +517,7 @@ impl Scenario for Sweep {
 
     async fn operate(&self, ctx: &SweepCtx, account: &Account) -> Outcome {
         let store = ctx.names.store(account);
-        Outcome::of(&store.sweep(&SweepOptions::default()).await)
+        Outcome::of(&store.sweep(SweepOptions::default()).await)
     }
 
     async fn recover(
@@ -532,7 +532,7 @@ impl Scenario for Sweep {
         // The next sweep, as the documentation says of a failed one.
         ctx.names
             .store(account)
-            .sweep(&SweepOptions::default())
+            .sweep(SweepOptions::default())
             .await
             .map(drop)
             .map_err(|e| format!("the sweep failed: {e}"))

@@ -239,7 +239,7 @@ async fn large_entities_never_reference_a_missing_blob_and_a_sweep_leaves_no_orp
     }
     let faults = disarm(&p);
 
-    let sweep = store.sweep(&SweepOptions::immediate()).await.unwrap();
+    let sweep = store.sweep(SweepOptions::immediate()).await.unwrap();
     let mut referenced = BTreeSet::new();
     let mut lost = 0;
     for i in 0..n {
