@@ -61,6 +61,7 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// These settings with [`Telemetry::record_keys`] set to `record`.
+    #[must_use]
     pub fn with_record_keys(mut self, record: bool) -> Self {
         self.record_keys = record;
         self
