@@ -2,21 +2,26 @@
 //! run against one in-memory Azurite, reporting medians, spreads and ratios.
 //!
 //! Usage: `tablekit-bench [--quick] [--with-python] [--throughput-only | --adaptive-only |
-//! --tool-only]` (run through `cargo xtask bench`, which builds it and the `tablekit` tool in
-//! release mode and passes the flags on; `--throughput-only` runs workload 9 alone,
-//! `--adaptive-only` workload 14 (budgets not told; about 7 minutes, whatever `--quick`), `--tool-only` workload
-//! 10, each printing its table and checks). Writes `target/bench/report.json` (and workload
+//! --reads-only | --sharded-only | --encryption-only | --tool-only]` (run through `cargo
+//! xtask bench`, which builds it and the `tablekit` tool in release mode and passes the flags
+//! on; `--throughput-only` runs workload 9 alone, `--adaptive-only` workload 14 (budgets not
+//! told; about 7 minutes, whatever `--quick`), `--reads-only` workloads 12 and 13 (latency,
+//! pattern reads), `--sharded-only` 15, `--encryption-only` 11, `--tool-only` 10, each
+//! printing its table and checks). Writes `target/bench/report.json` (and workload
 //! 14's plots, `target/bench/*.svg`) and prints a markdown table; exits non-zero if an
 //! acceptance criterion fails.
 
 mod adaptive;
+mod ceiling;
 mod data;
 mod encryption;
+mod latency;
 mod measure;
 mod memory;
 mod patterns;
 mod python;
 mod raw;
+mod reads;
 mod report;
 mod sharded;
 mod svg;
@@ -83,6 +88,10 @@ fn main() -> ExitCode {
     if args.iter().any(|a| a == "--adaptive-only") {
         let sizes = if quick { Sizes::quick() } else { Sizes::full() };
         return runtime.block_on(adaptive_only(sizes));
+    }
+    if args.iter().any(|a| a == "--reads-only") {
+        let sizes = if quick { Sizes::quick() } else { Sizes::full() };
+        return runtime.block_on(reads_only(sizes));
     }
     let with_python = args.iter().any(|a| a == "--with-python");
     match runtime.block_on(run(
@@ -177,6 +186,61 @@ async fn encryption_only(sizes: Sizes) -> ExitCode {
     }
 }
 
+/// An account on `cs` without throughput governance (the workloads run alone use it).
+pub(crate) fn unlimited_account(cs: &str) -> Result<Account, String> {
+    Account::from_connection_string(cs)
+        .and_then(|a| {
+            a.with_settings(Settings {
+                throughput: ThroughputPolicy::unlimited(),
+                ..Settings::default()
+            })
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// Workloads 12 and 13 alone (`--reads-only`): point-read latency and the patterns' reads,
+/// with the emulator's load during each; their tables and checks, no report file.
+async fn reads_only(sizes: Sizes) -> ExitCode {
+    let result = async {
+        let azurite = Azurite::start().map_err(|e| e.to_string())?;
+        let account = unlimited_account(&azurite.connection_string())?;
+        let endpoint = azurite.endpoints().table.clone();
+        let pid = azurite.pid();
+        let table = workloads::scan_table(&account, sizes.scan).await?;
+        let sampler = ceiling::Sampler::start(pid);
+        let latency = latency::latency(&table, &endpoint, sizes.scan, latency_reads(sizes)).await?;
+        let mut loads: Vec<_> = sampler
+            .finish("12. point-read latency")
+            .into_iter()
+            .collect();
+        table.delete_table().await.map_err(|e| e.to_string())?;
+        let sampler = ceiling::Sampler::start(pid);
+        let reads = reads::reads(&account, &endpoint).await?;
+        loads.extend(sampler.finish("13. pattern reads"));
+        Ok::<_, String>((latency, reads, loads))
+    }
+    .await;
+    match result {
+        Ok((latency, reads, loads)) => {
+            println!("{}", latency::section(&latency));
+            println!("{}", reads::section(&reads));
+            println!("{}", ceiling::section(&loads));
+            let mut checks = latency::checks(&latency);
+            checks.extend(reads::checks(&reads));
+            print_checks(&checks)
+        }
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads per run of workload 12: at least 2,000, so that p99.9 rests on two reads.
+fn latency_reads(sizes: Sizes) -> usize {
+    (2 * sizes.point_reads).max(2_000)
+}
+
 /// Workload 15 alone (`--sharded-only`): its table and check, no report file.
 async fn sharded_only(sizes: Sizes) -> ExitCode {
     match sharded::sharded(sizes).await {
@@ -191,16 +255,38 @@ async fn sharded_only(sizes: Sizes) -> ExitCode {
     }
 }
 
-/// An account on `cs` without throughput governance (the workloads run alone use it).
-pub(crate) fn unlimited_account(cs: &str) -> Result<Account, String> {
-    Account::from_connection_string(cs)
-        .and_then(|a| {
-            a.with_settings(Settings {
-                throughput: ThroughputPolicy::unlimited(),
-                ..Settings::default()
-            })
-        })
-        .map_err(|e| e.to_string())
+/// Workload 9 alone (`--throughput-only`): its table and checks, no report file.
+async fn throughput_only(sizes: Sizes) -> ExitCode {
+    let result = async {
+        let azurite = Azurite::start().map_err(|e| e.to_string())?;
+        let account = unlimited_account(&azurite.connection_string())?;
+        let endpoint = azurite.endpoints().table.clone();
+        throughput::throughput(&account, &endpoint, sizes).await
+    }
+    .await;
+    match result {
+        Ok(t) => {
+            println!("{}", report::throughput_section(&t));
+            let checks = report::throughput_checks(&t);
+            for c in &checks {
+                println!(
+                    "| {} | {} | {} |",
+                    c.criterion,
+                    c.measured,
+                    if c.pass { "pass" } else { "FAIL" }
+                );
+            }
+            if checks.iter().all(|c| c.pass) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("tablekit-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Writes workload 14's plots into `target/bench/`.
@@ -259,13 +345,31 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
         })
         .map_err(|e| e.to_string())?;
     let step = |name: &str| eprintln!("tablekit-bench: {name}");
+    // The emulator's load during each workload, against its one-core ceiling.
+    let pid = azurite.pid();
+    let mut emulator = Vec::new();
+    let mut sampler = ceiling::Sampler::start(pid);
+    let mut sampled = |name: &str, sampler: &mut ceiling::Sampler| {
+        let done = std::mem::replace(sampler, ceiling::Sampler::start(pid));
+        emulator.extend(done.finish(name));
+    };
 
     step("1, 4. bulk load and client CPU");
     let bulk = workloads::bulk(&account, &endpoint, sizes).await?;
+    sampled("1, 4. bulk load", &mut sampler);
     step("2, 3. scan and point reads");
     let scan_table = workloads::scan_table(&account, sizes.scan).await?;
+    sampler = ceiling::Sampler::start(pid);
     let scan = workloads::scan(&scan_table, &endpoint, sizes.scan).await?;
     let points = workloads::points(&scan_table, &endpoint, sizes.scan, sizes.point_reads).await?;
+    sampled("2, 3. scan and point reads", &mut sampler);
+    step("12. point-read latency");
+    let latency =
+        latency::latency(&scan_table, &endpoint, sizes.scan, latency_reads(sizes)).await?;
+    sampled("12. point-read latency", &mut sampler);
+    step("13. pattern reads against the raw SDK");
+    let reads = reads::reads(&account, &endpoint).await?;
+    sampled("13. pattern reads", &mut sampler);
     step("6. connections");
     let connections =
         workloads::connections(&account, &scan_table, &endpoint, sizes.connection_requests).await?;
@@ -306,12 +410,17 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     };
     scan_table.delete_table().await.map_err(|e| e.to_string())?;
     step("9. throughput governance against the throttle model");
+    sampler = ceiling::Sampler::start(pid);
     let throughput = throughput::throughput(&account, &endpoint, sizes).await?;
+    sampled("9. throughput governance", &mut sampler);
     step("14. budgets not told: unknown, changing, skewed, 10,000 partitions");
     let adaptive = adaptive::adaptive(&account, &endpoint, sizes.concurrency).await?;
+    sampled("14. budgets not told", &mut sampler);
     plots(&adaptive);
     step("11. client-side encryption");
+    sampler = ceiling::Sampler::start(pid);
     let encryption = encryption::encryption(&account, sizes).await?;
+    sampled("11. client-side encryption", &mut sampler);
     step("15. sharded accounts against four throttle models");
     let sharded = sharded::sharded(sizes).await?;
     let mut report = report::Report {
@@ -345,6 +454,9 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
         tool,
         encryption,
         sharded,
+        latency,
+        reads,
+        emulator,
         checks: Vec::new(),
     };
     report.evaluate();

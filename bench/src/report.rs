@@ -71,6 +71,10 @@ pub(crate) struct Report {
     pub(crate) tool: Tool,
     pub(crate) encryption: crate::encryption::Encryption,
     pub(crate) sharded: crate::sharded::Sharded,
+    pub(crate) latency: crate::latency::Latency,
+    pub(crate) reads: crate::reads::Reads,
+    /// The emulator's CPU during each workload it served alone.
+    pub(crate) emulator: Vec<crate::ceiling::EmulatorLoad>,
     pub(crate) checks: Vec<Check>,
 }
 
@@ -214,6 +218,8 @@ impl Report {
         checks.extend(tool_checks(&self.tool));
         checks.extend(crate::encryption::checks(&self.encryption));
         checks.extend(crate::sharded::checks(&self.sharded));
+        checks.extend(crate::latency::checks(&self.latency));
+        checks.extend(crate::reads::checks(&self.reads));
         if let Some(py) = &self.python {
             checks.push(check(
                 "tablekit bulk load ≥ 5× the Python SDK's".into(),
@@ -341,6 +347,9 @@ impl Report {
         out.push_str(&tool_section(&self.tool));
         out.push_str(&crate::encryption::section(&self.encryption, &self.sizes));
         out.push_str(&crate::sharded::section(&self.sharded));
+        out.push_str(&crate::latency::section(&self.latency));
+        out.push_str(&crate::reads::section(&self.reads));
+        out.push_str(&crate::ceiling::section(&self.emulator));
         out.push_str("\n| Acceptance | measured | |\n|---|---|---|\n");
         for c in &self.checks {
             out.push_str(&format!(
