@@ -290,10 +290,8 @@ mod tests {
 
     #[test]
     fn a_retry_hint_lengthens_the_delay_up_to_its_cap() {
-        let p = RetryPolicy {
-            max_retry_after: Duration::from_secs(5),
-            ..RetryPolicy::exponential(3, Duration::from_millis(10), Duration::from_secs(1))
-        };
+        let p = RetryPolicy::exponential(3, Duration::from_millis(10), Duration::from_secs(1))
+            .with_max_retry_after(Duration::from_secs(5));
         let hinted = |ms: u64| Error::Throttled {
             status: 429,
             code: None,

@@ -478,12 +478,11 @@ mod tests {
         let start = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
         let sas = TableSas::new(
             "Employees",
-            TablePermissions {
-                read: true,
-                add: true,
-                update: false,
-                delete: true,
-            },
+            TablePermissions::default()
+                .with_read(true)
+                .with_add(true)
+                .with_update(false)
+                .with_delete(true),
             expiry,
         )
         .with_start(start)
@@ -506,11 +505,10 @@ mod tests {
     fn the_account_string_to_sign_ends_with_a_newline() {
         let expiry = Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap();
         let sas = AccountSas::new(
-            SasServices {
-                blob: true,
-                queue: true,
-                table: false,
-            },
+            SasServices::default()
+                .with_blob(true)
+                .with_queue(true)
+                .with_table(false),
             "rl",
             "co",
             expiry,
@@ -579,11 +577,10 @@ mod tests {
         assert!(account.uses_token() && !account.has_key());
         let expiry = Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap();
         let table = TableSas::new("Employees", TablePermissions::READ, expiry).sign(&account);
-        let services = SasServices {
-            blob: true,
-            queue: true,
-            table: false,
-        };
+        let services = SasServices::default()
+            .with_blob(true)
+            .with_queue(true)
+            .with_table(false);
         let account_sas = AccountSas::new(services, "rl", "co", expiry).sign(&account);
         for result in [table, account_sas] {
             match result {

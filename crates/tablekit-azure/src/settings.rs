@@ -327,19 +327,14 @@ mod tests {
         assert!((s.write_settles_within().as_secs_f64() - expected).abs() < 1e-6);
         assert_eq!(s.server_timeout(), Duration::from_secs(30));
         assert_eq!(s.late_landing(), Duration::from_secs(60));
-        let fast = Settings {
-            retry: RetryPolicy::none(),
-            request_timeout: Duration::from_millis(600),
-            ..Settings::default()
-        };
+        let fast = Settings::default()
+            .with_retry(RetryPolicy::none())
+            .with_request_timeout(Duration::from_millis(600));
         // Server timeouts are whole seconds, rounded up; a late landing is two of them.
         assert_eq!(fast.server_timeout(), Duration::from_secs(1));
         assert_eq!(fast.late_landing(), Duration::from_secs(2));
         assert_eq!(fast.write_settles_within(), Duration::from_millis(2_200));
-        let slow = Settings {
-            request_timeout: Duration::from_secs(90),
-            ..Settings::default()
-        };
+        let slow = Settings::default().with_request_timeout(Duration::from_secs(90));
         assert_eq!(
             slow.server_timeout(),
             Duration::from_secs(30),

@@ -347,38 +347,17 @@ mod tests {
         WorkerOptions::default().validate().unwrap();
         let cases: Vec<(WorkerOptions, &str)> = vec![
             (
-                WorkerOptions {
-                    visibility_timeout: Duration::from_millis(500),
-                    ..Default::default()
-                },
+                WorkerOptions::default().with_visibility_timeout(Duration::from_millis(500)),
                 "visibility_timeout",
             ),
             (
-                WorkerOptions {
-                    max_dequeue_count: 0,
-                    ..Default::default()
-                },
+                WorkerOptions::default().with_max_dequeue_count(0),
                 "max_dequeue_count",
             ),
+            (WorkerOptions::default().with_concurrency(0), "concurrency"),
+            (WorkerOptions::default().with_batch_size(33), "batch_size"),
             (
-                WorkerOptions {
-                    concurrency: 0,
-                    ..Default::default()
-                },
-                "concurrency",
-            ),
-            (
-                WorkerOptions {
-                    batch_size: 33,
-                    ..Default::default()
-                },
-                "batch_size",
-            ),
-            (
-                WorkerOptions {
-                    idle_backoff_max: Duration::from_millis(1),
-                    ..Default::default()
-                },
+                WorkerOptions::default().with_idle_backoff_max(Duration::from_millis(1)),
                 "idle_backoff_max",
             ),
         ];
@@ -392,10 +371,7 @@ mod tests {
 
     #[test]
     fn failure_backoff_doubles_per_dequeue() {
-        let o = WorkerOptions {
-            failure_backoff: Some(Duration::from_secs(1)),
-            ..Default::default()
-        };
+        let o = WorkerOptions::default().with_failure_backoff(Duration::from_secs(1));
         let delays: Vec<_> = (1..=4).map(|n| o.failure_delay(n).unwrap()).collect();
         assert_eq!(delays, [1, 2, 4, 8].map(Duration::from_secs));
         assert_eq!(o.failure_delay(200), Some(MAX_VISIBILITY));
