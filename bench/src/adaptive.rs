@@ -260,11 +260,11 @@ where
 fn account(through_cs: &str, policy: ThroughputPolicy, concurrency: usize) -> Result<Account> {
     Account::from_connection_string(through_cs)
         .and_then(|a| {
-            a.with_settings(Settings {
-                throughput: policy,
-                concurrency,
-                ..Settings::default()
-            })
+            a.with_settings(
+                Settings::default()
+                    .with_throughput(policy)
+                    .with_concurrency(concurrency),
+            )
         })
         .map_err(err)
 }

@@ -221,10 +221,7 @@ async fn throttled(table: &Table, endpoint: &str, n: usize) -> Result<ThrottledR
     );
     let account = Account::from_connection_string(&cs)
         .and_then(|a| {
-            a.with_settings(Settings {
-                throughput: ThroughputPolicy::default(),
-                ..Settings::default()
-            })
+            a.with_settings(Settings::default().with_throughput(ThroughputPolicy::default()))
         })
         .map_err(err)?;
     let governed = account.table(table.name()).map_err(err)?;

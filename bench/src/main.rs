@@ -127,10 +127,7 @@ async fn tool_only(sizes: Sizes) -> ExitCode {
         let cs = azurite.connection_string();
         let account = Account::from_connection_string(&cs)
             .and_then(|a| {
-                a.with_settings(Settings {
-                    throughput: ThroughputPolicy::unlimited(),
-                    ..Settings::default()
-                })
+                a.with_settings(Settings::default().with_throughput(ThroughputPolicy::unlimited()))
             })
             .map_err(|e| e.to_string())?;
         let scratch = target_dir().join("bench/tool");
@@ -190,10 +187,7 @@ async fn encryption_only(sizes: Sizes) -> ExitCode {
 pub(crate) fn unlimited_account(cs: &str) -> Result<Account, String> {
     Account::from_connection_string(cs)
         .and_then(|a| {
-            a.with_settings(Settings {
-                throughput: ThroughputPolicy::unlimited(),
-                ..Settings::default()
-            })
+            a.with_settings(Settings::default().with_throughput(ThroughputPolicy::unlimited()))
         })
         .map_err(|e| e.to_string())
 }
@@ -334,14 +328,14 @@ async fn run(sizes: Sizes, with_python: bool) -> Result<report::Report, String> 
     let endpoint = azurite.endpoints().table.clone();
     let account = Account::from_connection_string(&cs)
         .and_then(|a| {
-            a.with_settings(Settings {
-                scan_policy: ScanPolicy::allow_all(),
-                // Workloads 1-7 compare client efficiency against the raw SDK on an emulator
-                // that does not throttle: budgets sized for Azure would only cap them (a scan
-                // of one partition at 2,000 entities/s). Workload 9 measures governance.
-                throughput: ThroughputPolicy::unlimited(),
-                ..Settings::default()
-            })
+            // Workloads 1-7 compare client efficiency against the raw SDK on an emulator that
+            // does not throttle: budgets sized for Azure would only cap them (a scan of one
+            // partition at 2,000 entities/s). Workload 9 measures governance.
+            a.with_settings(
+                Settings::default()
+                    .with_scan_policy(ScanPolicy::allow_all())
+                    .with_throughput(ThroughputPolicy::unlimited()),
+            )
         })
         .map_err(|e| e.to_string())?;
     let step = |name: &str| eprintln!("tablekit-bench: {name}");

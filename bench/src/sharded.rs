@@ -145,12 +145,7 @@ fn shard(concurrency: usize) -> Result<Shard> {
         proxy.endpoint_for(&endpoint)
     );
     let account = Account::from_connection_string(&cs)
-        .and_then(|a| {
-            a.with_settings(Settings {
-                concurrency,
-                ..Settings::default()
-            })
-        })
+        .and_then(|a| a.with_settings(Settings::default().with_concurrency(concurrency)))
         .map_err(err)?;
     Ok(Shard {
         _azurite: azurite,

@@ -113,17 +113,18 @@ pub(crate) async fn throughput(base: &Account, endpoint: &str, sizes: Sizes) -> 
     );
     let account = Account::from_connection_string(&cs)
         .and_then(|a| {
-            a.with_settings(Settings {
-                // Told the model's rates, and that they are the ceiling: workload 14 measures
-                // what the governor learns when it is not told (probing above a target costs
-                // a refusal or so per busy partition).
-                throughput: ThroughputPolicy {
-                    probe_limit: 1.0,
-                    ..ThroughputPolicy::default().with_targets(PER_PARTITION, PER_ACCOUNT)
-                },
-                concurrency,
-                ..Settings::default()
-            })
+            // Told the model's rates, and that they are the ceiling: workload 14 measures what
+            // the governor learns when it is not told (probing above a target costs a refusal
+            // or so per busy partition).
+            a.with_settings(
+                Settings::default()
+                    .with_throughput(
+                        ThroughputPolicy::default()
+                            .with_targets(PER_PARTITION, PER_ACCOUNT)
+                            .with_probe_limit(1.0),
+                    )
+                    .with_concurrency(concurrency),
+            )
         })
         .map_err(err)?;
     let mut rows = Vec::new();

@@ -122,6 +122,7 @@ impl ScanPolicy {
 /// # assert_eq!(settings.concurrency, 8);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Settings {
     /// Retries of transient failures (throttling, timeouts, connection errors).
     pub retry: RetryPolicy,

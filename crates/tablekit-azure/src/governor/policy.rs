@@ -36,6 +36,7 @@ use tablekit_core::{Error, Result};
 /// and 20,000 per account, of which [`utilization`](Self::utilization) (95 %) is used.
 /// [`ThroughputPolicy::unlimited`] turns governance off: requests are sent as they come.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ThroughputPolicy {
     /// Entities per second one partition serves. `f64::INFINITY`: no partition budget.
     pub per_partition: f64,
@@ -147,6 +148,62 @@ impl ThroughputPolicy {
     #[must_use]
     pub fn with_adaptive(mut self, adaptive: bool) -> Self {
         self.adaptive = adaptive;
+        self
+    }
+
+    /// Sets [`decrease`](Self::decrease).
+    #[must_use]
+    pub fn with_decrease(mut self, decrease: f64) -> Self {
+        self.decrease = decrease;
+        self
+    }
+
+    /// Sets [`recovery`](Self::recovery).
+    #[must_use]
+    pub fn with_recovery(mut self, recovery: Duration) -> Self {
+        self.recovery = recovery;
+        self
+    }
+
+    /// Sets [`probe_after`](Self::probe_after).
+    #[must_use]
+    pub fn with_probe_after(mut self, probe_after: Duration) -> Self {
+        self.probe_after = probe_after;
+        self
+    }
+
+    /// Sets [`probe`](Self::probe).
+    #[must_use]
+    pub fn with_probe(mut self, probe: f64) -> Self {
+        self.probe = probe;
+        self
+    }
+
+    /// Sets [`probe_limit`](Self::probe_limit).
+    #[must_use]
+    pub fn with_probe_limit(mut self, probe_limit: f64) -> Self {
+        self.probe_limit = probe_limit;
+        self
+    }
+
+    /// Sets [`floor`](Self::floor).
+    #[must_use]
+    pub fn with_floor(mut self, floor: f64) -> Self {
+        self.floor = floor;
+        self
+    }
+
+    /// Sets [`window`](Self::window).
+    #[must_use]
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Sets [`warn_at`](Self::warn_at).
+    #[must_use]
+    pub fn with_warn_at(mut self, warn_at: f64) -> Self {
+        self.warn_at = warn_at;
         self
     }
 
