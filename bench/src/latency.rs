@@ -8,7 +8,6 @@
 //! (its checks, its governor's bookkeeping, its span), and under throttling its tail is no
 //! worse than the raw SDK's retry storm.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -191,15 +190,6 @@ pub(crate) async fn latency(
     })
 }
 
-fn upstream(endpoint: &str) -> Result<SocketAddr> {
-    endpoint
-        .split("://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|authority| authority.parse().ok())
-        .ok_or_else(|| format!("{endpoint}: not a loopback endpoint"))
-}
-
 fn model() -> ThrottleModel {
     ThrottleModel::default()
         .with_per_partition(PER_PARTITION)
@@ -212,7 +202,7 @@ fn model() -> ThrottleModel {
 /// of the partition's budget. tablekit keeps its default throughput policy (it is not told
 /// the model's budget).
 async fn throttled(table: &Table, endpoint: &str, n: usize) -> Result<ThrottledRow> {
-    let proxy = FaultProxy::start(upstream(endpoint)?).map_err(err)?;
+    let proxy = FaultProxy::start(crate::throughput::upstream(endpoint)?).map_err(err)?;
     let through = proxy.endpoint_for(endpoint);
     let cs = format!(
         "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={through}",

@@ -14,7 +14,6 @@
 //! machine's cores, and at 2,000 each (8,000 entities/s in all) a 2-core machine under other
 //! load measured 0.54–0.91 — the emulators' ceiling, not the client's.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -117,15 +116,6 @@ fn model() -> ThrottleModel {
         .with_mode(ThrottleMode::ServerBusyOrTimedOut)
 }
 
-fn upstream(endpoint: &str) -> Result<SocketAddr> {
-    endpoint
-        .split("://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|authority| authority.parse().ok())
-        .ok_or_else(|| format!("{endpoint}: not a loopback endpoint"))
-}
-
 /// One emulator behind its proxy, and an account through the proxy with Azure's default
 /// targets (not the model's).
 struct Shard {
@@ -137,7 +127,7 @@ struct Shard {
 fn shard(concurrency: usize) -> Result<Shard> {
     let azurite = Azurite::start().map_err(err)?;
     let endpoint = azurite.endpoints().table.clone();
-    let proxy = FaultProxy::start(upstream(&endpoint)?).map_err(err)?;
+    let proxy = FaultProxy::start(crate::throughput::upstream(&endpoint)?).map_err(err)?;
     let cs = format!(
         "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};TableEndpoint={}",
         tablekit_testkit::ACCOUNT,

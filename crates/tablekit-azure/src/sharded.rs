@@ -973,50 +973,7 @@ impl fmt::Debug for ShardedTransaction {
 }
 
 impl ShardedTransaction {
-    fn step(mut self, operation: Result<Operation>) -> Self {
-        self.steps.push(operation);
-        self
-    }
-
-    /// Adds an insert of `entity`; the transaction fails if it exists.
-    pub fn insert(self, entity: &impl AsEntity) -> Self {
-        self.step(Operation::insert(entity))
-    }
-
-    /// Adds a replace of `entity` if `if_match` holds.
-    pub fn replace(self, entity: &impl AsEntity, if_match: IfMatch) -> Self {
-        self.step(Operation::replace(entity, if_match))
-    }
-
-    /// Adds a merge of `entity`'s properties if `if_match` holds.
-    pub fn merge(self, entity: &impl AsEntity, if_match: IfMatch) -> Self {
-        self.step(Operation::merge(entity, if_match))
-    }
-
-    /// Adds an insert-or-replace of `entity`.
-    pub fn upsert_replace(self, entity: &impl AsEntity) -> Self {
-        self.step(Operation::upsert_replace(entity))
-    }
-
-    /// Adds an insert-or-merge of `entity`.
-    pub fn upsert_merge(self, entity: &impl AsEntity) -> Self {
-        self.step(Operation::upsert_merge(entity))
-    }
-
-    /// Adds a delete of the entity at `keys` if `if_match` holds.
-    pub fn delete(self, keys: impl IntoKeys, if_match: IfMatch) -> Self {
-        self.step(Operation::delete(keys, if_match))
-    }
-
-    /// The number of steps.
-    pub fn len(&self) -> usize {
-        self.steps.len()
-    }
-
-    /// Whether there are no steps.
-    pub fn is_empty(&self) -> bool {
-        self.steps.is_empty()
-    }
+    crate::table::transaction_steps!();
 
     /// Sends the transaction to the shard of its partition: every operation is applied, or
     /// none is.
@@ -1033,19 +990,7 @@ impl ShardedTransaction {
     /// marker partition; the marker check's errors. Then as [`ShardedTable::submit`].
     pub async fn submit(self) -> Result<TransactionOutcome> {
         let Self { table, steps } = self;
-        let mut operations = Vec::with_capacity(steps.len());
-        for (index, step) in steps.into_iter().enumerate() {
-            match step {
-                Ok(operation) => operations.push(operation),
-                Err(source) => {
-                    return Err(Error::BatchFailed {
-                        index,
-                        source: Box::new(source),
-                    });
-                }
-            }
-        }
-        let plan = BatchPlan::atomic(operations)?;
+        let plan = crate::table::transaction_plan(steps)?;
         table.submit(&plan).await?.pop().ok_or_else(|| {
             // An atomic plan is one transaction, so one outcome.
             Error::invalid_argument("steps", "the transaction produced no outcome")

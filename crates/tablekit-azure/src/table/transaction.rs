@@ -70,55 +70,80 @@ impl Table {
     }
 }
 
+/// The steps of a transaction builder whose `steps` field holds each step's encoded
+/// operation, or why it could not be encoded: the same methods, with the same meaning, on a
+/// table's transaction and a sharded table's.
+macro_rules! transaction_steps {
+    () => {
+        fn step(
+            mut self,
+            operation: tablekit_core::Result<tablekit_core::batch::Operation>,
+        ) -> Self {
+            self.steps.push(operation);
+            self
+        }
+
+        /// Adds an insert of `entity` (an [`Entity`](tablekit_core::Entity) or a
+        /// [`TableEntity`](tablekit_core::TableEntity)); the transaction fails if it exists.
+        pub fn insert(self, entity: &impl tablekit_core::AsEntity) -> Self {
+            self.step(tablekit_core::batch::Operation::insert(entity))
+        }
+
+        /// Adds a replace of the whole of `entity` if `if_match` holds; the transaction fails
+        /// if the entity does not exist or its ETag differs.
+        pub fn replace(
+            self,
+            entity: &impl tablekit_core::AsEntity,
+            if_match: tablekit_core::IfMatch,
+        ) -> Self {
+            self.step(tablekit_core::batch::Operation::replace(entity, if_match))
+        }
+
+        /// Adds a merge of `entity`'s properties if `if_match` holds; fails as
+        /// [`replace`](Self::replace) does.
+        pub fn merge(
+            self,
+            entity: &impl tablekit_core::AsEntity,
+            if_match: tablekit_core::IfMatch,
+        ) -> Self {
+            self.step(tablekit_core::batch::Operation::merge(entity, if_match))
+        }
+
+        /// Adds an insert of `entity`, or a replace of the whole stored entity.
+        pub fn upsert_replace(self, entity: &impl tablekit_core::AsEntity) -> Self {
+            self.step(tablekit_core::batch::Operation::upsert_replace(entity))
+        }
+
+        /// Adds an insert of `entity`, or a merge of its properties into the stored entity.
+        pub fn upsert_merge(self, entity: &impl tablekit_core::AsEntity) -> Self {
+            self.step(tablekit_core::batch::Operation::upsert_merge(entity))
+        }
+
+        /// Adds a delete of the entity at `keys` ([`IntoKeys`](tablekit_core::IntoKeys)) if
+        /// `if_match` holds; the transaction fails if it does not exist or its ETag differs.
+        pub fn delete(
+            self,
+            keys: impl tablekit_core::IntoKeys,
+            if_match: tablekit_core::IfMatch,
+        ) -> Self {
+            self.step(tablekit_core::batch::Operation::delete(keys, if_match))
+        }
+
+        /// The number of steps so far.
+        pub fn len(&self) -> usize {
+            self.steps.len()
+        }
+
+        /// Whether no step was added.
+        pub fn is_empty(&self) -> bool {
+            self.steps.is_empty()
+        }
+    };
+}
+pub(crate) use transaction_steps;
+
 impl Transaction {
-    fn step(mut self, operation: Result<Operation>) -> Self {
-        self.steps.push(operation);
-        self
-    }
-
-    /// Adds an insert of `entity` (an [`Entity`](tablekit_core::Entity) or a
-    /// [`TableEntity`](tablekit_core::TableEntity)); the transaction fails if it exists.
-    pub fn insert(self, entity: &impl AsEntity) -> Self {
-        self.step(Operation::insert(entity))
-    }
-
-    /// Adds a replace of the whole of `entity` if `if_match` holds; the transaction fails if
-    /// the entity does not exist or its ETag differs.
-    pub fn replace(self, entity: &impl AsEntity, if_match: IfMatch) -> Self {
-        self.step(Operation::replace(entity, if_match))
-    }
-
-    /// Adds a merge of `entity`'s properties if `if_match` holds; fails as
-    /// [`replace`](Self::replace) does.
-    pub fn merge(self, entity: &impl AsEntity, if_match: IfMatch) -> Self {
-        self.step(Operation::merge(entity, if_match))
-    }
-
-    /// Adds an insert of `entity`, or a replace of the whole stored entity.
-    pub fn upsert_replace(self, entity: &impl AsEntity) -> Self {
-        self.step(Operation::upsert_replace(entity))
-    }
-
-    /// Adds an insert of `entity`, or a merge of its properties into the stored entity.
-    pub fn upsert_merge(self, entity: &impl AsEntity) -> Self {
-        self.step(Operation::upsert_merge(entity))
-    }
-
-    /// Adds a delete of the entity at `keys` ([`IntoKeys`]) if `if_match` holds; the
-    /// transaction fails if it does not exist or its ETag differs.
-    pub fn delete(self, keys: impl IntoKeys, if_match: IfMatch) -> Self {
-        self.step(Operation::delete(keys, if_match))
-    }
-
-    /// The number of steps so far.
-    pub fn len(&self) -> usize {
-        self.steps.len()
-    }
-
-    /// Whether no step was added.
-    pub fn is_empty(&self) -> bool {
-        self.steps.is_empty()
-    }
+    transaction_steps!();
 
     /// Sends the transaction: every operation is applied, or none is.
     ///
@@ -160,7 +185,9 @@ impl Transaction {
 }
 
 /// The steps as one atomic plan, or the first reason they cannot be one.
-fn plan(steps: Vec<Result<Operation>>) -> Result<BatchPlan> {
+/// The atomic plan of a builder's steps: the first step that could not be encoded is the
+/// error, with its index.
+pub(crate) fn plan(steps: Vec<Result<Operation>>) -> Result<BatchPlan> {
     let mut operations = Vec::with_capacity(steps.len());
     for (index, step) in steps.into_iter().enumerate() {
         match step {
