@@ -37,8 +37,9 @@ use tablekit_core::{AsEntity, ETag, Error, IfMatch, IntoKeys, Result, Stored};
 /// [`delete_if_exists`](Steps::delete_if_exists).
 ///
 /// Entities are addressed as everywhere in tablekit: keys as [`IntoKeys`] (a
-/// `(PartitionKey, RowKey)` pair, [`Keys`], a `TableEntity`), whole entities as [`AsEntity`]
-/// (a `TableEntity`, or an [`Entity`] with explicit keys).
+/// `(PartitionKey, RowKey)` pair, [`Keys`](tablekit_core::Keys), a `TableEntity`), whole
+/// entities as [`AsEntity`] (a `TableEntity`, or an [`Entity`](tablekit_core::Entity) with
+/// explicit keys).
 ///
 /// **Consistency:** none between steps. Each step is atomic and strongly consistent on its
 /// own; readers may observe the state between two steps (e.g. the entity in both tables)
