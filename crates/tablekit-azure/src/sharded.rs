@@ -960,14 +960,9 @@ pub struct ShardedTransaction {
 impl fmt::Debug for ShardedTransaction {
     // Neither keys nor bodies, as a table's transaction.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kinds: Vec<_> = self
-            .steps
-            .iter()
-            .map(|s| s.as_ref().map(Operation::kind).map_err(|_| "refused"))
-            .collect();
         f.debug_struct("ShardedTransaction")
             .field("table", &self.table.name())
-            .field("steps", &kinds)
+            .field("steps", &crate::table::transaction_step_kinds(&self.steps))
             .finish()
     }
 }

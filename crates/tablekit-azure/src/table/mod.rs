@@ -29,7 +29,9 @@ pub use query::{
     ContinuationToken, EntityError, EntityResult, Page, PerEntity, PerEntityPage, Query,
 };
 pub use transaction::{Transaction, TypedTransaction};
-pub(crate) use transaction::{plan as transaction_plan, transaction_steps};
+pub(crate) use transaction::{
+    plan as transaction_plan, step_kinds as transaction_step_kinds, transaction_steps,
+};
 pub use typed::{TypedTable, WriteMode};
 pub use update::ConflictLoop;
 

@@ -47,16 +47,22 @@ pub struct Transaction {
 impl fmt::Debug for Transaction {
     // Neither keys nor bodies: the bodies are not yet through the handle's codec.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kinds: Vec<_> = self
-            .steps
-            .iter()
-            .map(|s| s.as_ref().map(Operation::kind).map_err(|_| "refused"))
-            .collect();
         f.debug_struct("Transaction")
             .field("table", &self.table.name())
-            .field("steps", &kinds)
+            .field("steps", &step_kinds(&self.steps))
             .finish()
     }
+}
+
+/// What a builder's `Debug` shows of its steps: each operation's kind, or that it was
+/// refused — never keys or bodies.
+pub(crate) fn step_kinds(
+    steps: &[Result<Operation>],
+) -> Vec<std::result::Result<tablekit_core::batch::OperationKind, &'static str>> {
+    steps
+        .iter()
+        .map(|s| s.as_ref().map(Operation::kind).map_err(|_| "refused"))
+        .collect()
 }
 
 impl Table {
