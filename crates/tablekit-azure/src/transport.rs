@@ -20,8 +20,43 @@ use crate::send::{ResponseNotes, SendBy};
 /// Each account gets its own: pooled connections are served by tasks of the tokio runtime
 /// that opened them, so a client shared across runtimes (one per `#[tokio::test]`, say) would
 /// hand out connections whose runtime is gone.
+#[cfg(any(feature = "identity", feature = "azure-core-1"))]
 pub(crate) fn new_client() -> reqwest::Client {
-    builder().build().unwrap_or_default()
+    builder(IDLE_TIMEOUT).build().unwrap_or_default()
+}
+
+/// [`new_client`] for an account whose services are at `endpoint`, trusting `roots` (PEM)
+/// besides the public web roots (see [`client_trusting`]).
+///
+/// An emulator (its endpoints are path-style, `http://127.0.0.1:10002/devstoreaccount1`) is a
+/// Node.js server, which closes a keep-alive connection idle for 5 s. A pooled connection kept
+/// longer can be closed by the server just as a request is written on it, and that request
+/// fails with its outcome unknown; so against an emulator the pool drops connections idle
+/// for [`EMULATOR_IDLE_TIMEOUT`]. The storage front ends keep idle connections far longer.
+pub(crate) fn client_for(endpoint: &azure_core::Url, roots: &[Vec<u8>]) -> Result<reqwest::Client> {
+    let idle = if is_path_style(endpoint) {
+        EMULATOR_IDLE_TIMEOUT
+    } else {
+        IDLE_TIMEOUT
+    };
+    if roots.is_empty() {
+        return Ok(builder(idle).build().unwrap_or_default());
+    }
+    trusting(builder(idle), roots)
+}
+
+/// How long a pooled connection may stay idle before the pool drops it.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// [`IDLE_TIMEOUT`] against an emulator: under Node.js's 5 s keep-alive timeout.
+pub(crate) const EMULATOR_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Whether the account is in the URL's path (an emulator's endpoints), not in its host name.
+fn is_path_style(endpoint: &azure_core::Url) -> bool {
+    endpoint
+        .path_segments()
+        .and_then(|mut segments| segments.next())
+        .is_some_and(|first| !first.is_empty())
 }
 
 /// [`new_client`] that also trusts `roots` (PEM), besides the public web roots: an emulator's
@@ -30,12 +65,16 @@ pub(crate) fn new_client() -> reqwest::Client {
 /// # Errors
 /// [`Error::InvalidConfig`] naming `root certificate` for PEM text without a certificate, or
 /// one rustls cannot use.
+#[cfg(feature = "azure-core-1")]
 pub(crate) fn client_trusting(roots: &[Vec<u8>]) -> Result<reqwest::Client> {
+    trusting(builder(IDLE_TIMEOUT), roots)
+}
+
+fn trusting(mut builder: reqwest::ClientBuilder, roots: &[Vec<u8>]) -> Result<reqwest::Client> {
     let invalid = |reason: String| Error::InvalidConfig {
         part: "root certificate".into(),
         reason,
     };
-    let mut builder = builder();
     for pem in roots {
         if !String::from_utf8_lossy(pem).contains("-----BEGIN CERTIFICATE-----") {
             return Err(invalid(
@@ -53,11 +92,11 @@ pub(crate) fn client_trusting(roots: &[Vec<u8>]) -> Result<reqwest::Client> {
         .map_err(|e| invalid(format!("the TLS client refused it ({e})")))
 }
 
-fn builder() -> reqwest::ClientBuilder {
+fn builder(idle: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .tcp_nodelay(true)
         .tcp_keepalive(Duration::from_secs(30))
-        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_idle_timeout(idle)
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
         .use_rustls_tls()
@@ -271,5 +310,24 @@ fn tls_failure(error: &rustls::Error) -> ConnectionFailure {
             _ => ConnectionFailure::Tls,
         },
         _ => ConnectionFailure::Tls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_path_style_endpoints_are_an_emulators() {
+        for (url, emulator) in [
+            ("http://127.0.0.1:10002/devstoreaccount1", true),
+            ("http://azurite:10002/devstoreaccount1/", true),
+            ("https://acct.table.core.windows.net", false),
+            ("https://acct.table.core.windows.net/", false),
+            ("https://acct.table.cosmos.azure.com:443/", false),
+        ] {
+            let url = azure_core::Url::parse(url).unwrap();
+            assert_eq!(is_path_style(&url), emulator, "{url}");
+        }
     }
 }

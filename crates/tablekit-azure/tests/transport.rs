@@ -8,6 +8,45 @@ use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_testkit::{Fault, unique_container_name, unique_queue_name, unique_table_name};
 
+/// An emulator closes a keep-alive connection idle for 5 s, and a request written on it as it
+/// closes fails with its outcome unknown. Against an emulator's (path-style) endpoints the
+/// pool drops a connection idle for 4 s, before the server does, and reuses a younger one.
+#[tokio::test]
+async fn against_an_emulator_an_idle_connection_is_dropped_before_the_server_closes_it() {
+    use std::time::Duration;
+
+    let p = common::proxied(Settings::default());
+    let table = p.account.table(&unique_table_name("idle")).unwrap();
+    table.create().await.unwrap();
+    let keys = Keys::new("p", "r").unwrap();
+    let write = |i: i32| {
+        let (table, keys) = (table.clone(), keys.clone());
+        async move {
+            table
+                .upsert_replace(&Entity::new(keys, Properties::new().with("I", i)))
+                .await
+                .unwrap()
+        }
+    };
+    write(0).await;
+    let accepted = || p.table.stats().connections_accepted;
+    let before = accepted();
+    // Idle for less than the pool keeps a connection: reused.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    write(1).await;
+    assert_eq!(accepted(), before, "a connection idle for 1.5 s is reused");
+    // Idle for longer than the pool keeps one, still shorter than the emulator does: the
+    // pool has let it go, and the request opens a new one.
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    write(2).await;
+    assert_eq!(
+        accepted(),
+        before + 1,
+        "a connection idle for 4.5 s is not reused against an emulator"
+    );
+    table.delete_table().await.unwrap();
+}
+
 #[tokio::test]
 async fn two_hundred_sequential_requests_reuse_one_connection() {
     let p = common::proxied(Settings::default());

@@ -396,8 +396,7 @@ impl AccountBuilder {
             .unwrap_or_else(|| Settings::for_table_endpoint(&endpoints.table));
         let client = match self.client {
             Some(client) => client,
-            None if self.roots.is_empty() => crate::transport::new_client(),
-            None => crate::transport::client_trusting(&self.roots)?,
+            None => crate::transport::client_for(&endpoints.table, &self.roots)?,
         };
         let credential = match self.auth {
             Auth::Parsed(credentials) => {

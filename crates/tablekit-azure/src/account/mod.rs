@@ -27,7 +27,7 @@ pub use token::TokenScope;
 
 use crate::metrics::Metrics;
 use crate::settings::Settings;
-use crate::transport::{Transport, new_client};
+use crate::transport::{Transport, client_for};
 pub(crate) use token::Bearer;
 use token::{ServiceScopes, TokenCache};
 
@@ -156,12 +156,13 @@ impl Account {
     pub fn from_connection_string(connection_string: &str) -> Result<Self> {
         let parsed = connection_string::parse(connection_string)?;
         let settings = Settings::for_table_endpoint(&parsed.endpoints.table);
+        let client = client_for(&parsed.endpoints.table, &[])?;
         Self::build(
             parsed.account,
             parsed.credentials,
             parsed.endpoints,
             settings,
-            new_client(),
+            client,
         )
     }
 
@@ -182,13 +183,8 @@ impl Account {
             token: SasToken::parse(token)?,
         };
         let settings = Settings::for_table_endpoint(&endpoints.table);
-        Self::build(
-            account.into(),
-            credentials,
-            endpoints,
-            settings,
-            new_client(),
-        )
+        let client = client_for(&endpoints.table, &[])?;
+        Self::build(account.into(), credentials, endpoints, settings, client)
     }
 
     /// The same account with other settings. Handles made from the returned account use
