@@ -183,9 +183,9 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
     out.push(
         count(
             account,
-            "IntraPartitionIndex::put (indexed value changed)",
+            "IntraPartitionIndex::upsert (indexed value changed)",
             2,
-            index.put(&jones),
+            index.upsert(&jones),
         )
         .await?,
     );
@@ -248,7 +248,15 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
     let series =
         tablekit_series::Series::<i64>::new(table.clone(), tablekit_series::SeriesLayout::hours());
     let keys = Keys::new("Sales", "000223").map_err(|x| x.to_string())?;
-    out.push(count(account, "Series::set", 1, series.set(&keys, "H00", 5)).await?);
+    out.push(
+        count(
+            account,
+            "Series::upsert_slot",
+            1,
+            series.upsert_slot(&keys, "H00", 5),
+        )
+        .await?,
+    );
     out.push(
         count(
             account,
@@ -258,7 +266,7 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
         )
         .await?,
     );
-    out.push(count(account, "Series::read", 1, series.read(&keys)).await?);
+    out.push(count(account, "Series::get", 1, series.get(&keys)).await?);
     let wide = tablekit_series::WideEntities::new(table.clone());
     let days: Properties = (1..=365)
         .map(|d| (format!("D{d:03}"), tablekit_core::EdmValue::Int64(d)))
@@ -276,9 +284,9 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
     out.push(
         count(
             account,
-            "WideEntities::read",
+            "WideEntities::get",
             1,
-            wide.read::<Properties>(&wide_keys),
+            wide.get::<Properties>(&wide_keys),
         )
         .await?,
     );
@@ -295,9 +303,9 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
     out.push(
         count(
             account,
-            "LargeEntities::put (new entity, 1 MiB)",
+            "LargeEntities::upsert (new entity, 1 MiB)",
             3,
-            large.put(
+            large.upsert(
                 &Entity::new(keys.clone(), Properties::new()),
                 vec![7u8; 1 << 20],
             ),
@@ -313,7 +321,10 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
         )
         .await?,
     );
-    container.delete().await.map_err(|x| x.to_string())?;
+    container
+        .delete_container()
+        .await
+        .map_err(|x| x.to_string())?;
     table.delete_table().await.map_err(|x| x.to_string())?;
 
     let queue = account
@@ -330,7 +341,7 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
         )
         .await?,
     );
-    jobs.delete().await.map_err(|x| x.to_string())?;
+    jobs.delete_queues().await.map_err(|x| x.to_string())?;
 
     let prefix = format!("Bench{}x", std::process::id());
     let periods =

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
-use tablekit_azure::{Account, PutOptions, SasProtocol, TablePermissions, TableSas};
+use tablekit_azure::{Account, SasProtocol, SendOptions, TablePermissions, TableSas};
 use tablekit_core::{Entity, Keys, Properties};
 use tablekit_testkit::{Fault, unique_queue_name};
 use tracing::field::{Field, Visit};
@@ -120,8 +120,11 @@ async fn trace_output_never_contains_a_key_or_a_signature() {
         .unwrap_err();
     let queue = p.account.queue(&unique_queue_name("secrets")).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"payload", PutOptions::default()).await.unwrap();
-    queue.delete().await.unwrap();
+    queue
+        .send(b"payload", SendOptions::default())
+        .await
+        .unwrap();
+    queue.delete_queue().await.unwrap();
     tracing::info!(account = ?p.account, reader = ?reader, "debug output of accounts");
     table.delete_table().await.unwrap();
     let key_values = pattern_operations(&p.account).await;
@@ -183,16 +186,16 @@ async fn pattern_operations(account: &Account) -> [&'static str; 4] {
     let keys = Keys::new(PK, RK).unwrap();
     let series =
         tablekit_series::Series::<i64>::new(table.clone(), tablekit_series::SeriesLayout::hours());
-    series.set(&keys, "H00", 5).await.unwrap();
+    series.upsert_slot(&keys, "H00", 5).await.unwrap();
     series.add(&keys, "H01", 1).await.unwrap();
-    assert!(series.read(&keys).await.unwrap().is_some());
+    assert!(series.get(&keys).await.unwrap().is_some());
     series.delete_if_exists(&keys).await.unwrap();
     let wide = tablekit_series::WideEntities::new(table.clone());
     let days: Properties = (1..=300)
         .map(|d| (format!("D{d:03}"), tablekit_core::EdmValue::Int64(d)))
         .collect();
     wide.insert(&Entity::new(keys.clone(), days)).await.unwrap();
-    assert!(wide.read::<Properties>(&keys).await.unwrap().is_some());
+    assert!(wide.get::<Properties>(&keys).await.unwrap().is_some());
     wide.delete(&keys).await.unwrap();
     let tail = tablekit_logtail::LogTail::<Claim>::new(table.clone());
     tail.append(PK, &Claim { amount: 1 }).await.unwrap();

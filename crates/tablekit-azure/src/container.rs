@@ -48,10 +48,10 @@ pub enum BlobCondition {
     IfMatch(ETag),
 }
 
-/// Options of [`Container::put`]: [`PutBlob::default`] and the `with_*` setters.
+/// Options of [`Container::upload`]: [`UploadOptions::default`] and the `with_*` setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct PutBlob {
+pub struct UploadOptions {
     /// `Content-Type` (default `application/octet-stream`).
     pub content_type: Option<String>,
     /// User metadata (`x-ms-meta-*`): identifier names, ASCII values.
@@ -60,7 +60,7 @@ pub struct PutBlob {
     pub condition: BlobCondition,
 }
 
-impl PutBlob {
+impl UploadOptions {
     /// Sets the blob's `Content-Type`.
     #[must_use]
     pub fn with_content_type(mut self, content_type: impl Into<String>) -> Self {
@@ -271,7 +271,7 @@ impl Container {
     ///
     /// # Errors
     /// [`Error::NotFound`] if it does not exist.
-    pub async fn delete(&self) -> Result<()> {
+    pub async fn delete_container(&self) -> Result<()> {
         let url = self.url(None, &[("restype", "container")]);
         let target = Target::resource(ResourceKind::Container, self.name.as_ref());
         let outcome = self
@@ -292,7 +292,12 @@ impl Container {
     /// Before any request: invalid blob name or metadata. [`Error::PreconditionFailed`] or
     /// [`Error::AlreadyExists`] when the condition does not hold; [`Error::NotFound`] if the
     /// container does not exist.
-    pub async fn put(&self, blob: &str, data: impl Into<Bytes>, options: PutBlob) -> Result<ETag> {
+    pub async fn upload(
+        &self,
+        blob: &str,
+        data: impl Into<Bytes>,
+        options: UploadOptions,
+    ) -> Result<ETag> {
         validate_blob_name(blob)?;
         check_metadata(&options.metadata)?;
         let data: Bytes = data.into();
@@ -336,7 +341,7 @@ impl Container {
                     ) =>
             {
                 // An earlier attempt may have written it: accept if the stored blob is ours.
-                match self.get(blob).await? {
+                match self.download(blob).await? {
                     Some(stored)
                         if stored.data == data
                             && stored.info.metadata == lowercase(&options.metadata) =>
@@ -356,7 +361,7 @@ impl Container {
     ///
     /// # Errors
     /// [`Error::NotFound`] if the *container* does not exist.
-    pub async fn get(&self, blob: &str) -> Result<Option<Blob>> {
+    pub async fn download(&self, blob: &str) -> Result<Option<Blob>> {
         validate_blob_name(blob)?;
         let url = self.url(Some(blob), &[]);
         let target = self.blob_target(blob);

@@ -24,12 +24,12 @@ pub use account::{
     ENDPOINT_SUFFIX_ENV, Endpoints, QUEUE_ENDPOINT_ENV, ROOT_CERTIFICATE_ENV, SasToken,
     TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV, TokenScope,
 };
-pub use container::{Blob, BlobCondition, BlobInfo, Container, PutBlob};
+pub use container::{Blob, BlobCondition, BlobInfo, Container, UploadOptions};
 pub use deadline::{Deadline, track_landing};
 pub use governor::ThroughputPolicy;
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
 pub use progress::{Progress, ProgressCallback};
-pub use queue::{MAX_VISIBILITY, Message, MessageTtl, PutOptions, Queue};
+pub use queue::{MAX_VISIBILITY, Message, MessageTtl, Queue, SendOptions};
 pub use retry::{ConflictRetry, RetryPolicy};
 pub use sas::{
     AccountSas, COSMOS_TABLE_SAS_VERSION, SAS_VERSION, SasProtocol, SasServices, TablePermissions,

@@ -126,10 +126,10 @@ impl MessageTtl {
     }
 }
 
-/// Options of [`Queue::put`]: [`PutOptions::default`] and the `with_*` setters.
+/// Options of [`Queue::send`]: [`SendOptions::default`] and the `with_*` setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct PutOptions {
+pub struct SendOptions {
     /// Keep the message invisible for this long first (at most 7 days, and less than its
     /// time to live).
     pub visibility_delay: Option<Duration>,
@@ -138,7 +138,7 @@ pub struct PutOptions {
     pub ttl: MessageTtl,
 }
 
-impl PutOptions {
+impl SendOptions {
     /// Sets how long the message stays invisible after it is put.
     #[must_use]
     pub fn with_visibility_delay(mut self, delay: Duration) -> Self {
@@ -284,7 +284,7 @@ impl Queue {
         join(&self.account.endpoints().queue, &full, query)
     }
 
-    async fn send(
+    async fn request(
         &self,
         kind: RequestKind,
         method: Method,
@@ -323,7 +323,7 @@ impl Queue {
     /// # Errors
     /// Transport and service errors.
     pub async fn create(&self) -> Result<()> {
-        self.send(
+        self.request(
             RequestKind::QueueCreate,
             Method::Put,
             self.url("", &[]),
@@ -340,9 +340,9 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::NotFound`] if it does not exist.
-    pub async fn delete(&self) -> Result<()> {
+    pub async fn delete_queue(&self) -> Result<()> {
         let outcome = self
-            .send(
+            .request(
                 RequestKind::QueueDelete,
                 Method::Delete,
                 self.url("", &[]),
@@ -364,7 +364,7 @@ impl Queue {
     /// (or over `i32::MAX` seconds), or a delay not shorter than the time to live (the message
     /// would expire before anyone could see it). [`Error::NotFound`] if the queue does not
     /// exist.
-    pub async fn put(&self, payload: &[u8], options: PutOptions) -> Result<String> {
+    pub async fn send(&self, payload: &[u8], options: SendOptions) -> Result<String> {
         let text = base64::engine::general_purpose::STANDARD.encode(payload);
         check_message_size(&text)?;
         let delay = options
@@ -391,7 +391,7 @@ impl Queue {
             query.push(("messagettl", t.as_str()));
         }
         let response = self
-            .send(
+            .request(
                 RequestKind::QueuePut,
                 Method::Post,
                 self.url("messages", &query),
@@ -418,7 +418,7 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for `max` outside 1–32 or a timeout over 7 days.
-    pub async fn get(&self, max: u8, visibility_timeout: Duration) -> Result<Vec<Message>> {
+    pub async fn receive(&self, max: u8, visibility_timeout: Duration) -> Result<Vec<Message>> {
         check_count(max)?;
         check_visibility("visibility_timeout", visibility_timeout)?;
         let (n, timeout) = (
@@ -431,7 +431,7 @@ impl Queue {
         );
         Self::messages(
             &self
-                .send(RequestKind::QueueGet, Method::Get, url, None)
+                .request(RequestKind::QueueGet, Method::Get, url, None)
                 .await
                 .result?,
         )
@@ -477,7 +477,7 @@ impl Queue {
             ],
         );
         let response = self
-            .send(
+            .request(
                 RequestKind::QueueUpdate,
                 Method::Put,
                 url,
@@ -515,7 +515,7 @@ impl Queue {
             &[("popreceipt", &message.pop_receipt)],
         );
         let outcome = self
-            .send(RequestKind::QueueDeleteMessage, Method::Delete, url, None)
+            .request(RequestKind::QueueDeleteMessage, Method::Delete, url, None)
             .await;
         outcome.done_if_retried(|e| e.kind() == ErrorKind::NotFound)
     }
@@ -526,9 +526,9 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::NotFound`] if the queue does not exist.
-    pub async fn approximate_count(&self) -> Result<usize> {
+    pub async fn approximate_len(&self) -> Result<usize> {
         let response = self
-            .send(
+            .request(
                 RequestKind::QueueMetadata,
                 Method::Get,
                 self.url("", &[("comp", "metadata")]),
@@ -554,7 +554,7 @@ impl Queue {
         let url = self.url("messages", &[("numofmessages", &n), ("peekonly", "true")]);
         Ok(Self::messages(
             &self
-                .send(RequestKind::QueuePeek, Method::Get, url, None)
+                .request(RequestKind::QueuePeek, Method::Get, url, None)
                 .await
                 .result?,
         )?

@@ -136,7 +136,7 @@ fn is_failure(kind: RequestKind, error: &Error) -> bool {
     };
     match kind {
         RequestKind::Get => target.keys.is_none(),
-        // `Container::get` and `properties` answer `None` for a missing blob.
+        // `Container::download` and `properties` answer `None` for a missing blob.
         RequestKind::BlobGet | RequestKind::BlobProperties => target.kind != ResourceKind::Blob,
         _ => true,
     }

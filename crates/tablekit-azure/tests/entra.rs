@@ -11,8 +11,8 @@ use tablekit_azure::identity::{
     AccessToken, CredentialError, CredentialErrorKind, TokenCredential,
 };
 use tablekit_azure::{
-    Account, AccountSas, PutBlob, PutOptions, RequestKind, SasServices, TablePermissions, TableSas,
-    TokenScope,
+    Account, AccountSas, RequestKind, SasServices, SendOptions, TablePermissions, TableSas,
+    TokenScope, UploadOptions,
 };
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::Filter;
@@ -86,25 +86,25 @@ async fn tables_queues_and_blobs_work_with_one_storage_token() {
     // Queues: create, put, get, update, delete, count.
     let queue = account.queue(&unique_queue_name("entra")).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"job", PutOptions::default()).await.unwrap();
-    let got = queue.get(1, Duration::from_secs(30)).await.unwrap();
+    queue.send(b"job", SendOptions::default()).await.unwrap();
+    let got = queue.receive(1, Duration::from_secs(30)).await.unwrap();
     assert_eq!(got[0].payload, b"job");
     let held = queue
         .update(&got[0], Duration::from_secs(60))
         .await
         .unwrap();
     queue.delete_message(&held).await.unwrap();
-    assert_eq!(queue.approximate_count().await.unwrap(), 0);
-    queue.delete().await.unwrap();
+    assert_eq!(queue.approximate_len().await.unwrap(), 0);
+    queue.delete_queue().await.unwrap();
 
     // Blobs: create, put, get, list, delete.
     let container = account.container(&unique_container_name("entra")).unwrap();
     container.create().await.unwrap();
     container
-        .put("a/b.txt", &b"hello"[..], PutBlob::default())
+        .upload("a/b.txt", &b"hello"[..], UploadOptions::default())
         .await
         .unwrap();
-    let blob = container.get("a/b.txt").await.unwrap().unwrap();
+    let blob = container.download("a/b.txt").await.unwrap().unwrap();
     assert_eq!(&blob.data[..], b"hello");
     let listed = container.list("a/").await.unwrap();
     assert_eq!(listed.len(), 1);
@@ -116,7 +116,7 @@ async fn tables_queues_and_blobs_work_with_one_storage_token() {
     // An SDK client made from the account authenticates the same way.
     let properties = container.client().get_properties().await.unwrap();
     assert_eq!(properties.container.name, container.name());
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
     table.delete_table().await.unwrap();
 
     // One token served every request of the three services.
@@ -188,12 +188,12 @@ async fn expired_tokens_and_wrong_audiences_are_refused_once_with_typed_errors()
                 table.name().to_owned(),
             ),
             (
-                refused(&account, q.put(b"x", PutOptions::default())).await,
+                refused(&account, q.send(b"x", SendOptions::default())).await,
                 ResourceKind::Queue,
                 queue.name().to_owned(),
             ),
             (
-                refused(&account, c.put("b", &b"x"[..], PutBlob::default())).await,
+                refused(&account, c.upload("b", &b"x"[..], UploadOptions::default())).await,
                 ResourceKind::Blob,
                 format!("{}/b", container.name()),
             ),
@@ -224,10 +224,10 @@ async fn expired_tokens_and_wrong_audiences_are_refused_once_with_typed_errors()
         .await
         .unwrap();
     assert!(rows.is_empty(), "nothing was written");
-    assert_eq!(queue.approximate_count().await.unwrap(), 0);
+    assert_eq!(queue.approximate_len().await.unwrap(), 0);
     table.delete_table().await.unwrap();
-    queue.delete().await.unwrap();
-    container.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]
@@ -244,8 +244,8 @@ async fn account_scoped_tokens_are_asked_per_service() {
     let container = account.container(&unique_container_name("scoped")).unwrap();
     container.create().await.unwrap();
     table.delete_table().await.unwrap();
-    queue.delete().await.unwrap();
-    container.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
+    container.delete_container().await.unwrap();
     let service = |s: &str| format!("https://devstoreaccount1.{s}.core.windows.net/.default");
     assert_eq!(
         credential.scopes(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use azure_identity_1::{AzureCliCredential, AzureCliCredentialOptions, Executor};
 use futures::future::join_all;
 use tablekit_azure::identity::{AzureCore1Http, azure_core_1};
-use tablekit_azure::{Account, PutBlob, PutOptions, TokenScope};
+use tablekit_azure::{Account, SendOptions, TokenScope, UploadOptions};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Error, ErrorKind, Keys, Properties, ResourceKind};
 use tablekit_testkit::fixtures::{oauth_key_account, token_account_builder};
@@ -186,20 +186,20 @@ async fn an_azure_cli_credential_of_the_1x_sdk_serves_tables_queues_and_blobs_fr
 
     let queue = account.queue(&unique_queue_name("core1")).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"job", PutOptions::default()).await.unwrap();
-    let got = queue.get(1, Duration::from_secs(30)).await.unwrap();
+    queue.send(b"job", SendOptions::default()).await.unwrap();
+    let got = queue.receive(1, Duration::from_secs(30)).await.unwrap();
     assert_eq!(got[0].payload, b"job");
-    queue.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
 
     let container = account.container(&unique_container_name("core1")).unwrap();
     container.create().await.unwrap();
     container
-        .put("a.txt", &b"hello"[..], PutBlob::default())
+        .upload("a.txt", &b"hello"[..], UploadOptions::default())
         .await
         .unwrap();
-    let blob = container.get("a.txt").await.unwrap().unwrap();
+    let blob = container.download("a.txt").await.unwrap().unwrap();
     assert_eq!(&blob.data[..], b"hello");
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 
     // Sixteen reads at once, then the clean-up: still the one token.
     let reads = (0..16).map(|i| {
@@ -254,11 +254,13 @@ async fn a_1x_token_for_another_audience_is_refused_once_per_service() {
             ResourceKind::Table,
         ),
         (
-            q.put(b"x", PutOptions::default()).await.unwrap_err(),
+            q.send(b"x", SendOptions::default()).await.unwrap_err(),
             ResourceKind::Queue,
         ),
         (
-            c.put("b", &b"x"[..], PutBlob::default()).await.unwrap_err(),
+            c.upload("b", &b"x"[..], UploadOptions::default())
+                .await
+                .unwrap_err(),
             ResourceKind::Blob,
         ),
     ];
@@ -312,8 +314,8 @@ async fn a_1x_token_for_another_audience_is_refused_once_per_service() {
         "nothing was written"
     );
     table.delete_table().await.unwrap();
-    queue.delete().await.unwrap();
-    container.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 /// A stand-in for Microsoft Entra ID's token endpoint over HTTPS on loopback, with a
@@ -467,8 +469,8 @@ async fn a_1x_client_secret_credential_calls_entra_through_tablekit_s_http_clien
         .unwrap();
     container.create().await.unwrap();
     table.delete_table().await.unwrap();
-    queue.delete().await.unwrap();
-    container.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
+    container.delete_container().await.unwrap();
 
     let forms = endpoint.forms();
     assert_eq!(

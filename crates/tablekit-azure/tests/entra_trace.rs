@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tablekit_azure::{PutBlob, PutOptions};
+use tablekit_azure::{SendOptions, UploadOptions};
 use tablekit_core::{Entity, Keys, Properties};
 use tablekit_testkit::fixtures::token_account;
 use tablekit_testkit::{
@@ -95,17 +95,20 @@ async fn trace_output_never_contains_a_bearer_token() {
         .unwrap();
     let queue = account.queue(&unique_queue_name("traced")).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"payload", PutOptions::default()).await.unwrap();
-    queue.delete().await.unwrap();
+    queue
+        .send(b"payload", SendOptions::default())
+        .await
+        .unwrap();
+    queue.delete_queue().await.unwrap();
     let container = account.container(&unique_container_name("traced")).unwrap();
     container.create().await.unwrap();
     container
-        .put("b", &b"x"[..], PutBlob::default())
+        .upload("b", &b"x"[..], UploadOptions::default())
         .await
         .unwrap();
     // The SDK's own pipeline logs whole requests at DEBUG level.
     container.client().get_properties().await.unwrap();
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
     table.delete_table().await.unwrap();
 
     let expired = Arc::new(MintingCredential::new(Claims::expired()));

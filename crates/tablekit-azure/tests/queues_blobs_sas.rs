@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tablekit_azure::{
-    Account, AccountSas, BlobCondition, MessageTtl, PutBlob, PutOptions, SasProtocol, SasServices,
-    SasToken, TablePermissions, TableSas,
+    Account, AccountSas, BlobCondition, MessageTtl, SasProtocol, SasServices, SasToken,
+    SendOptions, TablePermissions, TableSas, UploadOptions,
 };
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
@@ -21,8 +21,8 @@ async fn unacknowledged_messages_reappear_with_a_higher_dequeue_count() {
     queue.create().await.unwrap();
     queue.create().await.unwrap(); // idempotent
     let payload: Vec<u8> = (0..=255).collect();
-    queue.put(&payload, PutOptions::default()).await.unwrap();
-    let first = queue.get(1, Duration::from_secs(1)).await.unwrap();
+    queue.send(&payload, SendOptions::default()).await.unwrap();
+    let first = queue.receive(1, Duration::from_secs(1)).await.unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(
         (first[0].payload.clone(), first[0].dequeue_count),
@@ -30,14 +30,14 @@ async fn unacknowledged_messages_reappear_with_a_higher_dequeue_count() {
     );
     assert!(
         queue
-            .get(1, Duration::from_secs(1))
+            .receive(1, Duration::from_secs(1))
             .await
             .unwrap()
             .is_empty(),
         "invisible while held"
     );
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let again = queue.get(1, Duration::from_secs(30)).await.unwrap();
+    let again = queue.receive(1, Duration::from_secs(30)).await.unwrap();
     assert_eq!(
         (again[0].id.clone(), again[0].dequeue_count),
         (first[0].id.clone(), 2)
@@ -53,8 +53,8 @@ async fn unacknowledged_messages_reappear_with_a_higher_dequeue_count() {
         .unwrap();
     assert!(extended.next_visible > again[0].next_visible);
     queue.delete_message(&extended).await.unwrap();
-    assert_eq!(queue.approximate_count().await.unwrap(), 0);
-    queue.delete().await.unwrap();
+    assert_eq!(queue.approximate_len().await.unwrap(), 0);
+    queue.delete_queue().await.unwrap();
 }
 
 #[tokio::test]
@@ -63,9 +63,9 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
     let queue = account.queue(&unique_queue_name("delay")).unwrap();
     queue.create().await.unwrap();
     queue
-        .put(
+        .send(
             b"later",
-            PutOptions::default()
+            SendOptions::default()
                 .with_visibility_delay(Duration::from_secs(2))
                 .with_ttl(MessageTtl::ServiceDefault),
         )
@@ -73,7 +73,7 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
         .unwrap();
     assert!(
         queue
-            .get(1, Duration::from_secs(5))
+            .receive(1, Duration::from_secs(5))
             .await
             .unwrap()
             .is_empty()
@@ -83,7 +83,7 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
     assert_eq!(queue.peek(1).await.unwrap(), [b"later".to_vec()]);
     let before = account.metrics().snapshot().requests();
     let err = queue
-        .put(&vec![0u8; 49_153], PutOptions::default())
+        .send(&vec![0u8; 49_153], SendOptions::default())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
@@ -92,7 +92,7 @@ async fn delayed_messages_stay_hidden_and_oversized_ones_are_refused() {
         before,
         "refused before any request"
     );
-    queue.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
 }
 
 #[tokio::test]
@@ -105,11 +105,11 @@ async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
         let queue = queue.clone();
         async move {
             queue
-                .put(b"job", PutOptions::default().with_ttl(ttl))
+                .send(b"job", SendOptions::default().with_ttl(ttl))
                 .await
                 .unwrap();
             let message = queue
-                .get(1, Duration::from_secs(30))
+                .receive(1, Duration::from_secs(30))
                 .await
                 .unwrap()
                 .remove(0);
@@ -133,16 +133,16 @@ async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
     // before it becomes visible.
     let before = account.metrics().snapshot().requests();
     let refused = [
-        PutOptions::default().with_ttl(MessageTtl::After(Duration::from_millis(500))),
-        PutOptions::default()
+        SendOptions::default().with_ttl(MessageTtl::After(Duration::from_millis(500))),
+        SendOptions::default()
             .with_visibility_delay(Duration::from_secs(20))
             .with_ttl(MessageTtl::After(Duration::from_secs(10))),
-        PutOptions::default()
+        SendOptions::default()
             .with_visibility_delay(Duration::from_secs(10))
             .with_ttl(MessageTtl::After(Duration::from_secs(10))),
     ];
     for options in refused {
-        let e = queue.put(b"job", options.clone()).await.unwrap_err();
+        let e = queue.send(b"job", options.clone()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{options:?}: {e}");
     }
     assert_eq!(
@@ -150,7 +150,7 @@ async fn a_message_ttl_is_sent_as_chosen_and_a_delay_past_it_is_refused() {
         before,
         "refused before any request"
     );
-    queue.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
 }
 
 #[tokio::test]
@@ -162,23 +162,23 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
     let meta = BTreeMap::from([("first".to_owned(), "2014-07-31T18:00:00Z".to_owned())]);
     let data = vec![7u8; 300_000];
     let tag = container
-        .put(
+        .upload(
             "queue/2014/07/31/1800/000001.log",
             data.clone(),
-            PutBlob::default().with_metadata(meta.clone()),
+            UploadOptions::default().with_metadata(meta.clone()),
         )
         .await
         .unwrap();
     container
-        .put(
+        .upload(
             "queue/2014/07/31/1900/000001.log",
             b"later".to_vec(),
-            PutBlob::default(),
+            UploadOptions::default(),
         )
         .await
         .unwrap();
     let got = container
-        .get("queue/2014/07/31/1800/000001.log")
+        .download("queue/2014/07/31/1800/000001.log")
         .await
         .unwrap()
         .unwrap();
@@ -199,10 +199,10 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
     assert_eq!(listed[0].metadata, meta);
     // Conditions: create-only refuses an existing blob; a stale ETag refuses an overwrite.
     let exists = container
-        .put(
+        .upload(
             "queue/2014/07/31/1900/000001.log",
             b"x".to_vec(),
-            PutBlob::default().with_condition(BlobCondition::IfNotExists),
+            UploadOptions::default().with_condition(BlobCondition::IfNotExists),
         )
         .await
         .unwrap_err();
@@ -214,18 +214,18 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
         "{exists}"
     );
     container
-        .put(
+        .upload(
             "queue/2014/07/31/1800/000001.log",
             b"v2".to_vec(),
-            PutBlob::default(),
+            UploadOptions::default(),
         )
         .await
         .unwrap();
     let stale = container
-        .put(
+        .upload(
             "queue/2014/07/31/1800/000001.log",
             b"v3".to_vec(),
-            PutBlob::default().with_condition(BlobCondition::IfMatch(tag.clone())),
+            UploadOptions::default().with_condition(BlobCondition::IfMatch(tag.clone())),
         )
         .await
         .unwrap_err();
@@ -260,7 +260,7 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
             .await
             .unwrap()
     );
-    assert!(container.get("nope").await.unwrap().is_none());
+    assert!(container.download("nope").await.unwrap().is_none());
     assert!(
         container
             .properties("queue/2014/07/31/1900/000001.log")
@@ -268,9 +268,9 @@ async fn blobs_round_trip_with_metadata_conditions_and_prefix_listing() {
             .unwrap()
             .is_some()
     );
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
     let err = container
-        .get("queue/2014/07/31/1900/000001.log")
+        .download("queue/2014/07/31/1900/000001.log")
         .await
         .unwrap_err();
     assert_eq!(
@@ -287,7 +287,7 @@ async fn a_listing_carries_the_service_time_no_earlier_than_the_blobs_it_lists()
     container.create().await.unwrap();
     for name in ["a/1", "a/2", "b/1"] {
         container
-            .put(name, b"x".to_vec(), PutBlob::default())
+            .upload(name, b"x".to_vec(), UploadOptions::default())
             .await
             .unwrap();
     }
@@ -308,7 +308,7 @@ async fn a_listing_carries_the_service_time_no_earlier_than_the_blobs_it_lists()
             blob.name
         );
     }
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 fn sas_account(base: &Account, token: &SasToken) -> Account {
@@ -400,11 +400,11 @@ async fn an_account_sas_reaches_queues_and_blobs() {
     client
         .queue(queue.name())
         .unwrap()
-        .put(b"hi", PutOptions::default())
+        .send(b"hi", SendOptions::default())
         .await
         .unwrap();
     assert_eq!(queue.peek(1).await.unwrap(), [b"hi".to_vec()]);
-    queue.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
 }
 
 #[test]

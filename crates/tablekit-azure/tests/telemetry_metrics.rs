@@ -13,7 +13,7 @@ use std::time::Duration;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use tablekit_azure::{PutBlob, PutOptions, ThroughputPolicy};
+use tablekit_azure::{SendOptions, ThroughputPolicy, UploadOptions};
 use tablekit_core::{Entity, ErrorKind, Properties};
 use tablekit_testkit::{Fault, unique_container_name, unique_queue_name, unique_table_name};
 
@@ -125,13 +125,13 @@ async fn requests_record_duration_and_counters_with_their_attributes() {
 
     let queue = account.queue(&unique_queue_name("metrics")).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"m", PutOptions::default()).await.unwrap();
+    queue.send(b"m", SendOptions::default()).await.unwrap();
     let container = account
         .container(&unique_container_name("metrics"))
         .unwrap();
     container.create().await.unwrap();
     container
-        .put("b", b"data".to_vec(), PutBlob::default())
+        .upload("b", b"data".to_vec(), UploadOptions::default())
         .await
         .unwrap();
 
@@ -237,7 +237,7 @@ async fn requests_record_duration_and_counters_with_their_attributes() {
         assert_eq!(attribute(&point, "db.system.name"), None);
     }
 
-    queue.delete().await.unwrap();
-    container.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
+    container.delete_container().await.unwrap();
     table.delete_table().await.unwrap();
 }

@@ -13,7 +13,7 @@ use futures::TryStreamExt as _;
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry_sdk::trace::SpanData;
 use otel::{attr, capture};
-use tablekit_azure::{Account, PutBlob, PutOptions, Settings, Telemetry};
+use tablekit_azure::{Account, SendOptions, Settings, Telemetry, UploadOptions};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::{CmpOp, Filter, ROW_KEY};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
@@ -264,26 +264,26 @@ async fn queue_and_blob_operations_have_client_spans_without_a_database_system()
     let qname = unique_queue_name("spans");
     let queue = account.queue(&qname).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"one", PutOptions::default()).await.unwrap();
+    queue.send(b"one", SendOptions::default()).await.unwrap();
     queue.peek(1).await.unwrap();
-    let held = queue.get(1, Duration::from_secs(30)).await.unwrap();
+    let held = queue.receive(1, Duration::from_secs(30)).await.unwrap();
     let held = queue
         .update(&held[0], Duration::from_secs(30))
         .await
         .unwrap();
     queue.delete_message(&held).await.unwrap();
-    queue.approximate_count().await.unwrap();
-    queue.delete().await.unwrap();
+    queue.approximate_len().await.unwrap();
+    queue.delete_queue().await.unwrap();
 
     let cname = unique_container_name("spans");
     let container = account.container(&cname).unwrap();
     container.create().await.unwrap();
     container
-        .put("a/b.txt", b"data".to_vec(), PutBlob::default())
+        .upload("a/b.txt", b"data".to_vec(), UploadOptions::default())
         .await
         .unwrap();
-    assert!(container.get("a/b.txt").await.unwrap().is_some());
-    assert!(container.get("missing").await.unwrap().is_none());
+    assert!(container.download("a/b.txt").await.unwrap().is_some());
+    assert!(container.download("missing").await.unwrap().is_none());
     container.properties("a/b.txt").await.unwrap();
     container
         .set_metadata(
@@ -298,7 +298,7 @@ async fn queue_and_blob_operations_have_client_spans_without_a_database_system()
         .delete_blob("a/b.txt", IfMatch::Any)
         .await
         .unwrap();
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 
     let spans = capture.spans_of(&qname);
     for operation in [

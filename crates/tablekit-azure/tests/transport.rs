@@ -3,7 +3,7 @@
 
 mod common;
 
-use tablekit_azure::{BlobCondition, PutBlob, RequestKind, RetryPolicy, Settings};
+use tablekit_azure::{BlobCondition, RequestKind, RetryPolicy, Settings, UploadOptions};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_testkit::{Fault, unique_container_name, unique_queue_name, unique_table_name};
@@ -250,33 +250,33 @@ async fn lost_queue_and_blob_responses_are_verified_and_refusals_are_not() {
     let p = common::proxied(common::fast_retries());
     let queue = p.account.queue(&unique_queue_name("lost")).unwrap();
     queue.create().await.unwrap();
-    queue.put(b"job", Default::default()).await.unwrap();
+    queue.send(b"job", Default::default()).await.unwrap();
     let taken = queue
-        .get(1, std::time::Duration::from_secs(30))
+        .receive(1, std::time::Duration::from_secs(30))
         .await
         .unwrap();
     // The delete lands, its response is lost, the retry's 404 is our own doing.
     p.queue.fail_nth(1, Fault::DropResponse);
     queue.delete_message(&taken[0]).await.unwrap();
-    assert_eq!(queue.approximate_count().await.unwrap(), 0);
+    assert_eq!(queue.approximate_len().await.unwrap(), 0);
     assert_eq!(p.queue.stats().faults_injected.drop_response, 1);
 
     let container = p.account.container(&unique_container_name("lost")).unwrap();
     container.create().await.unwrap();
-    let create_only = || PutBlob::default().with_condition(BlobCondition::IfNotExists);
+    let create_only = || UploadOptions::default().with_condition(BlobCondition::IfNotExists);
     p.blob.fail_nth(1, Fault::DropResponse);
     container
-        .put("ours", b"mine".to_vec(), create_only())
+        .upload("ours", b"mine".to_vec(), create_only())
         .await
         .unwrap();
     // Refused with 503 while another writer created the name with the same bytes: theirs.
     container
-        .put("theirs", b"mine".to_vec(), create_only())
+        .upload("theirs", b"mine".to_vec(), create_only())
         .await
         .unwrap();
     p.blob.fail_nth(1, Fault::Status(503));
     let err = container
-        .put("theirs", b"mine".to_vec(), create_only())
+        .upload("theirs", b"mine".to_vec(), create_only())
         .await
         .unwrap_err();
     assert!(
@@ -286,8 +286,8 @@ async fn lost_queue_and_blob_responses_are_verified_and_refusals_are_not() {
         ),
         "{err:?}"
     );
-    container.delete().await.unwrap();
-    queue.delete().await.unwrap();
+    container.delete_container().await.unwrap();
+    queue.delete_queue().await.unwrap();
 }
 
 #[test]

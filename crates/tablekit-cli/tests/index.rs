@@ -149,7 +149,7 @@ async fn an_inter_partition_index_with_unrun_jobs_is_repaired_without_the_queue(
     );
     tablekit(&[&args("repair")[..], &["--yes"]].concat()).expect(0);
     tablekit(&args("verify")).expect(0);
-    index.jobs().delete().await.unwrap();
+    index.jobs().delete_queues().await.unwrap();
 }
 
 #[tokio::test]

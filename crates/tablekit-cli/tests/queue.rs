@@ -6,7 +6,7 @@ mod support;
 
 use serde::{Deserialize, Serialize};
 use support::*;
-use tablekit::azure::PutOptions;
+use tablekit::azure::SendOptions;
 use tablekit::core::{Error, Result};
 use tablekit::eventual::{HandlerRetry, Job, JobQueue, Steps, Worker, WorkerOptions};
 use tablekit_testkit::fixtures::{fast_retries, proxied};
@@ -77,7 +77,7 @@ async fn poisoned_jobs_are_listed_replayed_and_purged() {
     jobs.enqueue(&Chore { n: 6, fail: false }).await.unwrap();
     // A message put on the poison queue by hand, not by a worker.
     jobs.poison()
-        .put(b"hand-made", PutOptions::default())
+        .send(b"hand-made", SendOptions::default())
         .await
         .unwrap();
     let requests = || p.queue.stats().requests_seen;
@@ -200,5 +200,5 @@ async fn poisoned_jobs_are_listed_replayed_and_purged() {
     assert!(purged.stderr.contains("purged 3"), "{}", purged.stderr);
     assert!(jobs.peek_poisoned(32).await.unwrap().is_empty());
     assert_eq!(jobs.approximate_len().await.unwrap(), 0);
-    jobs.delete().await.unwrap();
+    jobs.delete_queues().await.unwrap();
 }

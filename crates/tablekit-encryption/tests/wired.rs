@@ -461,7 +461,7 @@ async fn index_round(table: Table) -> tablekit_core::Result<Vec<Employee>> {
         email: "jun.cao@fabrikam.example".into(),
         ..jun.clone()
     };
-    index.put(&moved).await?;
+    index.upsert(&moved).await?;
     let mut read = Vec::new();
     read.extend(index.get("Sales", 223).await?.map(|s| s.value));
     read.extend(

@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use tablekit_azure::{MessageTtl, PutOptions, Queue};
+use tablekit_azure::{MessageTtl, Queue, SendOptions};
 use tablekit_core::Result;
 
 use crate::job::{Job, encode};
@@ -30,7 +30,7 @@ pub(crate) fn poison_name(name: &str) -> String {
 ///
 /// | Operation | Requests |
 /// |-----------|----------|
-/// | [`create`](JobQueue::create), [`delete`](JobQueue::delete) | 2 |
+/// | [`create`](JobQueue::create), [`delete_queues`](JobQueue::delete_queues) | 2 |
 /// | [`enqueue`](JobQueue::enqueue), [`enqueue_after`](JobQueue::enqueue_after) | 1 |
 /// | [`approximate_len`](JobQueue::approximate_len) | 1 |
 /// | [`peek_poisoned`](JobQueue::peek_poisoned), [`take_poisoned`](JobQueue::take_poisoned) | 1 |
@@ -142,9 +142,9 @@ impl<J: Job> JobQueue<J> {
     ///
     /// **Errors:** [`tablekit_core::Error::NotFound`] if the queue does not exist (the
     /// poison queue is then not deleted).
-    pub async fn delete(&self) -> Result<()> {
-        self.queue.delete().await?;
-        self.poison.delete().await
+    pub async fn delete_queues(&self) -> Result<()> {
+        self.queue.delete_queue().await?;
+        self.poison.delete_queue().await
     }
 
     /// Sends `job`: a worker will run it at least once. The message never expires
@@ -175,11 +175,11 @@ impl<J: Job> JobQueue<J> {
     /// Puts a job message that stays until it is deleted: a job or a poison record that
     /// expired would vanish without a trace.
     async fn put(&self, payload: Vec<u8>, delay: Option<Duration>) -> Result<()> {
-        let mut options = PutOptions::default().with_ttl(MessageTtl::Never);
+        let mut options = SendOptions::default().with_ttl(MessageTtl::Never);
         if let Some(delay) = delay {
             options = options.with_visibility_delay(delay);
         }
-        self.queue.put(&payload, options).await?;
+        self.queue.send(&payload, options).await?;
         Ok(())
     }
 
@@ -189,7 +189,7 @@ impl<J: Job> JobQueue<J> {
     ///
     /// **Errors:** [`tablekit_core::Error::NotFound`] if the queue does not exist.
     pub async fn approximate_len(&self) -> Result<usize> {
-        self.queue.approximate_count().await
+        self.queue.approximate_len().await
     }
 
     /// Up to `max` (1–32) poison records, without taking them off the poison queue.
@@ -221,7 +221,7 @@ impl<J: Job> JobQueue<J> {
         max: u8,
         visibility_timeout: Duration,
     ) -> Result<Vec<Poisoned>> {
-        let messages = self.poison.get(max, visibility_timeout).await?;
+        let messages = self.poison.receive(max, visibility_timeout).await?;
         Ok(messages
             .into_iter()
             .map(|message| Poisoned {

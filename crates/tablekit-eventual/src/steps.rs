@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use tablekit_azure::{Blob, Container, PutBlob, Table};
+use tablekit_azure::{Blob, Container, Table, UploadOptions};
 use tablekit_core::batch::{BatchPlan, OperationKind};
 use tablekit_core::{AsEntity, ETag, Error, IfMatch, IntoKeys, Result, Stored};
 
@@ -17,14 +17,14 @@ use tablekit_core::{AsEntity, ETag, Error, IfMatch, IntoKeys, Result, Stored};
 ///
 /// | Step | Repeated | Requests |
 /// |------|----------|----------|
-/// | [`get`](Steps::get), [`get_blob`](Steps::get_blob) | reads only | 1 |
+/// | [`get`](Steps::get), [`download_blob`](Steps::download_blob) | reads only | 1 |
 /// | [`upsert_replace`](Steps::upsert_replace) | same entity, whole | 1 |
 /// | [`upsert_merge`](Steps::upsert_merge) | same properties | 1 |
 /// | [`delete_if_exists`](Steps::delete_if_exists) | absent is success | 1 |
 /// | [`delete`](Steps::delete) with an ETag | absent is success; changed is an error | 1 |
 /// | [`replace`](Steps::replace), [`merge`](Steps::merge) with an ETag | fails with 412: re-read | 1 |
 /// | [`submit`](Steps::submit): one transaction of upserts and ETag-conditioned writes | upserts: same state; conditioned: fails as a lost race (412, or 404 once deleted), re-read | 1 |
-/// | [`put_blob`](Steps::put_blob) | overwrites | 1 |
+/// | [`upload_blob`](Steps::upload_blob) | overwrites | 1 |
 /// | [`delete_blob_if_exists`](Steps::delete_blob_if_exists) | absent is success | 1 |
 ///
 /// There is deliberately no `insert`: an insert that ran before a crash fails the retry with
@@ -328,30 +328,30 @@ impl Steps {
     ///
     /// **Requests: 1.** **Consistency:** strong.
     ///
-    /// **Errors:** as [`Container::get`].
-    pub async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
+    /// **Errors:** as [`Container::download`].
+    pub async fn download_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
         self.trace("get_blob", container.name());
-        container.get(name).await
+        container.download(name).await
     }
 
-    /// Writes a blob, overwriting it (with the default [`PutBlob`] condition). Repeating it
+    /// Writes a blob, overwriting it (with the default [`UploadOptions`] condition). Repeating it
     /// leaves the same content. A [`tablekit_azure::BlobCondition::IfMatch`] condition makes
     /// it ETag-conditioned (see [`Steps::replace`] for the idempotency rule); a
     /// create-only condition is not idempotent and should not be used in a handler.
     ///
     /// **Requests: 1.** **Consistency:** strong; last writer wins.
     ///
-    /// **Errors:** as [`Container::put`]: invalid names and metadata before any request, a
+    /// **Errors:** as [`Container::upload`]: invalid names and metadata before any request, a
     /// missing container, a failed condition.
-    pub async fn put_blob(
+    pub async fn upload_blob(
         &self,
         container: &Container,
         name: &str,
         data: Bytes,
-        options: PutBlob,
+        options: UploadOptions,
     ) -> Result<ETag> {
         self.trace("put_blob", container.name());
-        container.put(name, data, options).await
+        container.upload(name, data, options).await
     }
 
     /// Deletes a blob; absent is success. Returns whether it existed.

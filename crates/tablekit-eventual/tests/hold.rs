@@ -82,7 +82,7 @@ async fn a_handler_cannot_send_a_write_that_could_land_after_the_worker_loses_th
         table.get::<Properties>(("p", "1")).await.unwrap().is_none(),
         "nothing written"
     );
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }
 
@@ -157,7 +157,7 @@ async fn deferred_deliveries_are_not_attempts_and_cost_one_update_each() {
         "one update per deferral"
     );
     assert!(queue.peek_poisoned(1).await.unwrap().is_empty());
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -217,5 +217,5 @@ async fn a_worker_runs_earlier_job_versions_and_leaves_later_ones_to_upgraded_wo
         .unwrap();
     assert_eq!(v2.load(Ordering::SeqCst), 2, "{report:?}");
     assert_eq!(report.poisoned, 0);
-    old.delete().await.unwrap();
+    old.delete_queues().await.unwrap();
 }

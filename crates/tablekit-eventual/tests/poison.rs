@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{PutOptions, RequestKind};
+use tablekit_azure::{RequestKind, SendOptions};
 use tablekit_core::{Error, Result};
 use tablekit_eventual::{Handler, Job, JobQueue, PoisonRecord, Steps, Worker};
 
@@ -111,7 +111,7 @@ async fn a_failing_message_reappears_with_a_higher_count_then_lands_in_poison() 
     let raw = queue.poison().peek(1).await.unwrap().remove(0);
     assert!(raw.ends_with(&original) && raw.starts_with(b"tablekit-poison/1 {"));
     assert_eq!(PoisonRecord::parse(&raw).unwrap(), *record);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -151,7 +151,7 @@ async fn a_fixed_job_can_be_requeued_from_the_poison_queue() {
         &[(RequestKind::QueueDeleteMessage, 1)],
         &[],
     );
-    assert_eq!(queue.poison().approximate_count().await.unwrap(), 0);
+    assert_eq!(queue.poison().approximate_len().await.unwrap(), 0);
     assert_eq!(
         queue.queue().peek(1).await.unwrap()[0],
         taken[0].record.payload,
@@ -162,7 +162,7 @@ async fn a_fixed_job_can_be_requeued_from_the_poison_queue() {
     let report = worker.drain().await.unwrap();
     assert_eq!((report.processed, report.poisoned), (1, 0));
     assert_eq!(worker.handler().done.load(Ordering::SeqCst), 1);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -175,7 +175,7 @@ async fn undecodable_messages_and_foreign_kinds_are_poisoned_without_running_the
     for payload in [&garbage, &foreign, &malformed] {
         queue
             .queue()
-            .put(payload, PutOptions::default())
+            .send(payload, SendOptions::default())
             .await
             .unwrap();
     }
@@ -198,7 +198,7 @@ async fn undecodable_messages_and_foreign_kinds_are_poisoned_without_running_the
     for r in &records {
         assert_eq!(r.dequeue_count, 1, "poisoned on the first delivery");
     }
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -207,7 +207,11 @@ async fn a_message_whose_attempts_all_crashed_is_poisoned_on_arrival() {
     let queue: JobQueue<Invoice> = job_queue(&account, "crashed").await;
     queue.enqueue(&invoice()).await.unwrap();
     // A consumer that dies after dequeuing: the message is never deleted.
-    let taken = queue.queue().get(1, Duration::from_secs(1)).await.unwrap();
+    let taken = queue
+        .queue()
+        .receive(1, Duration::from_secs(1))
+        .await
+        .unwrap();
     assert_eq!(taken[0].dequeue_count, 1);
     let options = quick_options().with_max_dequeue_count(1);
     let worker = Worker::new(queue.clone(), Broken::default(), options);
@@ -221,7 +225,7 @@ async fn a_message_whose_attempts_all_crashed_is_poisoned_on_arrival() {
         "{record:?}"
     );
     assert_eq!(record.job::<Invoice>().unwrap(), invoice());
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -265,7 +269,7 @@ async fn a_panicking_or_hanging_handler_is_a_failed_attempt() {
     };
     assert!(reason(1).contains("panicked: invoice template missing"));
     assert!(reason(2).contains("handler_timeout"));
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 /// Whether a message is kept until it is deleted: the service reports the expiration time of
@@ -281,7 +285,7 @@ async fn jobs_poison_records_and_requeued_jobs_never_expire() {
     let queue: JobQueue<Invoice> = job_queue(&account, "forever").await;
     let hidden = Duration::from_secs(1);
     queue.enqueue(&invoice()).await.unwrap();
-    let enqueued = queue.queue().get(1, hidden).await.unwrap().remove(0);
+    let enqueued = queue.queue().receive(1, hidden).await.unwrap().remove(0);
     assert!(never_expires(&enqueued), "enqueue: {:?}", enqueued.expires);
     queue.queue().delete_message(&enqueued).await.unwrap();
     queue
@@ -289,7 +293,7 @@ async fn jobs_poison_records_and_requeued_jobs_never_expire() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let delayed = queue.queue().get(1, hidden).await.unwrap().remove(0);
+    let delayed = queue.queue().receive(1, hidden).await.unwrap().remove(0);
     assert!(
         never_expires(&delayed),
         "enqueue_after: {:?}",
@@ -308,7 +312,7 @@ async fn jobs_poison_records_and_requeued_jobs_never_expire() {
         poisoned.message().expires
     );
     queue.requeue(&poisoned).await.unwrap();
-    let requeued = queue.queue().get(1, hidden).await.unwrap().remove(0);
+    let requeued = queue.queue().receive(1, hidden).await.unwrap().remove(0);
     assert!(never_expires(&requeued), "requeue: {:?}", requeued.expires);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }

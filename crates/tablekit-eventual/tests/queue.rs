@@ -38,17 +38,17 @@ async fn create_makes_the_queue_and_its_poison_queue() {
     queue.create().await.unwrap();
     queue.create().await.unwrap(); // already there: fine
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::QueueCreate, 4)], &[]);
-    assert_eq!(queue.poison().approximate_count().await.unwrap(), 0);
+    assert_eq!(queue.poison().approximate_len().await.unwrap(), 0);
 
     metrics.reset();
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::QueueDelete, 2)], &[]);
     assert_eq!(
         queue.approximate_len().await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
     assert_eq!(
-        queue.poison().approximate_count().await.unwrap_err().kind(),
+        queue.poison().approximate_len().await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
 }
@@ -69,7 +69,7 @@ async fn enqueue_sends_one_message_in_a_kind_envelope() {
     metrics.reset();
     assert_eq!(queue.approximate_len().await.unwrap(), 1);
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::QueueMetadata, 1)], &[]);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -87,7 +87,7 @@ async fn enqueue_after_hides_the_job_until_its_delay_ends() {
     assert_eq!(queue.approximate_len().await.unwrap(), 1, "but counted");
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     assert_eq!(queue.queue().peek(1).await.unwrap().len(), 1, "visible now");
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -132,7 +132,7 @@ async fn a_long_queue_name_still_gets_a_valid_poison_queue() {
     assert!(queue.poison().name().ends_with("-poison"));
     assert!(queue.poison().name().len() <= 63);
     queue.create().await.unwrap();
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
     let explicit: JobQueue<Reindex> = JobQueue::new(account.queue(&name).unwrap())
         .with_poison(account.queue(&unique_queue_name("dead-letters")).unwrap());
     assert!(explicit.poison().name().starts_with("deadletters"));

@@ -73,7 +73,7 @@ async fn shutdown_stops_dequeuing_and_lets_running_handlers_finish() {
         2,
         "the rest stay queued"
     );
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -105,10 +105,14 @@ async fn shutdown_after_the_grace_period_releases_unfinished_messages() {
     // Only the release.
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::QueueUpdate, 1)], &[]);
     // Released, not left hidden for 60 s: another consumer gets it at once.
-    let again = queue.queue().get(1, Duration::from_secs(1)).await.unwrap();
+    let again = queue
+        .queue()
+        .receive(1, Duration::from_secs(1))
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].dequeue_count, 2);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -131,5 +135,5 @@ async fn an_idle_worker_only_polls_and_backs_off() {
     assert!((2..=15).contains(&polls), "{polls} polls");
     common::assert_requests(&s, &[], &[RequestKind::QueueGet]);
     assert_eq!(report, WorkerReport::default());
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }

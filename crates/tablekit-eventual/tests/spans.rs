@@ -62,7 +62,7 @@ async fn fail_once(account: &Account, row: &str) -> (String, String) {
     let records = queue.peek_poisoned(8).await.unwrap();
     let reason = records[0].reason.clone();
     let name = queue.queue().name().to_owned();
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
     (name, reason)
 }
 

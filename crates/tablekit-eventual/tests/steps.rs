@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::Table;
-use tablekit_azure::{PutBlob, RequestKind};
+use tablekit_azure::{RequestKind, UploadOptions};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{ETag, ErrorKind, IfMatch, Properties, Stored};
 use tablekit_eventual::{Handler, HandlerRetry, Job, JobQueue, Steps, Worker};
@@ -211,11 +211,11 @@ async fn blob_steps_overwrite_and_delete_idempotently() {
     metrics.reset();
     for body in ["first", "second"] {
         steps
-            .put_blob(
+            .upload_blob(
                 &container,
                 "archive/000223.json",
                 Bytes::from(body),
-                PutBlob::default(),
+                UploadOptions::default(),
             )
             .await
             .unwrap();
@@ -223,7 +223,7 @@ async fn blob_steps_overwrite_and_delete_idempotently() {
     common::assert_requests(&metrics.snapshot(), &[(RequestKind::BlobPut, 2)], &[]);
     metrics.reset();
     let blob = steps
-        .get_blob(&container, "archive/000223.json")
+        .download_blob(&container, "archive/000223.json")
         .await
         .unwrap()
         .unwrap();
@@ -247,12 +247,12 @@ async fn blob_steps_overwrite_and_delete_idempotently() {
     metrics.reset();
     assert!(
         steps
-            .put_blob(&container, "", Bytes::new(), PutBlob::default())
+            .upload_blob(&container, "", Bytes::new(), UploadOptions::default())
             .await
             .is_err()
     );
     assert_eq!(metrics.snapshot().requests(), 0);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]

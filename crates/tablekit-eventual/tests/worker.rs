@@ -144,7 +144,7 @@ async fn runs_exactly_n_handlers_at_once() {
         4,
         "never more, and reached"
     );
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -198,7 +198,7 @@ async fn a_handler_slower_than_the_visibility_timeout_keeps_its_message() {
     );
     assert_eq!(report.lost_receipts, 0);
     assert_eq!(queue.approximate_len().await.unwrap(), 0);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 /// Fails its first `fail` runs with `error`, then succeeds; records attempts and re-runs.
@@ -267,7 +267,7 @@ async fn transient_failures_rerun_the_handler_within_one_dequeue() {
         *worker.handler().seen.lock().unwrap(),
         [(1, 0), (1, 1), (1, 2)]
     );
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 #[tokio::test]
@@ -303,7 +303,7 @@ async fn a_permanent_failure_waits_for_the_next_delivery_or_the_failure_backoff(
         ],
         &[RequestKind::QueueGet, RequestKind::QueueMetadata],
     );
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
 }
 
 /// Signals when it starts, then waits for permission (or forever).

@@ -84,7 +84,7 @@ impl CompoundRows {
     ///
     /// # Errors
     /// Key and encoding errors before any request; transport and service errors.
-    pub async fn put<T: Serialize, I, S>(
+    pub async fn upsert<T: Serialize, I, S>(
         &self,
         partition: &str,
         components: I,

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use tablekit_azure::{Blob, Container, PutBlob, Table};
+use tablekit_azure::{Blob, Container, Table, UploadOptions};
 use tablekit_core::batch::BatchPlan;
 use tablekit_core::edm::Properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
@@ -57,7 +57,7 @@ pub(crate) trait Effects: Sync {
         container: &Container,
         name: &str,
         data: Vec<u8>,
-        options: PutBlob,
+        options: UploadOptions,
     ) -> impl Future<Output = Result<ETag>> + Send;
 }
 
@@ -113,7 +113,7 @@ impl Effects for Direct {
     }
 
     async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
-        container.get(name).await
+        container.download(name).await
     }
 
     async fn put_blob(
@@ -121,9 +121,9 @@ impl Effects for Direct {
         container: &Container,
         name: &str,
         data: Vec<u8>,
-        options: PutBlob,
+        options: UploadOptions,
     ) -> Result<ETag> {
-        container.put(name, data, options).await
+        container.upload(name, data, options).await
     }
 }
 
@@ -159,7 +159,7 @@ impl Effects for Steps {
     }
 
     async fn get_blob(&self, container: &Container, name: &str) -> Result<Option<Blob>> {
-        Steps::get_blob(self, container, name).await
+        Steps::download_blob(self, container, name).await
     }
 
     async fn put_blob(
@@ -167,9 +167,9 @@ impl Effects for Steps {
         container: &Container,
         name: &str,
         data: Vec<u8>,
-        options: PutBlob,
+        options: UploadOptions,
     ) -> Result<ETag> {
-        Steps::put_blob(self, container, name, data.into(), options).await
+        Steps::upload_blob(self, container, name, data.into(), options).await
     }
 }
 

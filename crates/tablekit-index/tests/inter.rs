@@ -35,7 +35,7 @@ async fn setup(prefix: &str) -> (InterPartitionIndex<Employee>, Table, Queue, Di
 }
 
 async fn cleanup(index: &InterPartitionIndex<Employee>, table: &Table) {
-    index.jobs().delete().await.unwrap();
+    index.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }
 
@@ -176,12 +176,12 @@ async fn the_guides_layout_copies_follow_the_primary_through_the_queue() {
 async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart_converges() {
     let (index, table, queue, d) = setup("interkill").await;
     let jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
-    let (r, spent) = measured(&table, index.put(&jones)).await;
+    let (r, spent) = measured(&table, index.upsert(&jones)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 3, "read, enqueue, write");
     // A worker takes the job and is killed before it writes the copy: the message stays
     // invisible until its visibility timeout ends.
-    let taken = queue.get(1, Duration::from_secs(1)).await.unwrap();
+    let taken = queue.receive(1, Duration::from_secs(1)).await.unwrap();
     assert_eq!(taken.len(), 1);
     let job: serde_json::Value = serde_json::from_slice(&taken[0].payload).unwrap();
     assert!(job.to_string().contains("000223"), "{job}");
@@ -198,8 +198,15 @@ async fn a_killed_worker_leaves_a_missing_copy_that_verify_reports_and_a_restart
         email: "jun.jones@contoso.com".into(),
         ..jones.clone()
     };
-    index.put(&moved).await.unwrap();
-    assert_eq!(queue.get(1, Duration::from_secs(1)).await.unwrap().len(), 1);
+    index.upsert(&moved).await.unwrap();
+    assert_eq!(
+        queue
+            .receive(1, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     let report = index.verify("Sales").await.unwrap();
     assert_eq!(
         (report.missing.len(), report.orphaned.len()),
@@ -367,7 +374,7 @@ async fn copies_can_live_in_their_own_table() {
             ErrorKind::InvalidArgument
         );
     }
-    index.jobs().delete().await.unwrap();
+    index.jobs().delete_queues().await.unwrap();
     by_email.delete_table().await.unwrap();
     primary.delete_table().await.unwrap();
 }
@@ -430,7 +437,7 @@ async fn deletes_by_the_entity_read_send_no_read_and_a_missing_entity_is_not_fou
     let current = index.get("Sales", 223).await.unwrap().unwrap();
 
     // A stale ETag: refused, and its job finds the primary unchanged by it.
-    index.put(&jones).await.unwrap();
+    index.upsert(&jones).await.unwrap();
     let (r, spent) = measured(&table, index.delete(&current.value, current.if_match())).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::PreconditionFailed);
     assert_eq!(spent.requests(), 2, "enqueue, a refused delete");

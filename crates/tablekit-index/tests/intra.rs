@@ -69,7 +69,7 @@ async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
     let table = index.table().clone();
     let mut jones = employee("Sales", 223, "Jones", "jonesj@contoso.com");
 
-    let (etag, spent) = measured(&table, index.put(&jones)).await;
+    let (etag, spent) = measured(&table, index.upsert(&jones)).await;
     etag.unwrap();
     assert_eq!(
         (
@@ -82,7 +82,7 @@ async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
     );
 
     jones.email = "jun.jones@contoso.com".into();
-    let (etag, spent) = measured(&table, index.put(&jones)).await;
+    let (etag, spent) = measured(&table, index.upsert(&jones)).await;
     let etag = etag.unwrap();
     assert_eq!(spent.requests(), 2, "read + one transaction");
     assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
@@ -105,7 +105,7 @@ async fn put_reads_once_and_commits_once_even_when_the_email_changes() {
 
     // Unchanged values: still two requests, the copy rewritten in place.
     jones.age = 35;
-    let (r, spent) = measured(&table, index.put(&jones)).await;
+    let (r, spent) = measured(&table, index.upsert(&jones)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 2);
     assert_eq!(
@@ -193,7 +193,7 @@ async fn replace_and_delete_use_the_etag_read() {
     // A stale ETag deletes nothing, by entity or by id.
     index.insert(&jones).await.unwrap();
     let stale = index.get("Sales", "000223").await.unwrap().unwrap();
-    index.put(&changed).await.unwrap();
+    index.upsert(&changed).await.unwrap();
     let by_entity = index.delete(&stale.value, stale.if_match()).await;
     assert_eq!(by_entity.unwrap_err().kind(), ErrorKind::PreconditionFailed);
     let (by_id, spent) =
@@ -375,7 +375,7 @@ async fn concurrent_writers_never_leave_a_stale_or_missing_copy() {
             let index = index.clone();
             tokio::spawn(async move {
                 let e = employee("Sales", 223, "Jones", &format!("writer{n}@contoso.com"));
-                index.put(&e).await
+                index.upsert(&e).await
             })
         })
         .collect();
@@ -465,7 +465,7 @@ async fn verify_finds_drift_and_repair_fixes_it() {
         .delete(&Keys::new("Sales", "email_c@x").unwrap(), IfMatch::Any)
         .await
         .unwrap();
-    let (r, spent) = measured(&table, index.put(&employee("Sales", 3, "Jones", "c2@x"))).await;
+    let (r, spent) = measured(&table, index.upsert(&employee("Sales", 3, "Jones", "c2@x"))).await;
     r.unwrap();
     assert_eq!(
         spent.requests(),
@@ -536,7 +536,7 @@ async fn a_partition_change_moves_the_whole_family_or_leaves_it_where_it_was() {
     let stale = moved.clone();
     let mut renamed = moved.value.clone();
     renamed.first_name = "Ana".into();
-    index.put(&renamed).await.unwrap();
+    index.upsert(&renamed).await.unwrap();
     jones = renamed.clone();
     jones.department = "Sales".into();
     let (r, spent) = measured(&table, index.relocate(&stale, &jones)).await;

@@ -134,7 +134,7 @@ async fn put_delayed(
         .add_rule(first("PUT", "empid_Sales", Fault::Delay(WRITE_DELAY)));
     let writing = tokio::spawn({
         let index = index.clone();
-        async move { index.put(&moved()).await }
+        async move { index.upsert(&moved()).await }
     });
     job_enqueued(async || index.jobs().approximate_len().await.unwrap()).await;
     before_the_worker();
@@ -179,7 +179,7 @@ async fn assert_copies_follow_the_move(index: &InterPartitionIndex<Employee>, by
 async fn cleanup(p: &Proxied, jobs: &tablekit_eventual::JobQueue<impl Job>, tables: &[&Table]) {
     p.table.clear();
     p.queue.clear();
-    jobs.delete().await.unwrap();
+    jobs.delete_queues().await.unwrap();
     for table in tables {
         table.delete_table().await.unwrap();
     }
@@ -227,7 +227,7 @@ async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_co
         occurrences: Occurrences::All,
         fault: Fault::Status(503),
     });
-    let refused = index.put(&moved()).await.unwrap_err();
+    let refused = index.upsert(&moved()).await.unwrap_err();
     assert!(refused.is_retryable(), "{refused}");
     // Deferrals while the write may still land do not count toward the two attempts.
     let options = worker_options()
@@ -325,7 +325,7 @@ async fn a_backfill_copy_landing_after_a_later_job_is_converged_away() {
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    index.put(&moved()).await.unwrap();
+    index.upsert(&moved()).await.unwrap();
     assert_eq!(index.worker(options).drain().await.unwrap().processed, 1);
     let state = backfilling.await.unwrap().unwrap();
     assert!(state.done, "{state:?}");
@@ -375,7 +375,7 @@ async fn list_put_delayed(
         .add_rule(first("PUT", &entity_path, Fault::Delay(WRITE_DELAY)));
     let writing = tokio::spawn({
         let list = list.clone();
-        async move { list.put(&smith()).await }
+        async move { list.upsert(&smith()).await }
     });
     job_enqueued(async || list.jobs().approximate_len().await.unwrap()).await;
     before_the_worker();

@@ -117,7 +117,7 @@ async fn scenario(list: &EventualList<Employee>, table: &Table) {
     assert_eq!(spent.requests(), 3, "the list, then one read per entity");
 
     // A new last name: the entity at once, the lists when the job has run.
-    let (r, spent) = measured(table, list.put(&employee("Sales", 152, "Smith", "x@x"))).await;
+    let (r, spent) = measured(table, list.upsert(&employee("Sales", 152, "Smith", "x@x"))).await;
     r.unwrap();
     assert_eq!(spent.requests(), 3, "read, enqueue, write");
     assert_eq!(
@@ -159,7 +159,7 @@ async fn option_3_lists_in_their_own_partitions() {
     let details: Vec<(String, String)> =
         serde_json::from_str(row.value.get_str("EmployeeDetails").unwrap()).unwrap();
     assert_eq!(details.len(), 2);
-    list.jobs().delete().await.unwrap();
+    list.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }
 
@@ -168,7 +168,7 @@ async fn option_1_lists_in_blobs() {
     let (list, table) = blobs("listblob").await;
     // On the heap: the whole scenario on the test thread's stack overflowed it in debug builds.
     Box::pin(scenario(&list, &table)).await;
-    list.jobs().delete().await.unwrap();
+    list.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }
 
@@ -218,6 +218,6 @@ async fn concurrent_jobs_never_lose_an_entry_and_long_lists_overflow() {
         .unwrap();
     assert!(rows.len() > 1, "the list overflowed into numbered rows");
     assert!(rows.iter().any(|r| r.keys.rk() == "lastname_Jones_1"));
-    list.jobs().delete().await.unwrap();
+    list.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }

@@ -224,7 +224,7 @@ async fn a_last_name_change_moves_three_entities_together_or_not_at_all() {
     );
     // Back again through `put`: read the employee, both lists, one transaction.
     jun.last_name = "Jones".into();
-    let (r, spent) = measured(&table, list.put(&jun)).await;
+    let (r, spent) = measured(&table, list.upsert(&jun)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 4);
     assert_eq!(
@@ -239,7 +239,7 @@ async fn request_counts_of_every_operation() {
     let list = list("listcount").await;
     let table = list.table().clone();
     let mut a = employee("Sales", 152, "Jones", "a@x");
-    let (r, spent) = measured(&table, list.put(&a)).await;
+    let (r, spent) = measured(&table, list.upsert(&a)).await;
     r.unwrap();
     assert_eq!(
         (spent.requests_of(RequestKind::Get), spent.requests()),
@@ -247,7 +247,7 @@ async fn request_counts_of_every_operation() {
         "put of a new entity"
     );
     a.age = 50;
-    let (r, spent) = measured(&table, list.put(&a)).await;
+    let (r, spent) = measured(&table, list.upsert(&a)).await;
     r.unwrap();
     assert_eq!(spent.requests(), 2, "put with the value unchanged");
     list.insert(&employee("Sales", 223, "Jones", "b@x"))
@@ -394,7 +394,7 @@ async fn a_value_naming_another_entitys_row_key_overwrites_nothing() {
             .is_none()
     );
     // `put` and `ids` read the same row and refuse it the same way.
-    let (r, spent) = measured(&table, list.put(&odd)).await;
+    let (r, spent) = measured(&table, list.upsert(&odd)).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::Corrupt);
     assert_eq!(spent.requests_of(RequestKind::Transaction), 0);
     assert_eq!(
@@ -424,7 +424,7 @@ async fn lists_need_a_prefix_and_entities_keep_out_of_it() {
     let (r, spent) = measured(&table, async {
         (
             list.insert(&inside).await,
-            list.put(&inside).await,
+            list.upsert(&inside).await,
             list.delete(("Sales", "lastname_Smith"), IfMatch::Any).await,
         )
     })
@@ -495,7 +495,7 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
     // A stale `current`: the second step fails, the first is undone, nothing moves.
     let mut renamed = jun.clone();
     renamed.first_name = "Ana".into();
-    list.put(&renamed).await.unwrap();
+    list.upsert(&renamed).await.unwrap();
     let mut back = renamed.clone();
     back.department = "Sales".into();
     let (r, spent) = measured(&table, list.relocate(&moved, &back)).await;

@@ -344,7 +344,7 @@ async fn compound_keys_group_an_employee_with_its_reviews() {
     );
     let (r, spent) = measured(
         &table,
-        rows.put(
+        rows.upsert(
             "Sales",
             ["empid", "123"],
             &employee("Sales", 123, "Jones", "a@x"),
@@ -353,7 +353,7 @@ async fn compound_keys_group_an_employee_with_its_reviews() {
     .await;
     r.unwrap();
     assert_eq!(spent.requests(), 1);
-    rows.put(
+    rows.upsert(
         "Sales",
         ["empid", "124"],
         &employee("Sales", 124, "Hall", "b@x"),

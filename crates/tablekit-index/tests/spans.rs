@@ -107,6 +107,6 @@ async fn an_index_job_runs_in_its_worker_attempt_and_names_no_keys() {
         let leaks: Vec<&str> = everything.lines().filter(|l| l.contains(secret)).collect();
         assert!(leaks.is_empty(), "{secret} leaked: {leaks:#?}");
     }
-    index.jobs().delete().await.unwrap();
+    index.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }

@@ -181,7 +181,7 @@ impl LargeEntities {
     ///     .with_property("Image") // ImageBlob, ImageLength, ImageSha256
     ///     .build()?;
     /// let photo = Photo { department: "Sales".into(), id: 223, caption: "Jun".into() };
-    /// photos.put(&photo, jpeg).await?; // 3 requests: read, upload, insert
+    /// photos.upsert(&photo, jpeg).await?; // 3 requests: read, upload, insert
     /// let read: Option<Large<Photo>> = photos.get(&photo).await?; // 2 requests: entity, blob
     /// # let _ = read; Ok(()) }
     /// ```

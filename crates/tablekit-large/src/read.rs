@@ -68,7 +68,7 @@ impl LargeEntities {
                     }
                     Payload::Blob(reference) => reference,
                 };
-                match self.container.get(&reference.name).await? {
+                match self.container.download(&reference.name).await? {
                     Some(blob) => {
                         reference.verify(&blob.data)?;
                         return Ok(Some(Large {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::Serialize;
-use tablekit_azure::{BlobCondition, Container, Deadline, PutBlob, Table, track_landing};
+use tablekit_azure::{BlobCondition, Container, Deadline, Table, UploadOptions, track_landing};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, to_properties};
 use tablekit_core::{
@@ -36,11 +36,11 @@ const MAX_STALLS: usize = 3;
 /// reference they read, so they end with one reference and delete each other's old blobs.
 ///
 /// **Reads** fetch the entity, then the blob, and verify length and hash. Compression is not
-/// built in: compress the payload before [`LargeEntities::put`] if it pays.
+/// built in: compress the payload before [`LargeEntities::upsert`] if it pays.
 ///
 /// | operation | requests |
 /// |---|---|
-/// | [`LargeEntities::put`] | 4 (read, upload, conditional write, old-blob delete); 3 when new |
+/// | [`LargeEntities::upsert`] | 4 (read, upload, conditional write, old-blob delete); 3 when new |
 /// | [`LargeEntities::insert`] | 2 (upload, insert) |
 /// | [`LargeEntities::get`] | 2 (entity, blob); 1 for an inline payload |
 /// | [`LargeEntities::get_entity`] | 1 |
@@ -124,7 +124,7 @@ impl LargeEntities {
     /// ([`Settings::write_settles_within`](tablekit_azure::Settings::write_settles_within) of
     /// the table's account), plus the clock allowance. No request is sent.
     ///
-    /// [`LargeEntities::put`] and [`LargeEntities::insert`] refuse to write, before any
+    /// [`LargeEntities::upsert`] and [`LargeEntities::insert`] refuse to write, before any
     /// request, when this exceeds [`LargeEntities::grace`]. With the default settings, about
     /// 15 min 55 s (10 min + 4 min 55 s + 1 min) against the default grace of 1 hour.
     pub fn required_grace(&self) -> Duration {
@@ -198,14 +198,14 @@ impl LargeEntities {
             (RK_METADATA.to_owned(), encode_key(keys.rk())),
             (GRACE_METADATA.to_owned(), encode_grace(self.grace)),
         ]);
-        let mut options = PutBlob::default()
+        let mut options = UploadOptions::default()
             .with_metadata(metadata)
             .with_condition(BlobCondition::IfNotExists);
         if let Some(content_type) = &self.content_type {
             options = options.with_content_type(content_type.clone());
         }
         self.container
-            .put(&reference.name, data.clone(), options)
+            .upload(&reference.name, data.clone(), options)
             .await
             .map(drop)
     }
@@ -239,7 +239,7 @@ impl LargeEntities {
     /// +4 per conflict (read, delete the unused blob, upload, write); +2 (delete, upload
     /// again) per upload that outlasted the commit deadline.
     ///
-    /// **Consistency:** last writer wins among the `put`s and [`LargeEntities::delete`]s of
+    /// **Consistency:** last writer wins among the `upsert`s and [`LargeEntities::delete`]s of
     /// one entity: each writes conditionally on what it read and starts again when that
     /// changed, so what is stored is the outcome of the one whose write landed last — a put
     /// that writes after a concurrent delete stores its value. Readers see the old or the new
@@ -264,7 +264,7 @@ impl LargeEntities {
     /// delayed past its deadline (its blob is then deleted, unless an earlier attempt may still
     /// land). A failure to delete the *old* blob is not an error: see
     /// [`LargeWritten::orphaned`].
-    pub async fn put(
+    pub async fn upsert(
         &self,
         entity: &impl AsEntity,
         payload: impl Into<Bytes>,
@@ -420,7 +420,7 @@ impl LargeEntities {
     /// payload or not at all.
     ///
     /// # Errors
-    /// As [`LargeEntities::put`] (the grace check and the deadline included);
+    /// As [`LargeEntities::upsert`] (the grace check and the deadline included);
     /// [`Error::AlreadyExists`] if the entity exists (the uploaded blob is deleted again:
     /// 1 more request).
     pub async fn insert(
@@ -464,7 +464,7 @@ impl LargeEntities {
     /// With [`IfMatch::Any`], the entity is deleted whatever it holds: read, delete
     /// conditional on the read ETag, and on a conflict (a write between the read and the
     /// delete) read and delete again — last writer wins with concurrent
-    /// [`LargeEntities::put`]s, which deletes their value and blob too. With an ETag (from a
+    /// [`LargeEntities::upsert`]s, which deletes their value and blob too. With an ETag (from a
     /// read, [`Stored::if_match`](tablekit_core::Stored::if_match)), only that version is
     /// deleted: a read that finds another version fails without a delete.
     ///

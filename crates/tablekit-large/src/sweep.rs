@@ -27,7 +27,7 @@ pub struct SweepOptions {
     /// Accept a `grace` shorter than [`LargeEntities::grace`], and apply it to every blob,
     /// ignoring the grace its writer recorded. **Unsafe while writers of the store run**: the
     /// sweep can delete a blob whose entity write is still in flight, and the entity then
-    /// references a missing blob. Only for maintenance windows in which no `put` or `insert`
+    /// references a missing blob. Only for maintenance windows in which no `upsert` or `insert`
     /// of the store has started for at least the grace period, and for tests.
     pub allow_unsafe_grace: bool,
 }

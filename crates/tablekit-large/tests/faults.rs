@@ -139,7 +139,7 @@ async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
         let rk = format!("{i:06}");
         let keys = ("Sales", rk.as_str());
         let (old, new) = (payload(i, false), payload(i, true));
-        store.put(&bare(keys), old.clone()).await.unwrap();
+        store.upsert(&bare(keys), old.clone()).await.unwrap();
         let proxy: &FaultProxy = if case.on_blob {
             &proxied.blob
         } else {
@@ -148,7 +148,7 @@ async fn a_failure_at_each_step_of_a_write_leaves_the_old_or_the_new_value() {
         for rule in case.rules {
             proxy.add_rule(rule);
         }
-        let result = store.put(&bare(keys), new.clone()).await;
+        let result = store.upsert(&bare(keys), new.clone()).await;
         proxy.clear();
         assert_eq!(
             result.is_ok(),
@@ -175,7 +175,7 @@ async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
     proxied
         .table
         .add_rule(rule("POST", Occurrences::All, Fault::Reset));
-    assert!(store.put(&bare(KEYS), payload(0, true)).await.is_err());
+    assert!(store.upsert(&bare(KEYS), payload(0, true)).await.is_err());
     proxied.table.clear();
     assert!(common::read_raw(&store, KEYS).await.unwrap().is_none());
     store.sweep(SweepOptions::immediate()).await.unwrap();
@@ -184,7 +184,7 @@ async fn a_failure_while_creating_leaves_no_entity_or_a_complete_one() {
     proxied
         .table
         .add_rule(rule("POST", Occurrences::Nth(1), Fault::DropResponse));
-    store.put(&bare(KEYS), payload(1, true)).await.unwrap();
+    store.upsert(&bare(KEYS), payload(1, true)).await.unwrap();
     proxied.table.clear();
     check(&store, KEYS, &payload(1, true), "insert response lost").await;
     common::cleanup(&store).await;
@@ -210,7 +210,7 @@ async fn a_put_racing_a_delete_ends_with_its_own_value_and_one_blob() {
     )
     .build()
     .unwrap();
-    store.put(&bare(KEYS), payload(0, false)).await.unwrap();
+    store.upsert(&bare(KEYS), payload(0, false)).await.unwrap();
 
     // The put reads the entity, then its upload is held while the delete runs from start to
     // end; the put's write comes after the delete.
@@ -224,7 +224,7 @@ async fn a_put_racing_a_delete_ends_with_its_own_value_and_one_blob() {
     let new = payload(0, true);
     let put = tokio::spawn({
         let (store, new) = (store.clone(), new.clone());
-        async move { store.put(&bare(KEYS), new).await }
+        async move { store.upsert(&bare(KEYS), new).await }
     });
     while proxied.blob.stats().faults_injected.delay == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -275,7 +275,7 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
     )
     .build()
     .unwrap();
-    writer.put(&bare(KEYS), payload(0, false)).await.unwrap();
+    writer.upsert(&bare(KEYS), payload(0, false)).await.unwrap();
 
     // The delete reads the entity, then its conditional delete is held while a put runs
     // from start to end; the delete's write comes after the put.
@@ -294,7 +294,7 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let forwarded = proxied.table.stats().requests_forwarded;
-    writer.put(&bare(KEYS), payload(0, true)).await.unwrap();
+    writer.upsert(&bare(KEYS), payload(0, true)).await.unwrap();
     assert_eq!(
         proxied.table.stats().requests_forwarded,
         forwarded,

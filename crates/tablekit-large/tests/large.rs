@@ -6,7 +6,7 @@ mod common;
 
 use bytes::Bytes;
 use tablekit::TableEntity;
-use tablekit_azure::{PutBlob, RequestKind};
+use tablekit_azure::{RequestKind, UploadOptions};
 use tablekit_core::{Entity, ErrorKind, IfMatch, IntoKeys, Properties};
 use tablekit_large::{Large, LargeEntities, SweepOptions};
 
@@ -61,7 +61,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
     let five = payload(5 << 20, 1);
 
     metrics.reset();
-    let first = store.put(&jun(), five.clone()).await.unwrap();
+    let first = store.upsert(&jun(), five.clone()).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(spent.requests(), 3, "new entity: read, upload, insert");
     assert_eq!(
@@ -95,7 +95,7 @@ async fn a_5_mib_payload_round_trips_with_the_documented_request_counts() {
 
     let other = payload(300_000, 2);
     metrics.reset();
-    let second = store.put(&jun(), other.clone()).await.unwrap();
+    let second = store.upsert(&jun(), other.clone()).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(
         spent.requests(),
@@ -169,8 +169,8 @@ async fn delete_is_not_found_when_missing_and_conditional_on_an_etag() {
     assert!(!store.delete_if_exists(KEYS).await.unwrap());
     assert_eq!(metrics.snapshot().requests(), 2, "one read each");
 
-    let first = store.put(&jun(), payload(1_000, 1)).await.unwrap();
-    store.put(&jun(), payload(1_000, 2)).await.unwrap();
+    let first = store.upsert(&jun(), payload(1_000, 1)).await.unwrap();
+    store.upsert(&jun(), payload(1_000, 2)).await.unwrap();
     // The ETag of the first write no longer matches: refused after the read alone.
     metrics.reset();
     let err = store
@@ -238,7 +238,7 @@ async fn bad_input_is_refused_before_any_request() {
     let clash = Properties::new().with("PayloadBlob", "x");
     assert_eq!(
         store
-            .put(&bag(clash), payload(10, 0))
+            .upsert(&bag(clash), payload(10, 0))
             .await
             .unwrap_err()
             .kind(),
@@ -248,7 +248,7 @@ async fn bad_input_is_refused_before_any_request() {
     let full: Properties = (0..251).map(|i| (format!("P{i}"), 1.into())).collect();
     assert_eq!(
         store
-            .put(&bag(full), payload(10, 0))
+            .upsert(&bag(full), payload(10, 0))
             .await
             .unwrap_err()
             .kind(),
@@ -288,11 +288,11 @@ async fn bad_input_is_refused_before_any_request() {
 async fn a_tampered_or_missing_blob_is_an_error_not_wrong_data() {
     let account = common::account();
     let store = common::store(&account, "largetamper").await;
-    let written = store.put(&jun(), payload(50_000, 5)).await.unwrap();
+    let written = store.upsert(&jun(), payload(50_000, 5)).await.unwrap();
     let name = written.reference.unwrap().name;
     store
         .container()
-        .put(&name, payload(50_000, 6), PutBlob::default())
+        .upload(&name, payload(50_000, 6), UploadOptions::default())
         .await
         .unwrap();
     let err = read_employee(&store, KEYS).await.unwrap_err();
@@ -331,11 +331,11 @@ async fn small_payloads_can_stay_inline() {
         .build()
         .unwrap();
     let metrics = account.metrics().clone();
-    let big = store.put(&jun(), payload(40_000, 7)).await.unwrap();
+    let big = store.upsert(&jun(), payload(40_000, 7)).await.unwrap();
     assert!(big.reference.is_some());
 
     metrics.reset();
-    let small = store.put(&jun(), payload(1_000, 8)).await.unwrap();
+    let small = store.upsert(&jun(), payload(1_000, 8)).await.unwrap();
     assert_eq!(small.reference, None);
     assert_eq!(
         metrics.snapshot().requests(),
@@ -363,14 +363,14 @@ async fn small_payloads_can_stay_inline() {
 async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
     let account = common::account();
     let store = common::store(&account, "largeconc").await;
-    store.put(&jun(), payload(20_000, 0)).await.unwrap();
+    store.upsert(&jun(), payload(20_000, 0)).await.unwrap();
     let writers: Vec<_> = (1..=8u8)
         .map(|seed| {
             let store = store.clone();
             tokio::spawn(async move {
                 for round in 0..3u8 {
                     store
-                        .put(
+                        .upsert(
                             &jun(),
                             payload(20_000 + usize::from(seed), seed * 10 + round),
                         )
@@ -406,9 +406,9 @@ async fn concurrent_writers_end_with_one_reference_and_no_leaked_blob() {
 async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() {
     let account = common::account();
     let store = common::store(&account, "largesweep").await;
-    let kept = store.put(&jun(), payload(1_000, 1)).await.unwrap();
+    let kept = store.upsert(&jun(), payload(1_000, 1)).await.unwrap();
     let other = Employee { id: 224, ..jun() };
-    store.put(&other, payload(1_000, 2)).await.unwrap();
+    store.upsert(&other, payload(1_000, 2)).await.unwrap();
     // Orphans as a crash would leave them: uploaded for an entity that never referenced them.
     let metadata = |(pk, rk): (&str, &str)| {
         std::collections::BTreeMap::from([
@@ -418,10 +418,10 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
     };
     for (i, owner) in [KEYS, KEYS, ("Sales", "000999")].into_iter().enumerate() {
         let name = format!("{}orphan{i}", store.prefix());
-        let options = PutBlob::default().with_metadata(metadata(owner));
+        let options = UploadOptions::default().with_metadata(metadata(owner));
         store
             .container()
-            .put(&name, payload(10, 0), options)
+            .upload(&name, payload(10, 0), options)
             .await
             .unwrap();
     }
@@ -429,7 +429,7 @@ async fn the_sweeper_deletes_only_old_unreferenced_blobs_and_reports_its_cost() 
     let foreign = format!("{}readme.txt", store.prefix());
     store
         .container()
-        .put(&foreign, payload(10, 0), PutBlob::default())
+        .upload(&foreign, payload(10, 0), UploadOptions::default())
         .await
         .unwrap();
 

@@ -31,7 +31,7 @@ async fn each_operation_is_one_step_span_over_its_requests_without_key_values() 
     let store = common::store(&account, "spans").await;
     let (pk, rk) = ("Dept-5ecret-3f1", "Row-5ecret-8a2");
     store
-        .put(
+        .upsert(
             &Entity::try_new(pk, rk, Properties::new()).unwrap(),
             Bytes::from_static(b"a payload"),
         )

@@ -65,7 +65,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
     let store = builder.with_grace(required).build().unwrap();
     let min = store.grace();
     let old = store
-        .put(&bare(), payload(10_000, 1))
+        .upsert(&bare(), payload(10_000, 1))
         .await
         .unwrap()
         .reference
@@ -104,7 +104,7 @@ async fn a_late_entity_write_keeps_its_blob_through_concurrent_sweeps() {
     };
 
     let new = payload(10_000, 2);
-    let put = store.put(&bare(), new.clone()).await;
+    let put = store.upsert(&bare(), new.clone()).await;
     assert!(put.is_err(), "every attempt timed out or broke: {put:?}");
     // Wait for the late attempt to land.
     let mut landed = None;
@@ -154,7 +154,7 @@ async fn a_grace_under_the_store_grace_is_refused_before_any_request() {
     let account = common::account();
     let store = common::store(&account, "largegrace").await;
     assert_eq!(store.grace(), Duration::from_secs(3600), "the default");
-    store.put(&bare(), payload(1_000, 1)).await.unwrap();
+    store.upsert(&bare(), payload(1_000, 1)).await.unwrap();
     let metrics = account.metrics().clone();
     metrics.reset();
     // Above the commit deadline (10 minutes) plus a minute: what an old rule allowed.
@@ -205,7 +205,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
         .with_commit_deadline(Duration::from_secs(1))
         .build()
         .unwrap();
-    store.put(&bare(), payload(10_000, 1)).await.unwrap();
+    store.upsert(&bare(), payload(10_000, 1)).await.unwrap();
     proxied.blob.add_rule(Rule {
         matcher: Matcher::any().with_method("PUT"),
         occurrences: Occurrences::Nth(1),
@@ -214,7 +214,7 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
     let metrics = proxied.account.metrics().clone();
     metrics.reset();
     let new = payload(10_000, 2);
-    let written = store.put(&bare(), new.clone()).await.unwrap();
+    let written = store.upsert(&bare(), new.clone()).await.unwrap();
     proxied.blob.clear();
     let spent = metrics.snapshot();
     assert_eq!(
@@ -289,7 +289,7 @@ async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
     .with_grace(Duration::from_secs(6))
     .build()
     .unwrap();
-    writer.put(&bare(), payload(10_000, 1)).await.unwrap();
+    writer.upsert(&bare(), payload(10_000, 1)).await.unwrap();
 
     proxied
         .table
@@ -309,7 +309,7 @@ async fn a_writer_with_longer_settings_than_the_sweeper_keeps_its_blob() {
         })
     };
     let new = payload(10_000, 2);
-    let written = writer.put(&bare(), new.clone()).await;
+    let written = writer.upsert(&bare(), new.clone()).await;
     stop.store(true, Ordering::SeqCst);
     let reports = sweeps.await.unwrap();
     proxied.table.clear();
@@ -397,7 +397,7 @@ async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_aft
         .build()
         .unwrap();
     let old = payload(10_000, 1);
-    writer.put(&bare(), old.clone()).await.unwrap();
+    writer.upsert(&bare(), old.clone()).await.unwrap();
 
     codec.slow.store(true, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
@@ -414,7 +414,7 @@ async fn an_entity_write_stalled_after_its_commit_deadline_check_never_lands_aft
             deleted
         })
     };
-    let written = writer.put(&bare(), payload(10_000, 2)).await;
+    let written = writer.upsert(&bare(), payload(10_000, 2)).await;
     stop.store(true, Ordering::SeqCst);
     let deleted = sweeps.await.unwrap();
     codec.slow.store(false, Ordering::SeqCst);
@@ -459,7 +459,7 @@ async fn a_writer_whose_writes_could_outlast_the_grace_is_refused_before_any_req
     let metrics = account.metrics().clone();
     metrics.reset();
     for err in [
-        store.put(&bare(), payload(1_000, 1)).await.unwrap_err(),
+        store.upsert(&bare(), payload(1_000, 1)).await.unwrap_err(),
         store.insert(&bare(), payload(1_000, 1)).await.unwrap_err(),
     ] {
         assert!(

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use tablekit_azure::{BlobCondition, PutBlob, RequestKind, RetryPolicy, Settings};
+use tablekit_azure::{BlobCondition, RequestKind, RetryPolicy, Settings, UploadOptions};
 use tablekit_core::ErrorKind;
 use tablekit_logtail::{BlobLogReader, BlobLogWriter, FlushPolicy, Level, LogRecord};
 use tablekit_testkit::fixtures::proxied;
@@ -63,7 +63,7 @@ async fn an_hour_prefix_lists_its_files_and_no_other_hour() {
     );
     assert_eq!(listed[0].metadata["last"], "2014-07-31T18:59:00.000000000Z");
     assert_eq!(listed[0].metadata["entries"], "2");
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]
@@ -190,7 +190,7 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
             .unwrap()
             .is_empty()
     );
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]
@@ -225,10 +225,10 @@ async fn a_restarted_writer_never_overwrites_a_file() {
     );
     // Another writer takes the next name meanwhile: the conflict moves this one on.
     container
-        .put(
+        .upload(
             "queue/2014/07/31/1800/000004.log",
             "1.0;2014-07-31T18:11:00.000000000Z;error;other writer\n",
-            PutBlob::default().with_condition(BlobCondition::IfNotExists),
+            UploadOptions::default().with_condition(BlobCondition::IfNotExists),
         )
         .await
         .unwrap();
@@ -253,7 +253,7 @@ async fn a_restarted_writer_never_overwrites_a_file() {
         .unwrap();
     let messages: Vec<_> = all.iter().map(|r| r.message.as_str()).collect();
     assert_eq!(messages, ["one", "two", "three", "four", "other writer"]);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]
@@ -303,10 +303,10 @@ async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
     assert!(writer.flush().await.is_err());
     p.blob.clear();
     container
-        .put(
+        .upload(
             "queue/2014/07/31/1800/000002.log",
             "1.0;2014-07-31T18:11:00.000000000Z;error;other writer\n",
-            PutBlob::default().with_condition(BlobCondition::IfNotExists),
+            UploadOptions::default().with_condition(BlobCondition::IfNotExists),
         )
         .await
         .unwrap();
@@ -327,7 +327,7 @@ async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
     let messages: Vec<_> = all.iter().map(|r| r.message.as_str()).collect();
     assert_eq!(messages, ["one", "two", "other writer"]);
     assert_eq!(container.list("queue/").await.unwrap().len(), 3);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]
@@ -379,7 +379,7 @@ async fn buffers_flush_by_size_and_by_time() {
     metrics.reset();
     assert!(patient.flush_if_due().await.unwrap().is_none());
     common::assert_requests(&metrics.snapshot(), None, 0);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }
 
 #[tokio::test]
@@ -416,14 +416,14 @@ async fn bad_input_and_failures_are_typed_and_keep_the_buffer() {
     );
     missing.create().await.unwrap();
     assert_eq!(writer.flush().await.unwrap().unwrap().entries, 1);
-    missing.delete().await.unwrap();
+    missing.delete_container().await.unwrap();
 
     // A file that is not in the line format is reported with its name and line.
     container
-        .put(
+        .upload(
             "queue/2014/07/31/1800/000001.log",
             "garbage\n",
-            PutBlob::default(),
+            UploadOptions::default(),
         )
         .await
         .unwrap();
@@ -438,5 +438,5 @@ async fn bad_input_and_failures_are_typed_and_keep_the_buffer() {
         err.to_string().contains("000001.log") && err.to_string().contains("line 1"),
         "{err}"
     );
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }

@@ -14,7 +14,7 @@ use crate::layout::{SeriesLayout, SlotValue};
 /// The property in which [`Series::add`] keeps the ids of the most recent adds to an entity
 /// (space-separated, newest last, at most [`ADDS_KEPT`]). An add whose outcome was unknown —
 /// its response lost, its connection broken — finds out from it whether it was applied,
-/// even when other writers have added since. [`Series::read`] leaves it out of
+/// even when other writers have added since. [`Series::get`] leaves it out of
 /// [`SeriesValues::other`].
 pub const ADDS_PROPERTY: &str = "SeriesAdds";
 
@@ -51,13 +51,13 @@ fn ledger_with(props: Option<&Properties>, id: &str) -> String {
 ///
 /// The handle is cheap to clone and sends nothing until an operation is called. Any
 /// PartitionKey/RowKey can hold a series; other properties on the entity are kept (merges
-/// touch only the slots they write) and returned by [`Series::read`].
+/// touch only the slots they write) and returned by [`Series::get`].
 ///
 /// | operation | requests | consistency |
 /// |---|---|---|
-/// | [`Series::set`], [`Series::set_many`] | 1 | last writer wins per slot |
+/// | [`Series::upsert_slot`], [`Series::upsert_slots`] | 1 | last writer wins per slot |
 /// | [`Series::add`] | 2 (+2 per conflict) | every increment counted once, also under failures |
-/// | [`Series::read`] | 1 | strong: every acknowledged write |
+/// | [`Series::get`] | 1 | strong: every acknowledged write |
 /// | [`Series::delete`] | 1 | conditional on an [`IfMatch`]; `NotFound` when absent |
 /// | [`Series::delete_if_exists`] | 1 | idempotent |
 ///
@@ -158,7 +158,7 @@ impl<V: SlotValue> Series<V> {
     /// // One entity per employee and day, one Int64 property per hour.
     /// let hourly: Series = Series::new(table, SeriesLayout::hours());
     /// hourly.add(("000223", "ImPerHour"), "H13", 1).await?; // 2 requests
-    /// let chart = hourly.read(("000223", "ImPerHour")).await?; // 1 request
+    /// let chart = hourly.get(("000223", "ImPerHour")).await?; // 1 request
     /// assert_eq!(chart.map(|c| c.value.get_or_zero("H13")), Some(1));
     /// # Ok(()) }
     /// ```
@@ -189,8 +189,8 @@ impl<V: SlotValue> Series<V> {
     /// # Errors
     /// Before any request: invalid keys, [`Error::InvalidName`] for a slot not in the layout.
     /// Then transport and service errors ([`Error::NotFound`] if the table does not exist).
-    pub async fn set(&self, keys: impl IntoKeys, slot: &str, value: V) -> Result<ETag> {
-        self.set_many(keys, [(slot, value)]).await
+    pub async fn upsert_slot(&self, keys: impl IntoKeys, slot: &str, value: V) -> Result<ETag> {
+        self.upsert_slots(keys, [(slot, value)]).await
     }
 
     /// Sets several slots in one InsertOrMerge; the slots not given are kept.
@@ -200,8 +200,8 @@ impl<V: SlotValue> Series<V> {
     ///
     /// # Errors
     /// Before any request: [`Error::InvalidName`] for a slot not in the layout,
-    /// [`Error::InvalidArgument`] for no slot or a slot given twice. Then as [`Series::set`].
-    pub async fn set_many<'a, I>(&self, keys: impl IntoKeys, values: I) -> Result<ETag>
+    /// [`Error::InvalidArgument`] for no slot or a slot given twice. Then as [`Series::upsert_slot`].
+    pub async fn upsert_slots<'a, I>(&self, keys: impl IntoKeys, values: I) -> Result<ETag>
     where
         I: IntoIterator<Item = (&'a str, V)>,
     {
@@ -379,7 +379,7 @@ impl<V: SlotValue> Series<V> {
     /// # Errors
     /// Invalid keys, before any request. [`Error::Decode`] naming the slot when a stored slot
     /// is not a number of this type; [`Error::NotFound`] if the table does not exist.
-    pub async fn read(&self, keys: impl IntoKeys) -> Result<Option<Stored<SeriesValues<V>>>> {
+    pub async fn get(&self, keys: impl IntoKeys) -> Result<Option<Stored<SeriesValues<V>>>> {
         let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.series.read", table = %self.table.name());
         let Some(stored) = self.table.get::<Properties>(keys).instrument(span).await? else {

@@ -80,10 +80,10 @@ pub struct WideStored<T> {
 ///
 /// | operation | requests | consistency |
 /// |---|---|---|
-/// | [`WideEntities::read`] | 1 | one write's complete shards |
+/// | [`WideEntities::get`] | 1 | one write's complete shards |
 /// | [`WideEntities::insert`] | 1 | fails if the entity exists |
 /// | [`WideEntities::replace`] | 1 | fails if anyone wrote since the version |
-/// | [`WideEntities::write`] | 2 (+2 per conflict) | last writer wins, never a mix |
+/// | [`WideEntities::upsert`] | 2 (+2 per conflict) | last writer wins, never a mix |
 /// | [`WideEntities::update_with`] | 2 (+2 per conflict) | no update is lost |
 /// | [`WideEntities::delete`] | 2 (1 if absent: `NotFound`) | all shards or none |
 /// | [`WideEntities::delete_if_exists`] | 2 (1 if absent) | all shards or none |
@@ -121,9 +121,9 @@ impl WideEntities {
     /// let wide = WideEntities::new(table);
     /// // 365 properties: two shards, written in one transaction.
     /// let days: BTreeMap<String, i64> = (1..=365).map(|d| (format!("D{d:03}"), 0)).collect();
-    /// wide.write(&Entity::try_new("000223", "DailyIm", days)?).await?; // 2 requests
+    /// wide.upsert(&Entity::try_new("000223", "DailyIm", days)?).await?; // 2 requests
     /// let year: Option<WideStored<BTreeMap<String, i64>>> =
-    ///     wide.read(("000223", "DailyIm")).await?; // 1 request
+    ///     wide.get(("000223", "DailyIm")).await?; // 1 request
     /// assert_eq!(year.map(|y| y.value.len()), Some(365));
     /// # Ok(()) }
     /// ```
@@ -180,7 +180,7 @@ impl WideEntities {
     /// one write after repeated reads (damaged data) or when a row in the shard range was not
     /// written as a shard; [`Error::Decode`] when the joined properties do not fit `T`;
     /// [`Error::NotFound`] if the table does not exist.
-    pub async fn read<T: DeserializeOwned>(
+    pub async fn get<T: DeserializeOwned>(
         &self,
         keys: impl IntoKeys,
     ) -> Result<Option<WideStored<T>>> {
@@ -301,7 +301,7 @@ impl WideEntities {
     /// # Errors
     /// Before any request: as [`WideEntities::split`]. [`Error::PreconditionFailed`] when
     /// conflicts outlast the account's conflict-retry limit; transport and service errors.
-    pub async fn write(&self, entity: &impl AsEntity) -> Result<WideVersion> {
+    pub async fn upsert(&self, entity: &impl AsEntity) -> Result<WideVersion> {
         let split = self.split(entity)?;
         let keys = split.keys();
         let span = tracing::debug_span!("tablekit.wide.write", table = %self.table.name(), shards = split.len());
@@ -328,7 +328,7 @@ impl WideEntities {
     ///
     /// # Errors
     /// Invalid keys, before any request. As [`WideEntities::split`] for the new value (not
-    /// retried), and as [`WideEntities::write`].
+    /// retried), and as [`WideEntities::upsert`].
     pub async fn update_with<T, F>(&self, keys: impl IntoKeys, change: F) -> Result<WideStored<T>>
     where
         T: Serialize + DeserializeOwned,
@@ -343,7 +343,7 @@ impl WideEntities {
             .account()
             .conflict_loop()
             .run(|_| async move {
-                let current = self.read::<T>(keys).await?;
+                let current = self.get::<T>(keys).await?;
                 let (old, version) = match current {
                     Some(stored) => (Some(stored.value), Some(stored.version)),
                     None => (None, None),

@@ -32,7 +32,7 @@ async fn an_add_whose_merge_response_was_lost_counts_once() {
     // The merge lands, its response is lost, the retry meets 412: the stored value is ours.
     assert_eq!(series.add(KEYS, "H09", 1).await.unwrap(), 2);
     assert_eq!(proxy.stats().faults_injected.drop_response, 1);
-    let read = series.read(KEYS).await.unwrap().unwrap().value;
+    let read = series.get(KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.get("H09"), Some(2), "counted once, not twice");
     table.delete_table().await.unwrap();
 }
@@ -61,7 +61,7 @@ async fn an_add_refused_with_503_while_another_writer_added_is_not_lost() {
     }
     assert_eq!(theirs.add(KEYS, "H09", 1).await.unwrap(), 6);
     assert_eq!(adding.await.unwrap().unwrap(), 7);
-    let read = theirs.read(KEYS).await.unwrap().unwrap().value;
+    let read = theirs.get(KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.get("H09"), Some(7), "both increments counted");
     direct.delete_table().await.unwrap();
 }
@@ -112,7 +112,7 @@ async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
     let faults = proxy.stats().faults_injected;
     assert!(faults.drop_response > 0, "{faults:?}");
     let reader: Series = Series::new(direct.clone(), SeriesLayout::hours());
-    let read = reader.read(KEYS).await.unwrap().unwrap().value;
+    let read = reader.get(KEYS).await.unwrap().unwrap().value;
     assert_eq!(
         read.get("H13"),
         Some(writers * adds),
@@ -158,7 +158,7 @@ async fn an_add_that_gives_up_says_whether_it_was_counted() {
     assert_ne!(err.kind(), tablekit_core::ErrorKind::Indeterminate, "{err}");
     proxy.clear();
     assert_eq!(series.add(KEYS, "H09", 1).await.unwrap(), 3);
-    let read = series.read(KEYS).await.unwrap().unwrap().value;
+    let read = series.get(KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.get("H09"), Some(3), "each add counted once");
     table.delete_table().await.unwrap();
 }

@@ -24,7 +24,7 @@ async fn merging_one_slot_leaves_the_other_23_unchanged() {
     let series: Series = Series::new(table.clone(), SeriesLayout::hours());
     let hours: Vec<(String, i64)> = (0..24).map(|h| (format!("H{h:02}"), 100 + h)).collect();
     series
-        .set_many(KEYS, hours.iter().map(|(s, v)| (s.as_str(), *v)))
+        .upsert_slots(KEYS, hours.iter().map(|(s, v)| (s.as_str(), *v)))
         .await
         .unwrap();
     // A property that is not a slot survives slot writes too.
@@ -35,11 +35,11 @@ async fn merging_one_slot_leaves_the_other_23_unchanged() {
         )
         .await
         .unwrap();
-    let before = series.read(KEYS).await.unwrap().unwrap();
+    let before = series.get(KEYS).await.unwrap().unwrap();
 
-    series.set(KEYS, "H13", 999).await.unwrap();
+    series.upsert_slot(KEYS, "H13", 999).await.unwrap();
 
-    let after = series.read(KEYS).await.unwrap().unwrap();
+    let after = series.get(KEYS).await.unwrap().unwrap();
     assert_ne!(after.etag, before.etag);
     assert_eq!(after.value.get("H13"), Some(999));
     for (slot, value) in after.value.iter().filter(|(s, _)| *s != "H13") {
@@ -85,27 +85,27 @@ async fn every_operation_costs_what_its_docs_say() {
     );
 
     metrics.reset();
-    series.set(KEYS, "H10", 3).await.unwrap();
+    series.upsert_slot(KEYS, "H10", 3).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(spent.requests(), 1, "set is one unconditional merge");
     assert_eq!(spent.requests_of(RequestKind::UpsertMerge), 1);
 
     metrics.reset();
     series
-        .set_many(KEYS, [("H11", 1), ("H12", 2)])
+        .upsert_slots(KEYS, [("H11", 1), ("H12", 2)])
         .await
         .unwrap();
     assert_eq!(metrics.snapshot().requests_of(RequestKind::UpsertMerge), 1);
     assert_eq!(metrics.snapshot().requests(), 1);
 
-    // `set` creates a missing series too, still in one request.
+    // `upsert_slot` creates a missing series too, still in one request.
     let other = ("000224", "ImPerHour");
     metrics.reset();
-    series.set(other, "H00", 1).await.unwrap();
+    series.upsert_slot(other, "H00", 1).await.unwrap();
     assert_eq!(metrics.snapshot().requests(), 1);
 
     metrics.reset();
-    let read = series.read(KEYS).await.unwrap().unwrap();
+    let read = series.get(KEYS).await.unwrap().unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         1,
@@ -120,7 +120,7 @@ async fn every_operation_costs_what_its_docs_say() {
     assert_eq!(written, [("H09", 7), ("H10", 3), ("H11", 1), ("H12", 2)]);
     assert_eq!(read.value.get_or_zero("H00"), 0);
 
-    let other_read = series.read(other).await.unwrap().unwrap();
+    let other_read = series.get(other).await.unwrap().unwrap();
     metrics.reset();
     series.delete(other, other_read.if_match()).await.unwrap();
     assert_eq!(
@@ -140,19 +140,19 @@ async fn every_operation_costs_what_its_docs_say() {
     assert!(!series.delete_if_exists(KEYS).await.unwrap());
     assert_eq!(metrics.snapshot().requests(), 2, "one per delete");
     metrics.reset();
-    assert!(series.read(KEYS).await.unwrap().is_none());
+    assert!(series.get(KEYS).await.unwrap().is_none());
     assert_eq!(metrics.snapshot().requests(), 1);
 
     // Unknown slots are refused before any request.
     metrics.reset();
     for err in [
-        series.set(KEYS, "H24", 1).await.unwrap_err(),
+        series.upsert_slot(KEYS, "H24", 1).await.unwrap_err(),
         series.add(KEYS, "h01", 1).await.unwrap_err(),
     ] {
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     }
     let err = series
-        .set_many(KEYS, [("H01", 1), ("H01", 2)])
+        .upsert_slots(KEYS, [("H01", 1), ("H01", 2)])
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
@@ -176,9 +176,9 @@ async fn deleting_a_missing_series_is_not_found_and_delete_if_exists_says_false(
     assert!(!series.delete_if_exists(KEYS).await.unwrap());
     assert_eq!(metrics.snapshot().requests(), 2, "one request each");
 
-    series.set(KEYS, "H00", 1).await.unwrap();
+    series.upsert_slot(KEYS, "H00", 1).await.unwrap();
     series.delete(KEYS, IfMatch::Any).await.unwrap();
-    assert!(series.read(KEYS).await.unwrap().is_none());
+    assert!(series.get(KEYS).await.unwrap().is_none());
 
     // Keys that are not keys are refused before any request.
     metrics.reset();
@@ -197,7 +197,7 @@ async fn sixteen_tasks_adding_fifty_times_end_at_exactly_800() {
     let account = common::contended_account();
     let series: Series = Series::new(common::reopen(&table, &account), SeriesLayout::hours());
     series
-        .set_many(KEYS, [("H12", 42), ("H14", 7)])
+        .upsert_slots(KEYS, [("H12", 42), ("H14", 7)])
         .await
         .unwrap();
     let tasks: Vec<_> = (0..16)
@@ -213,7 +213,7 @@ async fn sixteen_tasks_adding_fifty_times_end_at_exactly_800() {
     for task in tasks {
         task.await.unwrap();
     }
-    let read = series.read(KEYS).await.unwrap().unwrap().value;
+    let read = series.get(KEYS).await.unwrap().unwrap().value;
     assert_eq!(read.get("H13"), Some(800), "no increment is lost");
     assert_eq!((read.get("H12"), read.get("H14")), (Some(42), Some(7)));
     assert_eq!(read.iter().filter(|(_, v)| v.is_some()).count(), 3);
@@ -288,7 +288,7 @@ async fn the_read_etag_detects_a_lost_update_and_the_wildcard_loses_it() {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    let read = counter.read(sales).await.unwrap().unwrap();
+    let read = counter.get(sales).await.unwrap().unwrap();
     assert_eq!(read.value.get("EmployeeCount"), Some(10));
     table.delete_table().await.unwrap();
 }
@@ -306,7 +306,7 @@ async fn stored_values_of_another_type_are_typed_errors_and_doubles_work() {
         matches!(&err, tablekit_core::Error::Decode { property, .. } if property == "H01"),
         "{err}"
     );
-    assert!(series.read(KEYS).await.is_err());
+    assert!(series.get(KEYS).await.is_err());
     // An Int32 written by another SDK reads as an i64 slot.
     table
         .upsert_merge(&bag(
@@ -319,9 +319,9 @@ async fn stored_values_of_another_type_are_typed_errors_and_doubles_work() {
 
     let cpu: Series<f64> = Series::new(table.clone(), SeriesLayout::numbered::<60>("M").unwrap());
     let host = ("web01", "CpuPerMinute");
-    cpu.set(host, "M07", 0.25).await.unwrap();
+    cpu.upsert_slot(host, "M07", 0.25).await.unwrap();
     assert_eq!(cpu.add(host, "M07", 0.5).await.unwrap(), 0.75);
-    let read = cpu.read(host).await.unwrap().unwrap();
+    let read = cpu.get(host).await.unwrap().unwrap();
     assert_eq!(read.value.get("M07"), Some(0.75));
     assert_eq!(read.value.values().len(), 60);
     table.delete_table().await.unwrap();
@@ -346,9 +346,9 @@ async fn adds_keep_a_ledger_of_their_ids_unless_the_layout_fills_the_entity() {
         let distinct: std::collections::BTreeSet<_> = ledger.iter().collect();
         assert_eq!(distinct.len(), ledger.len(), "one id per add");
     }
-    // `set` leaves the ledger alone; `read` does not show it.
-    series.set(KEYS, "H02", 7).await.unwrap();
-    let read = series.read(KEYS).await.unwrap().unwrap().value;
+    // `upsert_slot` leaves the ledger alone; `get` does not show it.
+    series.upsert_slot(KEYS, "H02", 7).await.unwrap();
+    let read = series.get(KEYS).await.unwrap().unwrap().value;
     assert_eq!((read.get("H01"), read.get("H02")), (Some(40), Some(7)));
     assert!(read.other().is_empty());
 

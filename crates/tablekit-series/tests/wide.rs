@@ -32,7 +32,7 @@ const KEYS: (&str, &str) = ("000223", "DailyIm");
 
 /// The year at `keys`, joined from its shards.
 async fn read_year(wide: &WideEntities, keys: impl IntoKeys) -> Result<Option<WideStored<Year>>> {
-    wide.read(keys).await
+    wide.get(keys).await
 }
 
 /// The properties at `keys`, joined from its shards.
@@ -40,7 +40,7 @@ async fn read_raw(
     wide: &WideEntities,
     keys: impl IntoKeys,
 ) -> Result<Option<WideStored<Properties>>> {
-    wide.read(keys).await
+    wide.get(keys).await
 }
 
 /// The year at `keys` whose day `d` holds `seed × 1000 + d`.
@@ -142,7 +142,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     assert_eq!(text, 3 << 20);
 
     metrics.reset();
-    let version = wide.write(&bag(keys, big.clone())).await.unwrap();
+    let version = wide.upsert(&bag(keys, big.clone())).await.unwrap();
     let spent = metrics.snapshot();
     assert_eq!(
         spent.requests(),
@@ -159,7 +159,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
 
     // 3 shards → 1: one transaction replaces shard 01 and deletes the other two.
     let three = strings(40, 30_000);
-    let version = wide.write(&bag(keys, three)).await.unwrap();
+    let version = wide.upsert(&bag(keys, three)).await.unwrap();
     assert_eq!(version.shards.len(), 3);
     assert_eq!(
         row_keys(&table, "reports").await,
@@ -167,7 +167,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     );
     let small = Properties::new().with("Summary", "quiet year");
     metrics.reset();
-    let version = wide.write(&bag(keys, small.clone())).await.unwrap();
+    let version = wide.upsert(&bag(keys, small.clone())).await.unwrap();
     assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
     assert_eq!(version.shards.len(), 1);
     assert_eq!(
@@ -270,7 +270,7 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
         })
         .collect();
     for err in [
-        wide.write(&bag(keys, binary.clone())).await.unwrap_err(),
+        wide.upsert(&bag(keys, binary.clone())).await.unwrap_err(),
         wide.insert(&bag(keys, binary)).await.unwrap_err(),
     ] {
         assert!(
@@ -286,12 +286,12 @@ async fn values_that_cannot_be_written_are_refused_before_any_request() {
     }
     let reserved = Properties::new().with(SHARD_COUNT_PROPERTY, 3);
     assert_eq!(
-        wide.write(&bag(keys, reserved)).await.unwrap_err().kind(),
+        wide.upsert(&bag(keys, reserved)).await.unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
     let too_long = Properties::new().with("S", "x".repeat(40_000));
     assert!(matches!(
-        wide.write(&bag(keys, too_long)).await.unwrap_err(),
+        wide.upsert(&bag(keys, too_long)).await.unwrap_err(),
         Error::LimitExceeded {
             limit: Limit::PropertyBytes { .. },
             ..
@@ -341,7 +341,7 @@ async fn shards_of_different_writes_are_never_joined() {
         ))
         .await
         .unwrap();
-    wide.write(&year(4)).await.unwrap();
+    wide.upsert(&year(4)).await.unwrap();
     assert_eq!(
         read_year(&wide, KEYS).await.unwrap().unwrap().value,
         year(4)
@@ -377,7 +377,7 @@ async fn concurrent_updates_of_a_wide_entity_are_never_lost() {
     let table = common::table("wideconc").await;
     let account = common::contended_account();
     let wide = WideEntities::new(common::reopen(&table, &account));
-    wide.write(&year(0)).await.unwrap();
+    wide.upsert(&year(0)).await.unwrap();
     let tasks: Vec<_> = (0..6)
         .map(|t| {
             let wide = wide.clone();

@@ -162,7 +162,7 @@ async fn an_eventual_job_runs_through_a_worker_on_tokens() {
         .expect("archived");
     assert_eq!(archived.value, jones);
     assert_eq!(queue.approximate_len().await.unwrap(), 0);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
     current.delete_table().await.unwrap();
     archive.delete_table().await.unwrap();
     assert_eq!(credential.calls(), 1);

@@ -114,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // ANCHOR_END: listing
 
-    container.delete().await?;
+    container.delete_container().await?;
     println!(
         "analytics-log-blobs: done, {} requests in total",
         metrics.snapshot().requests()

@@ -257,7 +257,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // ANCHOR_END: serve
     }
 
-    queue.delete().await?;
+    queue.delete_queues().await?;
     current.delete_table().await?;
     archive.delete_table().await?;
     println!("employee-archive: done");

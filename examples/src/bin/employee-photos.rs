@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use tablekit::azure::PutBlob;
+use tablekit::azure::UploadOptions;
 use tablekit::large::LargeEntities;
 use tablekit::large::{Large, PK_METADATA, RK_METADATA, SweepOptions};
 use tablekit::prelude::*;
@@ -65,7 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         email: "junc@contoso.com".into(),
     };
     let first = photo(5 << 20, 1);
-    let written = store.put(&jun, first.clone()).await?; // keys ("Sales", "000223") from the fields
+    let written = store.upsert(&jun, first.clone()).await?; // keys ("Sales", "000223") from the fields
     let reference = written.reference.expect("stored in a blob");
     println!("  entity references {reference}");
     // ANCHOR_END: write
@@ -103,7 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A new photo: uploaded under a new name, then the entity is switched to it under its
     // ETag, then the old blob is deleted. Readers see the old photo or the new one.
     let second = photo(2 << 20, 2);
-    let replaced = store.put(&jun, second.clone()).await?;
+    let replaced = store.upsert(&jun, second.clone()).await?;
     assert_ne!(replaced.reference.as_ref(), Some(&reference));
     // ANCHOR_END: replace
     report(
@@ -120,8 +120,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (PK_METADATA.to_owned(), "Sales".to_owned()),
         (RK_METADATA.to_owned(), "000223".to_owned()),
     ]);
-    let orphan = PutBlob::default().with_metadata(owner);
-    photos.put(&crashed, photo(1000, 3), orphan).await?;
+    let orphan = UploadOptions::default().with_metadata(owner);
+    photos.upload(&crashed, photo(1000, 3), orphan).await?;
 
     let before = metrics.snapshot();
     // ANCHOR: sweep
@@ -152,7 +152,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert!(photos.list(store.prefix()).await?.is_empty());
     table.delete_table().await?;
-    photos.delete().await?;
+    photos.delete_container().await?;
     println!(
         "employee-photos: done, {} requests in total",
         metrics.snapshot().requests()

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use tablekit::azure::{AccountBuilder, PutBlob, PutOptions, TablePermissions, TableSas};
+use tablekit::azure::{AccountBuilder, SendOptions, TablePermissions, TableSas, UploadOptions};
 use tablekit::prelude::*;
 use tablekit::testkit::{Claims, MintingCredential};
 use tablekit_examples::{report, unique_name};
@@ -92,8 +92,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let before = metrics.snapshot();
     let queue = account.queue(&unique_name("entra-jobs"))?;
     queue.create().await?;
-    queue.put(b"archive 000223", PutOptions::default()).await?;
-    let messages = queue.get(1, Duration::from_secs(30)).await?;
+    queue
+        .send(b"archive 000223", SendOptions::default())
+        .await?;
+    let messages = queue.receive(1, Duration::from_secs(30)).await?;
     queue.delete_message(&messages[0]).await?;
     report(
         "queue: create, put, get, delete message",
@@ -104,7 +106,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let photos = account.container(&unique_name("entra-photos"))?;
     photos.create().await?;
     photos
-        .put("000223.jpg", vec![0u8; 1024], PutBlob::default())
+        .upload("000223.jpg", vec![0u8; 1024], UploadOptions::default())
         .await?;
     let listed = photos.list("").await?;
     assert_eq!(listed.len(), 1);
@@ -123,8 +125,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ANCHOR_END: sas
 
     let before = metrics.snapshot();
-    photos.delete().await?;
-    queue.delete().await?;
+    photos.delete_container().await?;
+    queue.delete_queue().await?;
     table.delete_table().await?;
     report("clean up", &metrics.snapshot().since(&before));
     if let Some(credential) = &minted {

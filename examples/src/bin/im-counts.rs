@@ -69,14 +69,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let before = metrics.snapshot();
     // ANCHOR: series_set
     // A batch job that knows the exact count of an hour sets it: one unconditional merge.
-    hourly.set(jun, "H14", 7).await?;
+    hourly.upsert_slot(jun, "H14", 7).await?;
     // ANCHOR_END: series_set
     report("set H14 = 7", &metrics.snapshot().since(&before));
 
     let before = metrics.snapshot();
     // ANCHOR: series_read
     // The whole chart: one point read.
-    let chart = hourly.read(jun).await?.expect("written above").value;
+    let chart = hourly.get(jun).await?.expect("written above").value;
     assert_eq!(chart.get("H13"), Some(20), "no increment is lost");
     assert_eq!(chart.get("H14"), Some(7));
     assert_eq!(chart.get_or_zero("H15"), 0);
@@ -115,7 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = metrics.snapshot();
     // ANCHOR: wide_read
-    let read: WideStored<DailyIm> = daily.read(&year).await?.expect("inserted"); // one range query
+    let read: WideStored<DailyIm> = daily.get(&year).await?.expect("inserted"); // one range query
     assert_eq!(read.value, year);
     // ANCHOR_END: wide_read
     report(

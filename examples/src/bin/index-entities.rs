@@ -61,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A new last name: the employee and both lists change in one transaction.
     let mut ken = found[0].value.clone();
     ken.last_name = "Smith".into();
-    jones.put(&ken).await?;
+    jones.upsert(&ken).await?;
     // ANCHOR_END: same_partition_change
     meter.report("put 000152 as Smith (3 entities, 1 transaction)");
     assert_eq!(jones.ids("Sales", "Jones").await?, ["000223"]);
@@ -94,14 +94,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ANCHOR: eventual_change
     // The entity at once; its list entry moves when the job has run.
     ken.last_name = "Smith".into();
-    everyone.put(&ken).await?;
+    everyone.upsert(&ken).await?;
     worker.drain().await?;
     // ANCHOR_END: eventual_change
     meter.report("put 000152 as Smith (read, enqueue, write), the job and polls");
     let listed = everyone.ids("Jones").await?;
     assert_eq!(listed, [("Marketing".to_owned(), "000007".to_owned())]);
     meter.skip();
-    everyone.jobs().delete().await?;
+    everyone.jobs().delete_queues().await?;
 
     let container = account.container(&unique_name("directory-lists").to_lowercase())?;
     let queue = account.queue(&unique_name("directory-blobs").to_lowercase())?;
@@ -112,15 +112,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let in_blobs = EventualList::blobs(table.clone(), container.clone(), spec, queue);
     in_blobs.create().await?;
-    in_blobs.put(&ann).await?;
+    in_blobs.upsert(&ann).await?;
     in_blobs.worker(WorkerOptions::default()).drain().await?;
     let found = in_blobs.lookup("Jones").await?;
     // ANCHOR_END: blob
     meter.report("create, put (read, enqueue, write), the job and polls, lookup");
     assert_eq!(found[0].value.id, 7);
 
-    in_blobs.jobs().delete().await?;
-    container.delete().await?;
+    in_blobs.jobs().delete_queues().await?;
+    container.delete_container().await?;
     table.delete_table().await?;
     println!("index-entities: done, {} requests in total", meter.total());
     Ok(())

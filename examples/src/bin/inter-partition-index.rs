@@ -88,7 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .is_none()
     );
 
-    index.jobs().delete().await?;
+    index.jobs().delete_queues().await?;
     table.delete_table().await?;
     println!(
         "inter-partition-index: done, {} requests in total",

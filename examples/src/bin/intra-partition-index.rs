@@ -79,7 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A new email: the stale copy is deleted and the new one inserted in the same
     // transaction, guarded by the ETag read.
     jones.email = "jun.jones@contoso.com".into();
-    index.put(&jones).await?;
+    index.upsert(&jones).await?;
     // ANCHOR_END: put
     meter.report("put with a new email (a read, one transaction)");
     let old = index

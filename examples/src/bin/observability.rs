@@ -11,7 +11,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use tablekit::azure::PutOptions;
+use tablekit::azure::SendOptions;
 use tablekit::prelude::*;
 use tablekit_examples::unique_name;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -138,8 +138,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     let queue = account.queue(&unique_name("observed-jobs"))?;
     queue.create().await?;
-    queue.put(b"ship 0001", PutOptions::default()).await?;
-    queue.delete().await?;
+    queue.send(b"ship 0001", SendOptions::default()).await?;
+    queue.delete_queue().await?;
     table.delete_table().await?;
     // ANCHOR_END: requests
     println!("observability: {} orders of one customer", orders.len());

@@ -85,8 +85,8 @@ async fn check_copies(direct: &Account, names: &Names) -> Result<(), String> {
     }
 }
 
-/// `InterPartitionIndex::put` changes the email from A to B, the worker drains, another
-/// `put` changes it to C, the worker drains again: a copy write of the first job may land
+/// `InterPartitionIndex::upsert` changes the email from A to B, the worker drains, another
+/// `upsert` changes it to C, the worker drains again: a copy write of the first job may land
 /// late, after the second job's.
 pub struct PutTwice;
 
@@ -95,7 +95,7 @@ impl Scenario for PutTwice {
     type Report = Outcome;
 
     fn name(&self) -> &'static str {
-        "index.inter.put"
+        "index.inter.upsert"
     }
 
     fn invariant(&self) -> &'static str {
@@ -115,12 +115,12 @@ impl Scenario for PutTwice {
         let result = async {
             let mut e = names.before.clone();
             e.email = "b@contoso.com".into();
-            index.put(&e).await?;
+            index.upsert(&e).await?;
             // The first job runs before the second write.
             index.worker(worker_options()).drain().await?;
             e.email = "c@contoso.com".into();
             e.age = 40;
-            index.put(&e).await
+            index.upsert(&e).await
         }
         .await;
         Outcome::of(&result)
@@ -146,7 +146,7 @@ impl Scenario for PutTwice {
         if let Ok(Some(current)) = index.get("Sales", names.before.id.as_str()).await {
             let mut e = current.value.clone();
             e.age += 100;
-            let _ = index.put(&e).await;
+            let _ = index.upsert(&e).await;
         }
     }
 

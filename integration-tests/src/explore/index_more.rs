@@ -264,7 +264,7 @@ mod intra {
         Delete,
     }
 
-    /// `insert` of a new employee; `put` changing the email; `replace` of the entity as read
+    /// `insert` of a new employee; `upsert` changing the email; `replace` of the entity as read
     /// changing the email; `delete` of the entity as read with its ETag.
     pub(super) struct Write(pub(super) Op);
 
@@ -297,7 +297,7 @@ mod intra {
         fn name(&self) -> &'static str {
             match self.0 {
                 Op::Insert => "index.intra.insert",
-                Op::Put => "index.intra.put",
+                Op::Put => "index.intra.upsert",
                 Op::Replace => "index.intra.replace",
                 Op::Delete => "index.intra.delete",
             }
@@ -334,7 +334,7 @@ mod intra {
             let id = prepared().id;
             let result = match self.0 {
                 Op::Insert => index.insert(&prepared()).await.map(drop),
-                Op::Put => index.put(&written()).await.map(drop),
+                Op::Put => index.upsert(&written()).await.map(drop),
                 Op::Replace => {
                     async {
                         let current = index.get("Sales", id.as_str()).await?.expect("prepared");
@@ -353,14 +353,14 @@ mod intra {
             Outcome::of(&result)
         }
 
-        /// Another writer through the index: for an insert, a `put` of the same employee
+        /// Another writer through the index: for an insert, an `upsert` of the same employee
         /// with another email; otherwise a `replace` of the entity it reads (if any) with
         /// another email.
         async fn act(&self, ctx: &Ctx, direct: &Account, _actor: u8) {
             let index = index(direct, &ctx.table);
             let x = actor_value();
             let stored = match self.0 {
-                Op::Insert => index.put(&x).await.is_ok(),
+                Op::Insert => index.upsert(&x).await.is_ok(),
                 _ => match index.get("Sales", x.id.as_str()).await {
                     Ok(Some(current)) => index.replace(&current, &x).await.is_ok(),
                     _ => false,
@@ -551,13 +551,13 @@ mod inter {
             drain(account, names).await
         }
 
-        /// Another writer through the index: for an insert, a `put` of the same employee
-        /// with another email; for a delete, a `put` with another email if it is there.
+        /// Another writer through the index: for an insert, an `upsert` of the same employee
+        /// with another email; for a delete, an `upsert` with another email if it is there.
         async fn act(&self, names: &Names, direct: &Account, _actor: u8) {
             let index = index(direct, names);
             let x = actor_value();
             let present = matches!(index.get("Sales", x.id.as_str()).await, Ok(Some(_)));
-            if (present || matches!(self.0, Op::Insert)) && index.put(&x).await.is_ok() {
+            if (present || matches!(self.0, Op::Insert)) && index.upsert(&x).await.is_ok() {
                 names.acted.record(&x);
             }
         }
@@ -587,7 +587,7 @@ mod inter {
     /// The job of a write runs (the operation is the drain) — a copy write in flight when
     /// the process stops, say — then a second write changes the value again and its job
     /// runs, then the first job's message comes back. Prepared: inserted with email A and
-    /// drained, then `put` with email B (job 1 queued). Recovery: `put` with email C, drain.
+    /// drained, then `upsert` with email B (job 1 queued). Recovery: `upsert` with email C, drain.
     ///
     /// With `Some(cut)`, the worker's process stops `cut` after it starts — long after a
     /// fault-free drain ends, long before a copy write applied late lands — so a single late
@@ -647,7 +647,7 @@ mod inter {
                 .map_err(|e| e.to_string())?;
             drain(direct, &names).await?;
             index
-                .put(&email("b@contoso.com"))
+                .upsert(&email("b@contoso.com"))
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(names)
@@ -673,7 +673,7 @@ mod inter {
             _report: Option<&Drained>,
         ) -> Result<(), String> {
             index(account, names)
-                .put(&email("c@contoso.com"))
+                .upsert(&email("c@contoso.com"))
                 .await
                 .map_err(|e| e.to_string())?;
             drain(account, names).await
@@ -685,7 +685,7 @@ mod inter {
             if let Ok(Some(current)) = index.get("Sales", prepared().id.as_str()).await {
                 let mut e = current.value.clone();
                 e.age += 100;
-                let _ = index.put(&e).await;
+                let _ = index.upsert(&e).await;
             }
         }
 
@@ -728,7 +728,7 @@ mod lists {
         Employee::jones("Sales", 152)
     }
 
-    /// What a `put` makes of Jones 223: Smith.
+    /// What an `upsert` makes of Jones 223: Smith.
     fn smith() -> Employee {
         Employee {
             last_name: "Smith".into(),
@@ -835,7 +835,7 @@ mod lists {
         Blobs,
     }
 
-    /// `EventualList::insert` (Jones 223), `put` (Jones → Smith) or `delete` (by keys), the
+    /// `EventualList::insert` (Jones 223), `upsert` (Jones → Smith) or `delete` (by keys), the
     /// worker draining afterwards; Jones 152 stays listed throughout.
     pub(super) struct Eventual(pub(super) Store, pub(super) Op);
 
@@ -880,10 +880,10 @@ mod lists {
         fn name(&self) -> &'static str {
             match (self.0, self.1) {
                 (Store::Separate, Op::Insert) => "index.list.eventual.separate.insert",
-                (Store::Separate, Op::Put) => "index.list.eventual.separate.put",
+                (Store::Separate, Op::Put) => "index.list.eventual.separate.upsert",
                 (Store::Separate, Op::Delete) => "index.list.eventual.separate.delete",
                 (Store::Blobs, Op::Insert) => "index.list.eventual.blobs.insert",
-                (Store::Blobs, Op::Put) => "index.list.eventual.blobs.put",
+                (Store::Blobs, Op::Put) => "index.list.eventual.blobs.upsert",
                 (Store::Blobs, Op::Delete) => "index.list.eventual.blobs.delete",
             }
         }
@@ -924,7 +924,7 @@ mod lists {
             let list = eventual(account, ctx);
             let result = match self.1 {
                 Op::Insert => list.insert(&jones()).await.map(drop),
-                Op::Put => list.put(&smith()).await.map(drop),
+                Op::Put => list.upsert(&smith()).await.map(drop),
                 Op::Delete => list.delete(&jones(), IfMatch::Any).await,
             };
             Outcome::of(&result)
@@ -940,7 +940,7 @@ mod lists {
         }
 
         /// Two other writers through the list: actor 0 hires Jones 224 (onto the list the
-        /// operation changes); actor 1 makes Jones 223 a Brown (`put`) — for an insert,
+        /// operation changes); actor 1 makes Jones 223 a Brown (`upsert`) — for an insert,
         /// whether it is there or not; otherwise only if it is there.
         async fn act(&self, ctx: &EventualCtx, direct: &Account, actor: u8) {
             let list = eventual(direct, ctx);
@@ -951,7 +951,7 @@ mod lists {
                 return;
             }
             let present = matches!(list.table().get::<Properties>(&jones()).await, Ok(Some(_)));
-            if (present || matches!(self.1, Op::Insert)) && list.put(&brown()).await.is_ok() {
+            if (present || matches!(self.1, Op::Insert)) && list.upsert(&brown()).await.is_ok() {
                 ctx.acted.record(&brown());
             }
         }
@@ -984,7 +984,7 @@ mod lists {
         }
     }
 
-    /// `SamePartitionList::insert` (Jones 223), `put` (Jones → Smith) or `delete` (by keys);
+    /// `SamePartitionList::insert` (Jones 223), `upsert` (Jones → Smith) or `delete` (by keys);
     /// Jones 152 stays listed throughout.
     pub(super) struct Same(pub(super) Op);
 
@@ -1045,14 +1045,14 @@ mod lists {
             let list = same(account, &ctx.table);
             let result = match self.0 {
                 Op::Insert => list.insert(&jones()).await.map(drop),
-                Op::Put => list.put(&smith()).await.map(drop),
+                Op::Put => list.upsert(&smith()).await.map(drop),
                 Op::Delete => list.delete(&jones(), IfMatch::Any).await,
             };
             Outcome::of(&result)
         }
 
         /// Two other writers through the list: actor 0 hires Jones 224 (onto the list the
-        /// operation changes); actor 1 makes Jones 223 a Brown — a `put` for an insert,
+        /// operation changes); actor 1 makes Jones 223 a Brown — an `upsert` for an insert,
         /// otherwise a `replace` of the entity it reads, if any.
         async fn act(&self, ctx: &SameCtx, direct: &Account, actor: u8) {
             let list = same(direct, &ctx.table);
@@ -1063,7 +1063,7 @@ mod lists {
                 return;
             }
             let stored = match self.0 {
-                Op::Insert => list.put(&brown()).await.is_ok(),
+                Op::Insert => list.upsert(&brown()).await.is_ok(),
                 _ => match list.table().get::<Employee>(&jones()).await {
                     Ok(Some(current)) => list.replace(&current, &brown()).await.is_ok(),
                     _ => false,
@@ -1454,7 +1454,7 @@ mod relations {
         acted: Mutex<Vec<Properties>>,
     }
 
-    /// `CompoundRows::put` of a review (2013) and `delete` of another (2012) of employee 123,
+    /// `CompoundRows::upsert` of a review (2013) and `delete` of another (2012) of employee 123,
     /// beside employee 124's rows.
     pub(super) struct CompoundWrite;
 
@@ -1488,7 +1488,7 @@ mod relations {
                 (&["empid", "124", "2012"], row("Rating", 4)),
             ];
             for (components, value) in puts {
-                rows.put("Sales", components, &value)
+                rows.upsert("Sales", components, &value)
                     .await
                     .map_err(|e| e.to_string())?;
             }
@@ -1501,7 +1501,7 @@ mod relations {
         async fn operate(&self, ctx: &CompoundCtx, account: &Account) -> Vec<Outcome> {
             let rows = reviews(account, &ctx.table);
             let put = rows
-                .put("Sales", ["empid", "123", "2013"], &row("Rating", 5))
+                .upsert("Sales", ["empid", "123", "2013"], &row("Rating", 5))
                 .await;
             let deleted = rows
                 .delete("Sales", ["empid", "123", "2012"], IfMatch::Any)
@@ -1513,7 +1513,7 @@ mod relations {
         async fn act(&self, ctx: &CompoundCtx, direct: &Account, _actor: u8) {
             let value = row("Age", 35);
             if reviews(direct, &ctx.table)
-                .put("Sales", ["empid", "123"], &value)
+                .upsert("Sales", ["empid", "123"], &value)
                 .await
                 .is_ok()
             {
@@ -1914,9 +1914,9 @@ mod backfill {
                 ..Employee::jones("Sales", 104)
             };
             let written = match self.0 {
-                Layout::Intra => intra::index(direct, &ctx.table).put(&e).await.is_ok(),
+                Layout::Intra => intra::index(direct, &ctx.table).upsert(&e).await.is_ok(),
                 Layout::Inter => inter::index(direct, &inter_names(ctx))
-                    .put(&e)
+                    .upsert(&e)
                     .await
                     .is_ok(),
             };
@@ -2332,7 +2332,7 @@ mod reads {
                 }
             }
             for (components, value) in puts {
-                rows.put("Sales", &components, &value)
+                rows.upsert("Sales", &components, &value)
                     .await
                     .map_err(|e| e.to_string())?;
             }

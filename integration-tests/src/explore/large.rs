@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tablekit_azure::{Account, BlobCondition, PutBlob, RetryPolicy, Settings};
+use tablekit_azure::{Account, BlobCondition, RetryPolicy, Settings, UploadOptions};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_large::{GRACE_METADATA, LargeEntities, PK_METADATA, RK_METADATA, SweepOptions};
 use tablekit_testkit::explore::{Entry, Scenario};
@@ -204,7 +204,7 @@ pub struct PutCtx {
     actor_ran: AtomicBool,
 }
 
-/// `LargeEntities::put`, of a new entity or over an existing one, with a concurrent `put`
+/// `LargeEntities::upsert`, of a new entity or over an existing one, with a concurrent `upsert`
 /// of another value as the actor.
 pub struct Put {
     existing: bool,
@@ -216,9 +216,9 @@ impl Scenario for Put {
 
     fn name(&self) -> &'static str {
         if self.existing {
-            "large.put.overwrite"
+            "large.upsert.overwrite"
         } else {
-            "large.put.new"
+            "large.upsert.new"
         }
     }
 
@@ -239,7 +239,7 @@ impl Scenario for Put {
         if self.existing {
             names
                 .store(direct)
-                .put(&entity("old"), payload("old"))
+                .upsert(&entity("old"), payload("old"))
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -251,7 +251,7 @@ impl Scenario for Put {
 
     async fn operate(&self, ctx: &PutCtx, account: &Account) -> Outcome {
         let store = ctx.names.store(account);
-        Outcome::of(&store.put(&entity("op"), payload("op")).await)
+        Outcome::of(&store.upsert(&entity("op"), payload("op")).await)
     }
 
     async fn recover(
@@ -266,7 +266,11 @@ impl Scenario for Put {
     /// Another process puts its own value.
     async fn act(&self, ctx: &PutCtx, direct: &Account, _actor: u8) {
         let store = ctx.names.store(direct);
-        if store.put(&entity("actor"), payload("actor")).await.is_ok() {
+        if store
+            .upsert(&entity("actor"), payload("actor"))
+            .await
+            .is_ok()
+        {
             ctx.actor_ran.store(true, Ordering::SeqCst);
         }
     }
@@ -302,7 +306,7 @@ impl Scenario for Put {
     }
 }
 
-/// `LargeEntities::delete` with `IfMatch::Any`, with a concurrent `put` as the actor.
+/// `LargeEntities::delete` with `IfMatch::Any`, with a concurrent `upsert` as the actor.
 pub struct Delete;
 
 impl Scenario for Delete {
@@ -329,7 +333,7 @@ impl Scenario for Delete {
         let names = Names::create(direct, "xlargedel", grace_for(&self.settings())).await?;
         names
             .store(direct)
-            .put(&entity("old"), payload("old"))
+            .upsert(&entity("old"), payload("old"))
             .await
             .map_err(|e| e.to_string())?;
         Ok(PutCtx {
@@ -355,7 +359,11 @@ impl Scenario for Delete {
     /// Another process puts a value of its own.
     async fn act(&self, ctx: &PutCtx, direct: &Account, _actor: u8) {
         let store = ctx.names.store(direct);
-        if store.put(&entity("actor"), payload("actor")).await.is_ok() {
+        if store
+            .upsert(&entity("actor"), payload("actor"))
+            .await
+            .is_ok()
+        {
             ctx.actor_ran.store(true, Ordering::SeqCst);
         }
     }
@@ -421,7 +429,7 @@ impl Aged {
         let names = Names::create(direct, "xlargesweep", grace).await?;
         let store = names.store(direct);
         store
-            .put(&entity("old"), payload("old"))
+            .upsert(&entity("old"), payload("old"))
             .await
             .map_err(|e| e.to_string())?;
         // What failed writes leave: a blob of the entity it no longer references, and one of
@@ -437,12 +445,12 @@ impl Aged {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
-            let options = PutBlob::default()
+            let options = UploadOptions::default()
                 .with_metadata(metadata)
                 .with_condition(BlobCondition::IfNotExists);
             store
                 .container()
-                .put(&name, payload("orphan"), options)
+                .upload(&name, payload("orphan"), options)
                 .await
                 .map_err(|e| e.to_string())?;
             orphans.push(name);
@@ -464,7 +472,7 @@ pub struct SweepCtx {
     proxies: Mutex<Option<Arc<Proxied>>>,
 }
 
-/// `LargeEntities::sweep` with the store's grace, with a `put` of the entity in flight as the
+/// `LargeEntities::sweep` with the store's grace, with an `upsert` of the entity in flight as the
 /// actor: started while the sweep's request is held, its upload done, its entity write held
 /// at a proxy of its own while the sweep goes on.
 #[derive(Default)]
@@ -550,7 +558,7 @@ impl Scenario for Sweep {
         let store = ctx.names.store(&proxies.account);
         let writer = tokio::spawn(async move {
             store
-                .put(&entity("actor"), payload("actor"))
+                .upsert(&entity("actor"), payload("actor"))
                 .await
                 .map(|w| w.reference.map(|r| r.name).unwrap_or_default())
                 .map_err(|e| format!("the concurrent put failed: {e}"))

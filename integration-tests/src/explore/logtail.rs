@@ -924,7 +924,7 @@ impl Scenario for BlobFlush {
         let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for info in &listed {
             let blob = container
-                .get(&info.name)
+                .download(&info.name)
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("{} listed, then missing", info.name))?;

@@ -106,12 +106,12 @@ pub const SKEW: std::time::Duration = std::time::Duration::from_millis(500);
 pub async fn left_on<J>(jobs: &tablekit_eventual::JobQueue<J>) -> Result<(usize, usize), String> {
     let queued = jobs
         .queue()
-        .approximate_count()
+        .approximate_len()
         .await
         .map_err(|e| e.to_string())?;
     let poisoned = jobs
         .poison()
-        .approximate_count()
+        .approximate_len()
         .await
         .map_err(|e| e.to_string())?;
     Ok((queued, poisoned))

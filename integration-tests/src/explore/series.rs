@@ -34,7 +34,7 @@ fn series(account: &Account, table: &str) -> Series {
 /// The series' slots that the scenarios touch, read directly.
 async fn slots(direct: &Account, table: &str) -> Result<(Option<i64>, Option<i64>), String> {
     let read = series(direct, table)
-        .read(SERIES)
+        .get(SERIES)
         .await
         .map_err(|e| format!("reading the series: {e}"))?
         .ok_or("the series is gone")?;
@@ -56,7 +56,7 @@ pub struct SeriesCtx {
 async fn prepare_series(direct: &Account, prefix: &str) -> Result<SeriesCtx, String> {
     let table = new_table(direct, prefix).await?;
     series(direct, &table)
-        .set_many(SERIES, [("H13", 5), ("H14", 1)])
+        .upsert_slots(SERIES, [("H13", 5), ("H14", 1)])
         .await
         .map_err(|e| e.to_string())?;
     Ok(SeriesCtx {
@@ -90,7 +90,7 @@ pub struct SlotReport {
     read: Option<Option<i64>>,
 }
 
-/// `Series::set` of one slot, with another writer adding to another slot meanwhile.
+/// `Series::upsert_slot` of one slot, with another writer adding to another slot meanwhile.
 pub struct Set;
 
 impl Scenario for Set {
@@ -98,7 +98,7 @@ impl Scenario for Set {
     type Report = SlotReport;
 
     fn name(&self) -> &'static str {
-        "series.set"
+        "series.upsert_slot"
     }
 
     fn invariant(&self) -> &'static str {
@@ -115,10 +115,10 @@ impl Scenario for Set {
 
     async fn operate(&self, ctx: &SeriesCtx, account: &Account) -> SlotReport {
         let series = series(account, &ctx.table);
-        let set = series.set(SERIES, "H14", 7).await;
+        let set = series.upsert_slot(SERIES, "H14", 7).await;
         let read = match &set {
             Ok(_) => series
-                .read(SERIES)
+                .get(SERIES)
                 .await
                 .ok()
                 .flatten()
@@ -143,7 +143,7 @@ impl Scenario for Set {
             return Ok(());
         }
         series(account, &ctx.table)
-            .set(SERIES, "H14", 7)
+            .upsert_slot(SERIES, "H14", 7)
             .await
             .map(drop)
             .map_err(|e| format!("the repeated set failed: {e}"))
@@ -367,7 +367,7 @@ fn whose(props: &Properties) -> Result<i64, String> {
 /// the shards of that value (a narrower write deletes the shards it no longer needs).
 async fn wide_now(direct: &Account, table: &str) -> Result<Wide, String> {
     let read = wide(direct, table)
-        .read::<Properties>(WIDE)
+        .get::<Properties>(WIDE)
         .await
         .map_err(|e| format!("reading the wide entity: {e}"))?;
     let rows = rows(&direct.table(table).map_err(|e| e.to_string())?, WIDE.0).await?;
@@ -399,7 +399,7 @@ pub struct WideCtx {
 async fn prepare_wide(direct: &Account, prefix: &str) -> Result<WideCtx, String> {
     let table = new_table(direct, prefix).await?;
     wide(direct, &table)
-        .write(&year(OLD.0, OLD.1))
+        .upsert(&year(OLD.0, OLD.1))
         .await
         .map_err(|e| e.to_string())?;
     Ok(WideCtx {
@@ -411,7 +411,7 @@ async fn prepare_wide(direct: &Account, prefix: &str) -> Result<WideCtx, String>
 /// Another process writes its own value (three shards).
 async fn write_actor(ctx: &WideCtx, direct: &Account) {
     if wide(direct, &ctx.table)
-        .write(&year(ACTOR.0, ACTOR.1))
+        .upsert(&year(ACTOR.0, ACTOR.1))
         .await
         .is_ok()
     {
@@ -426,7 +426,7 @@ pub struct WideReport {
     read: Option<Result<i64, String>>,
 }
 
-/// `WideEntities::write` of a narrower value (two shards become one), and a read after it.
+/// `WideEntities::upsert` of a narrower value (two shards become one), and a read after it.
 pub struct WideWrite;
 
 impl Scenario for WideWrite {
@@ -434,7 +434,7 @@ impl Scenario for WideWrite {
     type Report = WideReport;
 
     fn name(&self) -> &'static str {
-        "series.wide.write"
+        "series.wide.upsert"
     }
 
     fn invariant(&self) -> &'static str {
@@ -451,9 +451,9 @@ impl Scenario for WideWrite {
 
     async fn operate(&self, ctx: &WideCtx, account: &Account) -> WideReport {
         let wide = wide(account, &ctx.table);
-        let written = wide.write(&year(OP.0, OP.1)).await;
+        let written = wide.upsert(&year(OP.0, OP.1)).await;
         let read = match &written {
-            Ok(_) => match wide.read::<Properties>(WIDE).await {
+            Ok(_) => match wide.get::<Properties>(WIDE).await {
                 Ok(Some(read)) => Some(whose(&read.value)),
                 Ok(None) => Some(Err("absent".into())),
                 Err(e) if e.kind() == ErrorKind::Corrupt => Some(Err(e.to_string())),

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{PutOptions, Table};
+use tablekit_azure::{SendOptions, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Keys, Properties};
@@ -157,7 +157,7 @@ async fn worker(
             }
             7 => {
                 queue
-                    .put(format!("task {task}").as_bytes(), PutOptions::default())
+                    .send(format!("task {task}").as_bytes(), SendOptions::default())
                     .await
                     .unwrap();
                 tally.queued.fetch_add(1, Ordering::Relaxed);
@@ -249,7 +249,7 @@ async fn sixty_four_tasks_of_mixed_operations_reconcile() {
         );
     }
     assert_eq!(
-        queue.approximate_count().await.unwrap() as u64,
+        queue.approximate_len().await.unwrap() as u64,
         tally.queued.load(Ordering::Relaxed),
         "every put message is queued"
     );
@@ -290,6 +290,6 @@ async fn sixty_four_tasks_of_mixed_operations_reconcile() {
         Ok(fx) => fx.delete().await,
         Err(_) => panic!("the fixture is still shared"),
     }
-    queue.delete().await.unwrap();
+    queue.delete_queue().await.unwrap();
     table.delete_table().await.unwrap();
 }

@@ -26,11 +26,11 @@ pub(crate) async fn pattern_op(
             let id = rng.next(mine.employees.len() as u64 + 1);
             let version = mine.employees.get(&id).map_or(0, |v| v + 1);
             fx.index
-                .put(&patterns::employee(task, id, version))
+                .upsert(&patterns::employee(task, id, version))
                 .await
                 .unwrap();
             mine.employees.insert(id, version);
-            "index.put"
+            "index.upsert"
         }
         9 => {
             if !mine.employees.is_empty() {
@@ -77,7 +77,7 @@ pub(crate) async fn pattern_op(
             let keys = Keys::new(partition.as_str(), format!("{slot}")).unwrap();
             let data = patterns::payload(task, slot, version);
             fx.large
-                .put(
+                .upsert(
                     &Entity::new(keys.clone(), Properties::new().with("V", version as i64)),
                     data.clone(),
                 )
@@ -106,11 +106,11 @@ pub(crate) async fn pattern_op(
             let keys = Keys::new(partition.as_str(), "Wide").unwrap();
             let v = mine.wide.map_or(0, |v| v + 1);
             fx.wide
-                .write(&Entity::new(keys.clone(), patterns::wide_version(v)))
+                .upsert(&Entity::new(keys.clone(), patterns::wide_version(v)))
                 .await
                 .unwrap();
             mine.wide = Some(v);
-            let read = fx.wide.read::<BTreeMap<String, i64>>(&keys).await.unwrap();
+            let read = fx.wide.get::<BTreeMap<String, i64>>(&keys).await.unwrap();
             assert_eq!(read.unwrap().value, patterns::wide_version(v));
             "wide.write+read"
         }

@@ -166,8 +166,8 @@ impl Fixture {
     }
 
     pub(crate) async fn delete(self) {
-        self.jobs.delete().await.unwrap();
-        self.container.delete().await.unwrap();
+        self.jobs.delete_queues().await.unwrap();
+        self.container.delete_container().await.unwrap();
         for t in self.tables {
             t.delete_table().await.unwrap();
         }
@@ -244,7 +244,7 @@ pub(crate) async fn reconcile(fx: &Fixture, own: &[(u64, Own)], adds: &Adds) -> 
         // Wide entity: the last version, whole.
         if let Some(v) = mine.wide {
             let keys = Keys::new(&department, "Wide").unwrap();
-            let read = fx.wide.read::<BTreeMap<String, i64>>(&keys).await.unwrap();
+            let read = fx.wide.get::<BTreeMap<String, i64>>(&keys).await.unwrap();
             assert_eq!(read.expect("stored").value, wide_version(v));
             checked += 1;
         }
@@ -255,7 +255,7 @@ pub(crate) async fn reconcile(fx: &Fixture, own: &[(u64, Own)], adds: &Adds) -> 
     assert_eq!(blobs, entities, "one blob per large entity, no orphan");
     // Series: every add counted once.
     for (n, slots) in adds.0.iter().enumerate() {
-        let stored = fx.series.read(&series_keys(n)).await.unwrap();
+        let stored = fx.series.get(&series_keys(n)).await.unwrap();
         for (s, count) in slots.iter().enumerate() {
             let got = stored
                 .as_ref()

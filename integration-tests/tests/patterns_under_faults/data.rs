@@ -43,7 +43,7 @@ async fn series_adds_of_single_writers_are_never_lost_or_counted_twice() {
     let (mut lost, mut duplicated) = (0, 0);
     for w in 0..writers {
         let keys = Keys::new(format!("{w:06}"), "ImPerHour").unwrap();
-        let stored = series.read(&keys).await.unwrap().expect("written").value;
+        let stored = series.get(&keys).await.unwrap().expect("written").value;
         for s in 0..6 {
             let want = (0..adds).filter(|k| k % 6 == s).count() as i64;
             let got = stored.get_or_zero(&slot(s));
@@ -88,7 +88,7 @@ async fn contended_series_adds_under_faults_are_all_counted_once() {
         t.await.unwrap();
     }
     let faults = disarm(&p);
-    let stored = series.read(&keys).await.unwrap().expect("written").value;
+    let stored = series.get(&keys).await.unwrap().expect("written").value;
     let got = stored.get_or_zero("H13");
     let want = (writers * adds) as i64;
     Figures {
@@ -125,7 +125,7 @@ async fn wide_entity_reads_see_one_whole_version_and_no_stale_shard_remains() {
         let (wide, keys, done, reads) = (wide.clone(), keys.clone(), done.clone(), reads.clone());
         tokio::spawn(async move {
             while !done.load(Ordering::Relaxed) {
-                if let Some(read) = wide.read::<BTreeMap<String, i64>>(&keys).await.unwrap() {
+                if let Some(read) = wide.get::<BTreeMap<String, i64>>(&keys).await.unwrap() {
                     let v = *read.value.values().next().unwrap();
                     assert_eq!(read.value, version(v), "one whole version, never a mix");
                     reads.fetch_add(1, Ordering::Relaxed);
@@ -134,7 +134,7 @@ async fn wide_entity_reads_see_one_whole_version_and_no_stale_shard_remains() {
         })
     };
     for v in 0..versions {
-        wide.write(&Entity::new(keys.clone(), version(v)))
+        wide.upsert(&Entity::new(keys.clone(), version(v)))
             .await
             .unwrap();
     }
@@ -151,7 +151,7 @@ async fn wide_entity_reads_see_one_whole_version_and_no_stale_shard_remains() {
     let faults = disarm(&p);
 
     let last = wide
-        .read::<BTreeMap<String, i64>>(&keys)
+        .get::<BTreeMap<String, i64>>(&keys)
         .await
         .unwrap()
         .expect("written");
@@ -168,7 +168,7 @@ async fn wide_entity_reads_see_one_whole_version_and_no_stale_shard_remains() {
         "no stale shard of an earlier, wider version"
     );
     let n = wide
-        .read::<BTreeMap<String, i64>>(&counter)
+        .get::<BTreeMap<String, i64>>(&counter)
         .await
         .unwrap()
         .expect("written")
@@ -227,7 +227,7 @@ async fn large_entities_never_reference_a_missing_blob_and_a_sweep_leaves_no_orp
                 version: version as i64,
             };
             store
-                .put(&Entity::new(keys(i), &meta), payload(i, version))
+                .upsert(&Entity::new(keys(i), &meta), payload(i, version))
                 .await
                 .unwrap();
             // Read back at once, under faults: complete, verified, the value just written.
@@ -273,6 +273,6 @@ async fn large_entities_never_reference_a_missing_blob_and_a_sweep_leaves_no_orp
         duplicated: unreferenced,
     }
     .report(&p);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
     table.delete_table().await.unwrap();
 }

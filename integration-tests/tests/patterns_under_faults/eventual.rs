@@ -164,7 +164,7 @@ async fn archive_jobs_move_every_employee_exactly_once() {
         duplicated,
     }
     .report(&p);
-    queue.delete().await.unwrap();
+    queue.delete_queues().await.unwrap();
     current.delete_table().await.unwrap();
     archive.delete_table().await.unwrap();
 }

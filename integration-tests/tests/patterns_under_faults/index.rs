@@ -172,7 +172,7 @@ async fn intra_partition_index_keeps_every_copy_in_step() {
     }
     for round in 1..=ROUNDS {
         for i in 0..n {
-            index.put(&employee("Sales", i, round)).await.unwrap();
+            index.upsert(&employee("Sales", i, round)).await.unwrap();
             ops += 1;
         }
     }
@@ -258,7 +258,7 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
         for round in 1..=ROUNDS {
             for i in 0..n {
                 index
-                    .put(&employee(departments[i % 2], i, round))
+                    .upsert(&employee(departments[i % 2], i, round))
                     .await
                     .unwrap();
                 ops += 1;
@@ -346,7 +346,7 @@ async fn inter_partition_index_converges_after_the_workers_drain() {
         duplicated: rows.saturating_sub(2 * live),
     }
     .report(&p);
-    index.jobs().delete().await.unwrap();
+    index.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();
 }
 
@@ -397,7 +397,7 @@ async fn index_entities_in_the_same_partition_list_every_id_once() {
             if new {
                 lists.insert(e).await.unwrap();
             } else {
-                lists.put(e).await.unwrap();
+                lists.upsert(e).await.unwrap();
             }
         },
         async |pk, rk| lists.delete((pk, rk), IfMatch::Any).await.unwrap(),
@@ -440,7 +440,7 @@ async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed
                 if new {
                     lists.insert(e).await.unwrap();
                 } else {
-                    lists.put(e).await.unwrap();
+                    lists.upsert(e).await.unwrap();
                 }
             },
             async |pk, rk| lists.delete((pk, rk), IfMatch::Any).await.unwrap(),
@@ -463,7 +463,7 @@ async fn eventual_lists(p: &common::Proxied, lists: EventualList<Employee>, seed
     let poisoned = lists.jobs().peek_poisoned(32).await.unwrap();
     assert!(poisoned.is_empty(), "{poisoned:?}");
     let (lost, duplicated) = lost_and_duplicated(&expected_lists(n), &found);
-    lists.jobs().delete().await.unwrap();
+    lists.jobs().delete_queues().await.unwrap();
     Figures {
         pattern: "",
         operations: ops,
@@ -514,6 +514,6 @@ async fn index_entities_in_blobs_list_every_id_once_after_the_workers_drain() {
         ..figures
     }
     .report(&p);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
     table.delete_table().await.unwrap();
 }

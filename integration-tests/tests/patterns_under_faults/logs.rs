@@ -239,5 +239,5 @@ async fn blob_log_files_hold_every_flushed_record_once() {
         duplicated,
     }
     .report(&p);
-    container.delete().await.unwrap();
+    container.delete_container().await.unwrap();
 }

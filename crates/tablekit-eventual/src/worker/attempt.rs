@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use tablekit_azure::{Deadline, Message, MessageTtl, PutOptions, Queue, track_landing};
+use tablekit_azure::{Deadline, Message, MessageTtl, Queue, SendOptions, track_landing};
 use tablekit_core::ErrorKind;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -365,8 +365,8 @@ async fn poison<J, H>(inner: &Inner<J, H>, message: &Message, failure: &Failure)
         // A poison record must outlive the service's default 7 days: it is the only trace
         // of a job that did not complete.
         Ok(bytes) => {
-            let options = PutOptions::default().with_ttl(MessageTtl::Never);
-            inner.queue.poison().put(&bytes, options).await
+            let options = SendOptions::default().with_ttl(MessageTtl::Never);
+            inner.queue.poison().send(&bytes, options).await
         }
         Err(e) => Err(e),
     };

@@ -175,7 +175,7 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
     }
 
     /// Processes messages until the queue is empty — no message visible, in flight or
-    /// delayed (by [`tablekit_azure::Queue::approximate_count`]) — and no handler is running.
+    /// delayed (by [`tablekit_azure::Queue::approximate_len`]) — and no handler is running.
     /// Messages another consumer holds, or that wait out a visibility timeout after a
     /// failure, are waited for; a message delayed for hours keeps it waiting for hours. For
     /// tests, backfills and batch jobs.
@@ -237,7 +237,7 @@ impl<J: Job, H: Handler<J>> Worker<J, H> {
             let take = free.min(usize::from(options.batch_size)) as u8;
             // The messages are held from when the dequeue was sent, at the latest.
             let taken_at = tokio::time::Instant::now();
-            match queue.get(take, options.visibility_timeout).await {
+            match queue.receive(take, options.visibility_timeout).await {
                 Ok(messages) if !messages.is_empty() => {
                     idle = options.poll_interval;
                     let stopping = (&mut shutdown).now_or_never().is_some();

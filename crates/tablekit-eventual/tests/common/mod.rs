@@ -166,7 +166,7 @@ pub fn quick_options() -> WorkerOptions {
 
 /// Deletes what a test created.
 pub async fn cleanup<J: Job>(queue: &JobQueue<J>, tables: &Archiver) {
-    queue.delete().await.expect("delete queues");
+    queue.delete_queues().await.expect("delete queues");
     tables.current.delete_table().await.expect("delete Current");
     tables.archive.delete_table().await.expect("delete Archive");
 }

@@ -109,7 +109,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> InterPartitionInde
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
     /// account's `conflict_retry` attempts; [`Error::Decode`] when the stored entity
     /// does not fit `T`.
-    pub async fn put(&self, entity: &T) -> Result<ETag> {
+    pub async fn upsert(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         Self::primary(&new, &self.pending(None, true))?;
         let table = &self.context.placement.tables[0];

@@ -195,7 +195,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// As [`insert`](Self::insert) for invalid input and for a secondary value another entity
     /// holds; [`Error::PreconditionFailed`] when conflicts outlast the account's
     /// `conflict_retry` attempts; [`Error::Decode`] when the stored entity does not fit `T`.
-    pub async fn put(&self, entity: &T) -> Result<ETag> {
+    pub async fn upsert(&self, entity: &T) -> Result<ETag> {
         let new = self.family(entity)?;
         let table = self.table();
         let span = tablekit_azure::step_span("index put", table.name());
@@ -229,7 +229,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// [`Error::InvalidArgument`] before any request when `entity`'s primary keys differ from
     /// `current`'s (a move to another partition is [`relocate`](Self::relocate)); [`Error::BatchFailed`] with
     /// index 0 and [`Error::PreconditionFailed`] when the entity changed since `current` was
-    /// read (read again and retry); otherwise as [`put`](Self::put).
+    /// read (read again and retry); otherwise as [`upsert`](Self::upsert).
     pub async fn replace(&self, current: &Stored<T>, entity: &T) -> Result<ETag> {
         let old = self.family(&current.value)?;
         let new = self.family(entity)?;

@@ -23,7 +23,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> IntraPartitionInde
     /// the entity is. When `entity` stays in `current`'s partition this is
     /// [`replace`](Self::replace). Returns the new primary copy's ETag.
     ///
-    /// [`put`](Self::put) cannot make this move: it finds the stored entity by the keys
+    /// [`upsert`](Self::upsert) cannot make this move: it finds the stored entity by the keys
     /// `entity` has now, so it never sees the old partition; it would add the entity there
     /// and leave the old copies live.
     ///

@@ -27,7 +27,11 @@ pub async fn store(account: &Account, prefix: &str) -> LargeEntities {
 /// Deletes the store's table and container.
 pub async fn cleanup(store: &LargeEntities) {
     store.table().delete_table().await.expect("delete table");
-    store.container().delete().await.expect("delete container");
+    store
+        .container()
+        .delete_container()
+        .await
+        .expect("delete container");
 }
 
 /// Names of every blob under the store's prefix.

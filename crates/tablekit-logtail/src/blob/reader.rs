@@ -90,7 +90,7 @@ impl BlobLogReader {
         let concurrency = self.container.account().settings().concurrency;
         let per_file: Vec<Vec<LogRecord>> = futures::stream::iter(files)
             .map(|info| async move {
-                match self.container.get(&info.name).await? {
+                match self.container.download(&info.name).await? {
                     // Deleted since it was listed: nothing to read.
                     None => Ok(Vec::new()),
                     Some(blob) => decode_file(&info.name, &blob.data),

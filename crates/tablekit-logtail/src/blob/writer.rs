@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tablekit_azure::{BlobCondition, Container, PutBlob};
+use tablekit_azure::{BlobCondition, Container, UploadOptions};
 use tablekit_core::{Error, ErrorKind, Result};
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
@@ -299,14 +299,14 @@ impl BlobLogWriter {
                 return Err(sequence_exhausted(&dir));
             }
             let name = blob_name(&self.prefix, hour, seq);
-            let options = PutBlob::default()
+            let options = UploadOptions::default()
                 .with_content_type("text/plain; charset=utf-8")
                 .with_metadata(metadata.clone())
                 .with_condition(BlobCondition::IfNotExists);
             // Marked before sending, so that an upload that fails — or whose future is
             // dropped — leaves the name to check.
             buffer.unsettled = Some(seq);
-            let written = match self.container.put(&name, data.clone(), options).await {
+            let written = match self.container.upload(&name, data.clone(), options).await {
                 Ok(_) => true,
                 Err(e)
                     if matches!(
@@ -349,7 +349,7 @@ impl BlobLogWriter {
     ) -> Result<bool> {
         Ok(self
             .container
-            .get(name)
+            .download(name)
             .await?
             .is_some_and(|blob| blob.data == data && blob.info.metadata == *metadata))
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{BlobCondition, Container, PutBlob, Table};
+use tablekit_azure::{BlobCondition, Container, Table, UploadOptions};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties};
 use tablekit_core::{Entity, Error, Keys, ResourceKind, Result, Stored, Target};
@@ -237,7 +237,7 @@ impl<T> Context<T> {
             None => BlobCondition::IfNotExists,
         };
         let data = serde_json::to_vec(&next).map_err(|e| Error::encode(&name, e.to_string()))?;
-        let options = PutBlob::default()
+        let options = UploadOptions::default()
             .with_content_type("application/json")
             .with_condition(condition);
         fx.put_blob(container, &name, data, options).await?;

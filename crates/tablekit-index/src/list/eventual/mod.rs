@@ -254,7 +254,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::PreconditionFailed`] when conflicts outlast the
     /// retries; [`Error::Decode`] when the stored entity does not fit `T`.
-    pub async fn put(&self, entity: &T) -> Result<ETag> {
+    pub async fn upsert(&self, entity: &T) -> Result<ETag> {
         let keys = entity.keys()?;
         let value = self.context.spec.value_of(entity)?;
         Self::row(&keys, entity, &self.pending(None, true))?;
@@ -370,7 +370,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
             }
             Store::Blobs(container) => {
                 let name = context.blob_name(value)?;
-                match container.get(&name).await? {
+                match container.download(&name).await? {
                     None => Ok(Vec::new()),
                     Some(blob) => serde_json::from_slice(&blob.data).map_err(|e| {
                         Error::corrupt(

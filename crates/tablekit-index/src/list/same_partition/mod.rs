@@ -267,7 +267,7 @@ impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
     /// # Errors
     /// As [`insert`](Self::insert); [`Error::Decode`] when the stored entity does not fit
     /// `T`.
-    pub async fn put(&self, entity: &T) -> Result<ETag> {
+    pub async fn upsert(&self, entity: &T) -> Result<ETag> {
         let keys = self.entity_keys(entity)?;
         let value = self.spec.value_of(entity)?;
         let item = keys.rk().to_owned();

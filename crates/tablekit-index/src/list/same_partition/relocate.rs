@@ -22,7 +22,7 @@ impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
     /// `current`'s partition this is [`replace`](Self::replace). Returns the new entity's
     /// ETag.
     ///
-    /// [`put`](Self::put) cannot make this move: it finds the stored entity by the keys
+    /// [`upsert`](Self::upsert) cannot make this move: it finds the stored entity by the keys
     /// `entity` has now, so it never sees the old partition; it would add the entity there
     /// and leave the old one listed.
     ///
