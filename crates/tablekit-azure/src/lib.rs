@@ -42,8 +42,8 @@ pub use sharded::{
 };
 pub use table::{
     BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,
-    EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, PerEntityPage,
-    Query, Table, Transaction, TransactionOutcome, TypedTable, TypedTransaction, WriteMode,
+    EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, Query, Table,
+    Transaction, TransactionOutcome, TypedTable, TypedTransaction, WriteMode,
 };
 pub use tablekit_core as core;
 pub use telemetry::{

@@ -128,7 +128,10 @@ pub(crate) fn range_filter<T>(
 }
 
 /// A page of rows as read, without the rows that are not the copy's, each decoded as `R`.
-fn decode_page<R: DeserializeOwned>(rows: &RowFilter, page: Page<Properties>) -> Result<Page<R>> {
+fn decode_page<R: DeserializeOwned>(
+    rows: &RowFilter,
+    page: Page<Stored<Properties>>,
+) -> Result<Page<Stored<R>>> {
     let items = page
         .items
         .into_iter()
@@ -221,14 +224,14 @@ impl<R: DeserializeOwned + Send + 'static> IndexRange<R> {
     /// # Errors
     /// [`tablekit_core::Error::Decode`] when a row does not fit `R`; as
     /// [`Query::page`].
-    pub async fn page(&self) -> Result<Page<R>> {
+    pub async fn page(&self) -> Result<Page<Stored<R>>> {
         decode_page(&self.rows, self.query.page().await?)
     }
 
     /// Every page, following continuation tokens to the end of the range.
     ///
     /// **Requests:** one per page.
-    pub fn pages(self) -> impl Stream<Item = Result<Page<R>>> + Send + 'static {
+    pub fn pages(self) -> impl Stream<Item = Result<Page<Stored<R>>>> + Send + 'static {
         let rows = self.rows;
         self.query
             .pages()

@@ -674,12 +674,13 @@ async fn a_resumed_range_reads_the_same_pages_as_an_unresumed_one() {
             .await
             .unwrap();
     }
-    let keys = |pages: &[tablekit_azure::Page<Employee>]| -> Vec<Vec<String>> {
-        pages
-            .iter()
-            .map(|p| p.items.iter().map(|s| s.value.id.clone()).collect())
-            .collect()
-    };
+    let keys =
+        |pages: &[tablekit_azure::Page<tablekit_core::Stored<Employee>>]| -> Vec<Vec<String>> {
+            pages
+                .iter()
+                .map(|p| p.items.iter().map(|s| s.value.id.clone()).collect())
+                .collect()
+        };
     let range = || {
         index
             .range_by(&d.by_id, "Sales", 100..)

@@ -167,7 +167,7 @@ pub async fn purge_where(
     query = query.with_page_size(options.page_size.unwrap_or(1_000));
     let mut pages = query.pages().boxed();
     let mut progress = PurgeReport::default();
-    let mut next: Option<Result<Page<Properties>>> = pages.next().await;
+    let mut next: Option<Result<Page<tablekit_core::Stored<Properties>>>> = pages.next().await;
     while let Some(page) = next.take() {
         let keys: Vec<Keys> = page?.items.into_iter().map(|s| s.keys).collect();
         let mut step = PurgeReport {

@@ -350,7 +350,7 @@ struct Reading<T> {
     query: PeriodQuery<T>,
     tables: std::collections::VecDeque<Table>,
     start: Option<ContinuationToken>,
-    current: Option<(String, BoxStream<'static, Result<Page<T>>>)>,
+    current: Option<(String, BoxStream<'static, Result<Page<Stored<T>>>>)>,
     remaining: Option<usize>,
 }
 

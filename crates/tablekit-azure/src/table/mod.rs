@@ -25,9 +25,7 @@ use tablekit_core::{Error, ErrorKind, Result, Target};
 pub use batch::TransactionOutcome;
 pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
 pub use codec::{CodecFilter, EntityCheck, EntityCodec};
-pub use query::{
-    ContinuationToken, EntityError, EntityResult, Page, PerEntity, PerEntityPage, Query,
-};
+pub use query::{ContinuationToken, EntityError, EntityResult, Page, PerEntity, Query};
 pub use transaction::{Transaction, TypedTransaction};
 pub(crate) use transaction::{
     plan as transaction_plan, step_kinds as transaction_step_kinds, transaction_steps,

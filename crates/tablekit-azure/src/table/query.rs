@@ -208,16 +208,44 @@ impl FromStr for ContinuationToken {
     }
 }
 
-/// One response of a query: at most the page size (≤ 1,000) entities, and where to continue.
+/// One page of a multi-entity read: its items, and where to continue.
+///
+/// Every paged read of every crate returns this shape: a [`Query`] pages of
+/// `Page<Stored<T>>`, a [`PerEntity`] read pages of `Page<EntityResult<T>>`, and a pattern
+/// whose reads resume differently carries its own token type (`Token`), which converts to and
+/// from a string as [`ContinuationToken`] does.
 ///
 /// A page may be short — even empty — and still have a continuation: only a missing
 /// continuation means the end.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Page<T> {
-    /// The entities, in (PartitionKey, RowKey) order.
-    pub items: Vec<Stored<T>>,
+pub struct Page<T, Token = ContinuationToken> {
+    /// The items, in the read's order ((PartitionKey, RowKey) for a query).
+    pub items: Vec<T>,
     /// Where the next page starts; `None` at the end.
-    pub continuation: Option<ContinuationToken>,
+    pub continuation: Option<Token>,
+}
+
+impl<T, Token> Page<T, Token> {
+    /// A page of `items` continuing at `continuation`.
+    pub fn new(items: Vec<T>, continuation: Option<Token>) -> Self {
+        Self {
+            items,
+            continuation,
+        }
+    }
+
+    /// Whether the read ends with this page.
+    pub fn is_last(&self) -> bool {
+        self.continuation.is_none()
+    }
+
+    /// The same page with each item mapped by `f`.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U, Token> {
+        Page {
+            items: self.items.into_iter().map(f).collect(),
+            continuation: self.continuation,
+        }
+    }
 }
 
 /// A query on a [`Table`], built with [`Table::query`]. Nothing is sent until a page or the
@@ -483,7 +511,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     /// [`Error::InvalidFilter`]). Then [`Error::NotFound`] for a missing table,
     /// [`Error::Decode`] naming the table, keys and property when an entity does not fit `T`,
     /// and the codec's decoding errors.
-    pub async fn page(&self) -> Result<Page<T>> {
+    pub async fn page(&self) -> Result<Page<Stored<T>>> {
         let prepared = self.prepare()?;
         self.fetch(
             &prepared,
@@ -526,7 +554,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
         prepared: &Prepared,
         start: Option<&ContinuationToken>,
         top: Option<usize>,
-    ) -> Result<Page<T>> {
+    ) -> Result<Page<Stored<T>>> {
         let raw = fetch_raw(
             self.table.clone(),
             self.page_url(prepared, start, top),
@@ -539,7 +567,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
 
     /// Reads a page's entities as `T`s, decoded by the handle's codec if it has one (without
     /// one, the page is parsed straight into `T`s, as before codecs existed).
-    async fn parse(&self, raw: RawPage, check: Option<&EntityCheck>) -> Result<Page<T>> {
+    async fn parse(&self, raw: RawPage, check: Option<&EntityCheck>) -> Result<Page<Stored<T>>> {
         let items = <Stored<T> as Items<T>>::parse(self, check, &raw.body).await?;
         Ok(Page {
             items,
@@ -627,7 +655,7 @@ impl<T: DeserializeOwned + Send + 'static> Query<T> {
     ///
     /// Requests: one per page (a stream dropped early may have sent one more). Memory: at
     /// most two pages (one without read-ahead).
-    pub fn pages(self) -> impl Stream<Item = Result<Page<T>>> + Send + 'static {
+    pub fn pages(self) -> impl Stream<Item = Result<Page<Stored<T>>>> + Send + 'static {
         self.pages_of::<Stored<T>>()
             .map_ok(|(items, continuation)| Page {
                 items,
@@ -872,18 +900,8 @@ impl From<EntityError> for Error {
     }
 }
 
-/// One response of a [`PerEntity`] read: each entity as `T` or as an [`EntityError`], in
-/// (PartitionKey, RowKey) order, and where to continue.
-#[derive(Debug)]
-pub struct PerEntityPage<T> {
-    /// The entities, each read on its own.
-    pub items: Vec<EntityResult<T>>,
-    /// Where the next page starts; `None` at the end.
-    pub continuation: Option<ContinuationToken>,
-}
-
-impl<T> PerEntityPage<T> {
-    /// The entities that could not be read.
+impl<T, Token> Page<EntityResult<T>, Token> {
+    /// The entities of a [`PerEntity`] page that could not be read.
     pub fn errors(&self) -> impl Iterator<Item = &EntityError> {
         self.items.iter().filter_map(|item| item.as_ref().err())
     }
@@ -959,24 +977,24 @@ impl<T: DeserializeOwned + Send + 'static> PerEntity<T> {
     /// # Errors
     /// As [`Query::page`], except that an entity that does not decode is an [`EntityError`]
     /// in the page.
-    pub async fn page(&self) -> Result<PerEntityPage<T>> {
+    pub async fn page(&self) -> Result<Page<EntityResult<T>>> {
         let q = &self.query;
         let prepared = q.prepare()?;
         let url = q.page_url(&prepared, q.start.as_ref(), per_request(q.top, q.page_size));
         let raw = fetch_raw(q.table.clone(), url, q.shape(), q.pinned()).await?;
         let items =
             <EntityResult<T> as Items<T>>::parse(q, prepared.check.as_ref(), &raw.body).await?;
-        Ok(PerEntityPage {
+        Ok(Page {
             items,
             continuation: raw.continuation,
         })
     }
 
     /// All pages (see [`Query::pages`]: the same requests, read-ahead and memory).
-    pub fn pages(self) -> impl Stream<Item = Result<PerEntityPage<T>>> + Send + 'static {
+    pub fn pages(self) -> impl Stream<Item = Result<Page<EntityResult<T>>>> + Send + 'static {
         self.query
             .pages_of::<EntityResult<T>>()
-            .map_ok(|(items, continuation)| PerEntityPage {
+            .map_ok(|(items, continuation)| Page {
                 items,
                 continuation,
             })

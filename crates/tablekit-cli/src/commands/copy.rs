@@ -364,7 +364,7 @@ struct PageWritten {
 /// flight their extra requests.
 async fn write_page(
     dst: &Table,
-    page: tablekit::azure::Page<Properties>,
+    page: tablekit::azure::Page<Stored<Properties>>,
     replace: &AtomicBool,
     reporter: &Reporter,
 ) -> CliResult<PageWritten> {
@@ -529,7 +529,8 @@ struct Summaries<S> {
 
 impl<S> Summaries<S>
 where
-    S: futures::Stream<Item = tablekit::core::Result<tablekit::azure::Page<Properties>>> + Unpin,
+    S: futures::Stream<Item = tablekit::core::Result<tablekit::azure::Page<Stored<Properties>>>>
+        + Unpin,
 {
     async fn next(&mut self, ctx: &Ctx) -> CliResult<Option<PartitionSummary>> {
         loop {
@@ -553,8 +554,9 @@ where
 
 type PageStream = std::pin::Pin<
     Box<
-        dyn futures::Stream<Item = tablekit::core::Result<tablekit::azure::Page<Properties>>>
-            + Send,
+        dyn futures::Stream<
+                Item = tablekit::core::Result<tablekit::azure::Page<Stored<Properties>>>,
+            > + Send,
     >,
 >;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
-use tablekit::azure::{Account, PerEntityPage, Table};
+use tablekit::azure::{Account, EntityResult, Page, Table};
 use tablekit::core::{Properties, Stored};
 
 use super::transfer::{self, Next, Scope};
@@ -57,7 +57,7 @@ impl std::ops::AddAssign for Counts {
 
 /// Reports the entities of `page` that could not be read — on stderr, with the table, keys
 /// and property the error names — and returns the others, and how many were left out.
-fn readable(page: PerEntityPage<Properties>) -> (Vec<Stored<Properties>>, u64) {
+fn readable(page: Page<EntityResult<Properties>>) -> (Vec<Stored<Properties>>, u64) {
     let mut good = Vec::with_capacity(page.items.len());
     let mut bad = 0;
     for item in page.items {

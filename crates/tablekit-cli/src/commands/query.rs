@@ -122,7 +122,7 @@ impl Output {
         }
     }
 
-    fn page(&mut self, page: &Page<Properties>) -> std::io::Result<()> {
+    fn page(&mut self, page: &Page<tablekit::core::Stored<Properties>>) -> std::io::Result<()> {
         match self.format {
             Format::Jsonl | Format::Json => {
                 let mut buf = Vec::with_capacity(256 * page.items.len());
@@ -148,7 +148,7 @@ impl Output {
         }
     }
 
-    fn rows(&mut self, page: &Page<Properties>) -> std::io::Result<()> {
+    fn rows(&mut self, page: &Page<tablekit::core::Stored<Properties>>) -> std::io::Result<()> {
         if self.columns.is_none() {
             if page.items.is_empty() {
                 return Ok(());

@@ -3,7 +3,7 @@
 
 use futures::{Stream, StreamExt as _};
 use tablekit::azure::{
-    Account, BulkOptions, ContinuationToken, Page, PerEntityPage, Query, Table, TableService,
+    Account, BulkOptions, ContinuationToken, EntityResult, Page, Query, Table, TableService,
 };
 use tablekit::core::batch::Operation;
 use tablekit::core::filter::Filter;
@@ -191,7 +191,7 @@ pub(crate) async fn resolve_ranges(
 }
 
 /// What [`next_page`] found.
-pub(crate) enum Next<P = Page<Properties>> {
+pub(crate) enum Next<P = Page<tablekit::core::Stored<Properties>>> {
     /// A page.
     Page(P),
     /// The range is read to its end.
@@ -208,7 +208,8 @@ pub(crate) fn range_pages(
     scope: &Scope,
     page_size: usize,
     start: Option<ContinuationToken>,
-) -> impl Stream<Item = tablekit::core::Result<Page<Properties>>> + Send + 'static {
+) -> impl Stream<Item = tablekit::core::Result<Page<tablekit::core::Stored<Properties>>>> + Send + 'static
+{
     range_query(table, range, scope, page_size, start).pages()
 }
 
@@ -221,7 +222,7 @@ pub(crate) fn range_pages_each(
     scope: &Scope,
     page_size: usize,
     start: Option<ContinuationToken>,
-) -> impl Stream<Item = tablekit::core::Result<PerEntityPage<Properties>>> + Send + 'static {
+) -> impl Stream<Item = tablekit::core::Result<Page<EntityResult<Properties>>>> + Send + 'static {
     range_query(table, range, scope, page_size, start)
         .per_entity()
         .pages()

@@ -16,7 +16,7 @@ use tablekit_azure::{Page, Query};
 use tablekit_core::{Result, Stored};
 
 struct Cursor<T> {
-    pages: BoxStream<'static, Result<Page<T>>>,
+    pages: BoxStream<'static, Result<Page<Stored<T>>>>,
     buffer: VecDeque<Stored<T>>,
     exhausted: bool,
 }
