@@ -794,6 +794,53 @@ mod tests {
         assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
     }
 
+    /// Counts the times it is woken.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl futures::task::ArcWake for Wakes {
+        fn wake_by_ref(this: &std::sync::Arc<Self>) {
+            this.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_that_leaves_the_line_wakes_those_behind_it_at_once() {
+        use std::future::Future as _;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let g = Governor::new(
+            ThroughputPolicy::default()
+                .with_targets(1_000.0, 100.0)
+                .with_utilization(1.0),
+        );
+        // The account's bucket is spent: turns come every 100 ms.
+        g.try_admit(&Charge::partition("t", "first", 100), Instant::now(), true);
+        let (ahead, behind) = (
+            Charge::partition("t", "a", 10),
+            Charge::partition("t", "b", 10),
+        );
+        let mut first = Box::pin(g.admit(&ahead, None));
+        let mut second = Box::pin(g.admit(&behind, None));
+        let woken = Arc::new(Wakes(AtomicUsize::new(0)));
+        let waker = futures::task::waker(woken.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(first.as_mut().poll(&mut cx).is_pending());
+        let before = woken.0.load(Ordering::SeqCst);
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        // The one ahead is dropped (its caller gave up): the one behind is woken now, not
+        // at the turn it was told (200 ms on).
+        drop(first);
+        assert!(
+            woken.0.load(Ordering::SeqCst) > before,
+            "woken when it moved up"
+        );
+        assert!(
+            second.as_mut().poll(&mut cx).is_pending(),
+            "its turn is in 100 ms"
+        );
+    }
+
     #[test]
     fn ungoverned_charges_never_wait() {
         let g = Governor::new(ThroughputPolicy::unlimited());
