@@ -25,6 +25,8 @@ pub use account::{
     TABLE_ENDPOINT_ENV, TOKEN_SCOPE_ENV, TokenScope,
 };
 pub use container::{Blob, BlobCondition, BlobInfo, Container, UploadOptions};
+// Named by their module (`deadline::Deadline`); these paths stay for tablekit's own crates.
+#[doc(hidden)]
 pub use deadline::{Deadline, track_landing};
 pub use governor::ThroughputPolicy;
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
@@ -44,6 +46,7 @@ pub use table::{
     BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,
     EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, Query, Table,
     Transaction, TransactionOutcome, TypedTable, TypedTransaction, WriteMode,
+    WriteReport,
 };
 pub use tablekit_core as core;
 pub use telemetry::{

@@ -816,7 +816,7 @@ fn describe_decode(target: &Target, property: &str, reason: &str) -> String {
 }
 
 /// Whether an HTTP status is transient: 408, 429, 500, 502, 503, 504.
-pub fn is_retryable_status(status: u16) -> bool {
+pub(crate) fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
 }
 

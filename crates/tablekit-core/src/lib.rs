@@ -4,8 +4,9 @@
 mod address;
 pub mod batch;
 pub mod edm;
-pub mod entity;
-pub mod error;
+// The entity model and the error type are named at the crate root only: one path per type.
+mod entity;
+mod error;
 pub mod filter;
 pub mod keys;
 pub mod limits;
@@ -19,12 +20,14 @@ pub mod wire;
 #[path = "derive_support.rs"]
 pub mod __private;
 
+// Named by their module (`batch::BatchPlan`); these paths stay for tablekit's own crates.
+#[doc(hidden)]
 pub use batch::{BatchPlan, Operation, OperationKind};
 pub use edm::{EdmType, EdmValue, Properties, PropertyTypeError};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{
-    ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, RequestIds, ResourceKind,
-    Result, Target,
+    BoxError, ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, RequestIds,
+    ResourceKind, Result, Target,
 };
 pub use filter::QueryShape;
 pub use keys::{Keys, PartitionKey, RowKey};

@@ -80,6 +80,7 @@ pub const SYSTEM_PROPERTIES: [&str; 3] = ["PartitionKey", "RowKey", "Timestamp"]
 ///
 /// # Errors
 /// [`Error::InvalidName`] saying which rule is broken.
+#[doc(hidden)]
 pub fn validate_table_name(name: &str) -> Result<()> {
     let fail = |reason: &str| {
         Err(Error::InvalidName {
@@ -109,6 +110,7 @@ pub fn validate_table_name(name: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::LimitExceeded`] for a name over 255 characters, [`Error::InvalidName`] otherwise.
+#[doc(hidden)]
 pub fn validate_property_identifier(name: &str) -> Result<()> {
     let fail = |reason: String| {
         Err(Error::InvalidName {
@@ -144,6 +146,7 @@ pub fn validate_property_identifier(name: &str) -> Result<()> {
 /// # Errors
 /// As [`validate_property_identifier`]; [`Error::InvalidName`] for `PartitionKey`, `RowKey`
 /// and `Timestamp`.
+#[doc(hidden)]
 pub fn validate_property_name(name: &str) -> Result<()> {
     validate_property_identifier(name)?;
     if SYSTEM_PROPERTIES.contains(&name) {
@@ -163,6 +166,7 @@ pub fn validate_property_name(name: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::InvalidName`] saying which rule is broken.
+#[doc(hidden)]
 pub fn validate_dns_name(kind: NameKind, name: &str) -> Result<()> {
     let fail = |reason: &str| {
         Err(Error::InvalidName {
@@ -196,6 +200,7 @@ pub fn validate_dns_name(kind: NameKind, name: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::InvalidName`] saying which rule is broken.
+#[doc(hidden)]
 pub fn validate_blob_name(name: &str) -> Result<()> {
     let fail = |reason: &str| {
         Err(Error::InvalidName {

@@ -16,13 +16,15 @@ pub(crate) mod value;
 
 pub use adapters::{Binary, json};
 pub use bag::{Properties, PropertyTypeError};
+pub use read::{from_properties, to_properties};
+pub use ser::EntityStats;
+pub use value::{EdmType, EdmValue, max_datetime, min_datetime};
+// The JSON wire format of entities, for tablekit's own crates: not a public API.
+#[doc(hidden)]
 pub use fields::field_names;
-pub use read::{
-    from_properties, parse_entity, parse_page, parse_page_each, to_properties,
-    to_properties_unbounded,
-};
-pub use ser::{EntityStats, to_entity_json, write_entity};
-pub use value::{
-    EdmType, EdmValue, check_datetime, format_datetime, max_datetime, min_datetime, parse_datetime,
-    write_datetime,
-};
+#[doc(hidden)]
+pub use read::{parse_entity, parse_page, parse_page_each, to_properties_unbounded};
+#[doc(hidden)]
+pub use ser::{to_entity_json, write_entity};
+#[doc(hidden)]
+pub use value::{check_datetime, format_datetime, parse_datetime, write_datetime};

@@ -29,6 +29,7 @@ pub use ticks::{
 /// # Errors
 /// [`Error::LimitExceeded`] with [`Limit::KeyBytes`] when longer than 1 KiB, or
 /// [`Error::InvalidKey`] naming the first forbidden character and its position.
+#[doc(hidden)]
 pub fn validate_key(kind: KeyKind, value: &str) -> Result<()> {
     let bytes = utf16_bytes(value);
     if bytes > MAX_KEY_BYTES {
@@ -62,6 +63,7 @@ pub(crate) fn forbidden_reason(c: char) -> Option<&'static str> {
 }
 
 /// The size the service counts for a string: UTF-16 code units × 2.
+#[doc(hidden)]
 pub fn utf16_bytes(value: &str) -> usize {
     value.chars().map(char::len_utf16).sum::<usize>() * 2
 }

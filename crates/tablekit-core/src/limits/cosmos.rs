@@ -37,6 +37,7 @@ pub const RESERVED_PROPERTY_NAMES: [&str; 10] = [
 ///
 /// # Errors
 /// [`Error::LimitExceeded`] with a [`Limit::Custom`] naming the limit.
+#[doc(hidden)]
 pub fn validate_row_key(row_key: &str) -> Result<()> {
     if row_key.len() > MAX_ROW_KEY_BYTES {
         return Err(Error::LimitExceeded {
@@ -57,6 +58,7 @@ pub fn validate_row_key(row_key: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::InvalidName`] for a reserved name.
+#[doc(hidden)]
 pub fn validate_property_name(name: &str) -> Result<()> {
     if RESERVED_PROPERTY_NAMES
         .iter()
@@ -77,6 +79,7 @@ pub fn validate_property_name(name: &str) -> Result<()> {
 /// # Errors
 /// As [`validate_row_key`] and [`validate_property_name`]; [`Error::Encode`] for a body that
 /// is not a JSON object.
+#[doc(hidden)]
 pub fn validate_entity_body(body: &[u8]) -> Result<()> {
     let map: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(body).map_err(|e| Error::Encode {
@@ -102,6 +105,7 @@ pub fn validate_entity_body(body: &[u8]) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::LimitExceeded`] with a [`Limit::Custom`] naming the limit.
+#[doc(hidden)]
 pub fn validate_transaction_bytes(bytes: usize) -> Result<()> {
     if bytes > MAX_TRANSACTION_BYTES {
         return Err(Error::LimitExceeded {
