@@ -196,7 +196,9 @@ async fn pattern_operations(account: &Account) -> [&'static str; 4] {
         .collect();
     wide.insert(&Entity::new(keys.clone(), days)).await.unwrap();
     assert!(wide.get::<Properties>(&keys).await.unwrap().is_some());
-    wide.delete(&keys).await.unwrap();
+    wide.delete(&keys, tablekit_core::IfMatch::Any)
+        .await
+        .unwrap();
     let tail = tablekit_logtail::LogTail::<Claim>::new(table.clone());
     tail.append(PK, &Claim { amount: 1 }).await.unwrap();
     assert_eq!(tail.latest(PK, 5).await.unwrap().len(), 1);

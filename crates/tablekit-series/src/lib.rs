@@ -3,10 +3,10 @@
 
 mod layout;
 mod series;
-pub mod split;
+mod split;
 mod wide;
 
 pub use layout::{SeriesLayout, SlotValue};
 pub use series::{ADDS_KEPT, ADDS_PROPERTY, Series, SeriesValues};
-pub use split::{Shard, WideSplit};
+pub use split::{MAX_SHARDS, Shard, WideSplit};
 pub use wide::{ShardRef, WideEntities, WideStored, WideVersion};

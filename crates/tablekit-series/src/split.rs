@@ -1,4 +1,6 @@
 //! Splitting a logical entity into shards and joining shards back: deterministic and pure.
+//! The types a user meets ([`WideSplit`], [`Shard`], [`MAX_SHARDS`]) are exported at the
+//! crate root; the layout helpers stay inside the crate.
 
 use std::collections::BTreeMap;
 
@@ -13,11 +15,11 @@ use uuid::Uuid;
 
 /// The property every shard carries with the number of shards of its logical entity
 /// (`Edm.Int32`): a reader detects a missing shard, a writer knows which shards to delete.
-pub const SHARD_COUNT_PROPERTY: &str = "WideShardCount";
+pub(crate) const SHARD_COUNT_PROPERTY: &str = "WideShardCount";
 
 /// The property every shard carries with the id of the write that produced it (`Edm.Guid`):
 /// shards of one logical entity always share it, so a read that mixes two writes is detected.
-pub const WRITE_ID_PROPERTY: &str = "WideWriteId";
+pub(crate) const WRITE_ID_PROPERTY: &str = "WideWriteId";
 
 /// Most shards of one logical entity: two-digit suffixes `01`…`99`. A rewrite touches at
 /// most 99 entities (writes plus deletes of shards no longer needed), so it always fits the
@@ -25,11 +27,11 @@ pub const WRITE_ID_PROPERTY: &str = "WideWriteId";
 pub const MAX_SHARDS: usize = 99;
 
 /// User properties per shard: the 252 an entity may hold, less the two bookkeeping ones.
-pub const SHARD_USER_PROPERTIES: usize = MAX_USER_PROPERTIES - 2;
+pub(crate) const SHARD_USER_PROPERTIES: usize = MAX_USER_PROPERTIES - 2;
 
 /// The RowKey of shard `number` (1-based) of the logical entity whose RowKey is `base`:
 /// `{base}_{number:02}`, or just `{number:02}` for an empty base (the guide's `01`, `02`).
-pub fn shard_row_key(base: &str, number: usize) -> String {
+pub(crate) fn shard_row_key(base: &str, number: usize) -> String {
     if base.is_empty() {
         format!("{number:02}")
     } else {
@@ -38,7 +40,7 @@ pub fn shard_row_key(base: &str, number: usize) -> String {
 }
 
 /// The shard number of `row_key` if it is a shard row of `base` (exactly two digits, 01–99).
-pub fn shard_number(base: &str, row_key: &str) -> Option<usize> {
+pub(crate) fn shard_number(base: &str, row_key: &str) -> Option<usize> {
     let suffix = if base.is_empty() {
         row_key
     } else {
@@ -66,10 +68,12 @@ fn property_size(name: &str, value: &EdmValue) -> usize {
 
 /// One physical entity of a split logical entity.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Shard {
     /// The shard's number, 1-based.
     pub number: usize,
-    /// Its keys: the logical entity's PartitionKey, and [`shard_row_key`] as RowKey.
+    /// Its keys: the logical entity's PartitionKey, and `{RowKey}_{number:02}` as RowKey
+    /// (just `{number:02}` for an empty RowKey).
     pub keys: Keys,
     /// Its share of the user properties (without the bookkeeping properties).
     pub properties: Properties,
@@ -77,8 +81,9 @@ pub struct Shard {
     pub size_bytes: usize,
 }
 
-/// A logical entity split into shards: properties in name order, each shard filled until
-/// the next property would exceed [`SHARD_USER_PROPERTIES`] properties or 1 MiB. The split
+/// A logical entity split into shards by [`WideEntities::split`](crate::WideEntities::split):
+/// properties in name order, each shard filled until the next property would exceed 250
+/// user properties (252 less the two bookkeeping ones) or 1 MiB. The split
 /// depends only on the properties, so the same value always gives the same shards.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WideSplit {
@@ -93,7 +98,7 @@ impl WideSplit {
     /// [`Error::InvalidName`] for a property named [`SHARD_COUNT_PROPERTY`] or
     /// [`WRITE_ID_PROPERTY`]; [`Error::LimitExceeded`] when the shard RowKeys would be too
     /// long, or with [`Limit::Custom`] when more than [`MAX_SHARDS`] shards are needed.
-    pub fn new(keys: &Keys, properties: Properties) -> Result<Self> {
+    pub(crate) fn new(keys: &Keys, properties: Properties) -> Result<Self> {
         for reserved in [SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY] {
             if properties.contains(reserved) {
                 return Err(Error::InvalidName {

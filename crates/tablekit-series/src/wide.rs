@@ -12,7 +12,7 @@ use tablekit_azure::{Table, TransactionOutcome};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::edm::{Properties, from_properties, to_properties_unbounded};
 use tablekit_core::filter::Filter;
-use tablekit_core::{AsEntity, ETag, Error, IntoKeys, Keys, Result, Target};
+use tablekit_core::{AsEntity, ETag, Error, IfMatch, IntoKeys, Keys, Result, Target};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
@@ -25,6 +25,7 @@ const TORN_READ_ATTEMPTS: usize = 3;
 
 /// One stored shard of a logical entity.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShardRef {
     /// The shard's number, 1-based.
     pub number: usize,
@@ -35,18 +36,34 @@ pub struct ShardRef {
 }
 
 /// The stored state of a logical entity: which write produced it and its shards' ETags.
-/// Pass it to [`WideEntities::replace`] to write only if nobody wrote since.
+/// Its [`WideVersion::if_match`] makes a [`WideEntities::replace`] or
+/// [`WideEntities::delete`] succeed only if nobody wrote since.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WideVersion {
     /// The logical entity's keys (its RowKey is the shards' base).
     pub keys: Keys,
-    /// The id every shard of this write carries in [`WRITE_ID_PROPERTY`].
+    /// The id every shard of this write carries.
     pub write_id: Uuid,
     /// The shards, in order.
     pub shards: Vec<ShardRef>,
 }
 
 impl WideVersion {
+    /// The ETag of the first shard. Every write of the logical entity rewrites its first
+    /// shard (and a delete removes it), so this ETag changes with every write: it is the
+    /// logical entity's ETag.
+    pub fn etag(&self) -> &ETag {
+        &self.shards[0].etag
+    }
+
+    /// The condition that makes a [`WideEntities::replace`] or [`WideEntities::delete`]
+    /// succeed only if nobody wrote the logical entity since this version:
+    /// `IfMatch::ETag(self.etag())`.
+    pub fn if_match(&self) -> IfMatch {
+        IfMatch::ETag(self.etag().clone())
+    }
+
     fn etags(&self) -> BTreeMap<usize, ETag> {
         self.shards
             .iter()
@@ -64,6 +81,15 @@ pub struct WideStored<T> {
     pub value: T,
 }
 
+impl<T> WideStored<T> {
+    /// The condition that makes a [`WideEntities::replace`] or [`WideEntities::delete`]
+    /// succeed only if nobody wrote the logical entity since it was read, as
+    /// [`Stored::if_match`](tablekit_core::Stored::if_match) is for a plain entity.
+    pub fn if_match(&self) -> IfMatch {
+        self.version.if_match()
+    }
+}
+
 /// Logical entities of any size up to one transaction: a value (a [`Properties`] bag or a
 /// serde type) with more than 252 properties or more than 1 MiB is split by [`WideSplit`]
 /// into shards `{RowKey}_01`, `{RowKey}_02`, … of the same partition.
@@ -75,18 +101,23 @@ pub struct WideStored<T> {
 ///   **refused before any request** with [`Error::LimitExceeded`] — this crate does not
 ///   version shards across several transactions.
 /// - **Reads are one range query** over `[{RowKey}_01, {RowKey}_99]` (the guide's two point
-///   reads become one request). Every shard carries the shard count and the write id, so a
-///   read that still sees an incomplete or mixed set of shards is repeated, then refused.
+///   reads become one request). Every shard carries the shard count (`WideShardCount`) and
+///   the write id (`WideWriteId`), so a read that still sees an incomplete or mixed set of
+///   shards is repeated, then refused. Those two property names are reserved.
+/// - **Conditions are [`IfMatch`]es**, as for a plain entity: every write rewrites the first
+///   shard, so its ETag is the logical entity's ETag ([`WideStored::if_match`],
+///   [`WideVersion::if_match`]). `IfMatch::ETag` writes or deletes only that version;
+///   `IfMatch::Any` whatever is stored.
 ///
 /// | operation | requests | consistency |
 /// |---|---|---|
 /// | [`WideEntities::get`] | 1 | one write's complete shards |
 /// | [`WideEntities::insert`] | 1 | fails if the entity exists |
-/// | [`WideEntities::replace`] | 1 | fails if anyone wrote since the version |
+/// | [`WideEntities::replace`] | 2 (1 if absent: `NotFound`; `Any`: +2 per conflict) | `ETag`: fails if anyone wrote since |
 /// | [`WideEntities::upsert`] | 2 (+2 per conflict) | last writer wins, never a mix |
 /// | [`WideEntities::update_with`] | 2 (+2 per conflict) | no update is lost |
-/// | [`WideEntities::delete`] | 2 (1 if absent: `NotFound`) | all shards or none |
-/// | [`WideEntities::delete_if_exists`] | 2 (1 if absent) | all shards or none |
+/// | [`WideEntities::delete`] | 2 (1 if absent: `NotFound`; `Any`: +2 per conflict) | all shards or none; `ETag`: fails if anyone wrote since |
+/// | [`WideEntities::delete_if_exists`] | 2 (1 if absent; +2 per conflict) | all shards or none |
 ///
 /// Reads and deletes take the logical entity's keys as [`IntoKeys`]; writes take the value
 /// with its keys as [`AsEntity`]: a [`tablekit_core::TableEntity`], or an
@@ -257,38 +288,60 @@ impl WideEntities {
         self.commit(&split, None).await.map_err(unwrap_batch)
     }
 
-    /// Rewrites a logical entity only if it is still at `current` (from a read or a write):
-    /// one transaction replaces its shards under their ETags, inserts the new ones and
-    /// deletes those no longer needed (3 shards → 1 leaves no stale shard). The version is
-    /// the wide entity's condition, as an [`IfMatch`](tablekit_core::IfMatch) is a plain
-    /// entity's.
+    /// Rewrites a logical entity that exists, under `if_match`: reads its shards' ETags (a
+    /// projection of the bookkeeping properties only), then one transaction replaces its
+    /// shards under those ETags, inserts the new ones and deletes those no longer needed
+    /// (3 shards → 1 leaves no stale shard). With `IfMatch::ETag` (from
+    /// [`WideStored::if_match`] or [`WideVersion::if_match`]) the first shard is held to that
+    /// ETag, so the write succeeds only if nobody wrote since that version; with
+    /// `IfMatch::Any` it replaces whatever is stored, starting again from the read on a
+    /// conflict.
     ///
-    /// **Requests: 1.** **Consistency:** atomic and conditional on every shard.
+    /// **Requests: 2** (a projection read, then one transaction; 1 when absent; with
+    /// `IfMatch::Any`, +2 per conflict). **Consistency:** atomic and conditional on every
+    /// shard.
     ///
     /// # Errors
-    /// Before any request: as [`WideEntities::split`], and [`Error::InvalidArgument`] when
-    /// `entity`'s keys are not `current`'s. [`Error::PreconditionFailed`] naming the logical
-    /// entity when any shard changed, appeared or disappeared since `current` (nothing is
+    /// Before any request: as [`WideEntities::split`]. [`Error::NotFound`] naming the logical
+    /// entity when it has no shard; [`Error::PreconditionFailed`] naming the logical entity
+    /// when, under `IfMatch::ETag`, anyone wrote it since that version, or, under
+    /// `IfMatch::Any`, conflicts outlast the account's conflict-retry limit (nothing is
     /// written).
-    pub async fn replace(
-        &self,
-        entity: &impl AsEntity,
-        current: &WideVersion,
-    ) -> Result<WideVersion> {
-        let split = self.split(entity)?;
-        if split.keys() != &current.keys {
-            return Err(Error::invalid_argument(
-                "current",
-                format!(
-                    "the version is of {}, the entity's keys are {}",
-                    current.keys,
-                    split.keys()
-                ),
-            ));
+    pub async fn replace(&self, entity: &impl AsEntity, if_match: IfMatch) -> Result<WideVersion> {
+        let split = &self.split(entity)?;
+        let keys = split.keys();
+        let span = tracing::debug_span!("tablekit.wide.replace", table = %self.table.name(), shards = split.len());
+        let if_match = &if_match;
+        self.conditional(if_match, |_| async move {
+            let Some((mut current, _)) = self.read_rows(keys, true).await? else {
+                return Err(self.not_found(keys));
+            };
+            hold(&mut current, if_match);
+            self.commit(split, Some(&current))
+                .await
+                .map_err(|e| self.as_conflict(keys, e))
+        })
+        .instrument(span)
+        .await
+    }
+
+    /// Runs `attempt` once under `IfMatch::ETag` (a conflict is the answer), and in the
+    /// account's conflict loop under `IfMatch::Any` (a conflict is a lost race).
+    async fn conditional<T, F, Fut>(&self, if_match: &IfMatch, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match if_match {
+            IfMatch::Any => self.table.account().conflict_loop().run(attempt).await,
+            IfMatch::ETag(_) => attempt(1).await,
         }
-        self.commit(&split, Some(current))
-            .await
-            .map_err(|e| self.as_conflict(&current.keys, e))
+    }
+
+    fn not_found(&self, keys: &Keys) -> Error {
+        Error::NotFound {
+            target: Target::entity(self.table.name(), keys.clone()),
+        }
     }
 
     /// Writes a logical entity whatever is stored: reads the shards' ETags (a projection of
@@ -360,60 +413,68 @@ impl WideEntities {
             .await
     }
 
-    /// Deletes a logical entity: every shard in one transaction, under the ETags just read.
+    /// Deletes a logical entity under `if_match`: reads its shards' ETags, then deletes every
+    /// shard in one transaction under those ETags. With `IfMatch::ETag` (from
+    /// [`WideStored::if_match`] or [`WideVersion::if_match`]) the first shard is held to that
+    /// ETag, so only that version is deleted; with `IfMatch::Any` whatever is stored is
+    /// deleted, starting again from the read on a conflict (a write between the read and
+    /// the transaction is deleted too).
     ///
-    /// **Requests: 2** (a projection read, then one transaction; 1 when absent).
-    /// **Consistency:** all shards or none; retried from the read on a conflict, so a write
-    /// between the read and the transaction is deleted too (last writer wins).
+    /// **Requests: 2** (a projection read, then one transaction; 1 when absent; with
+    /// `IfMatch::Any`, +2 per conflict). **Consistency:** all shards or none — never a torn
+    /// value.
     ///
     /// # Errors
     /// Invalid keys, before any request. [`Error::NotFound`] naming the logical entity when
-    /// it has no shard; [`Error::PreconditionFailed`] when conflicts outlast the retry limit;
-    /// transport and service errors.
-    pub async fn delete(&self, keys: impl IntoKeys) -> Result<()> {
+    /// it has no shard; [`Error::PreconditionFailed`] naming the logical entity when, under
+    /// `IfMatch::ETag`, anyone wrote it since that version, or, under `IfMatch::Any`,
+    /// conflicts outlast the account's conflict-retry limit (nothing is deleted); transport
+    /// and service errors.
+    pub async fn delete(&self, keys: impl IntoKeys, if_match: IfMatch) -> Result<()> {
         let keys = keys.into_keys()?;
-        if self.delete_if_exists(&keys).await? {
+        let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name());
+        if self.delete_under(&keys, &if_match).instrument(span).await? {
             Ok(())
         } else {
-            Err(Error::NotFound {
-                target: Target::entity(self.table.name(), keys),
-            })
+            Err(self.not_found(&keys))
         }
     }
 
-    /// Deletes a logical entity if it exists, as [`WideEntities::delete`]. Returns whether it
-    /// existed.
+    /// Deletes a logical entity if it exists, whatever is stored (as [`WideEntities::delete`]
+    /// with `IfMatch::Any`). Returns whether it existed.
     ///
-    /// **Requests: 2** (1 when absent). **Consistency:** as [`WideEntities::delete`].
+    /// **Requests: 2** (1 when absent; +2 per conflict). **Consistency:** as
+    /// [`WideEntities::delete`].
     ///
     /// # Errors
     /// As [`WideEntities::delete`], without the `NotFound` for an absent entity.
     pub async fn delete_if_exists(&self, keys: impl IntoKeys) -> Result<bool> {
         let keys = &keys.into_keys()?;
         let span = tracing::debug_span!("tablekit.wide.delete", table = %self.table.name());
-        self.delete_loop(keys).instrument(span).await
+        self.delete_under(keys, &IfMatch::Any)
+            .instrument(span)
+            .await
     }
 
-    async fn delete_loop(&self, keys: &Keys) -> Result<bool> {
-        self.table
-            .account()
-            .conflict_loop()
-            .run(|_| async {
-                let Some((current, _)) = self.read_rows(keys, true).await? else {
-                    return Ok(false);
-                };
-                let ops = current
-                    .shards
-                    .iter()
-                    .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()))
-                    .collect::<Result<Vec<_>>>()?;
-                self.table
-                    .submit(&BatchPlan::atomic(ops)?)
-                    .await
-                    .map_err(|e| self.as_conflict(keys, e))?;
-                Ok(true)
-            })
-            .await
+    /// Deletes every shard under `if_match`; `false` when there is none.
+    async fn delete_under(&self, keys: &Keys, if_match: &IfMatch) -> Result<bool> {
+        self.conditional(if_match, |_| async move {
+            let Some((mut current, _)) = self.read_rows(keys, true).await? else {
+                return Ok(false);
+            };
+            hold(&mut current, if_match);
+            let ops = current
+                .shards
+                .iter()
+                .map(|s| Operation::delete(s.keys.clone(), s.etag.clone().into()))
+                .collect::<Result<Vec<_>>>()?;
+            self.table
+                .submit(&BatchPlan::atomic(ops)?)
+                .await
+                .map_err(|e| self.as_conflict(keys, e))?;
+            Ok(true)
+        })
+        .await
     }
 
     /// Sends the transaction that makes `split` the stored state (over `current`, if any).
@@ -440,6 +501,17 @@ impl WideEntities {
             },
             other => other,
         }
+    }
+}
+
+/// Holds the first shard of `current` (just read) to the caller's ETag: the transaction then
+/// commits only if `current` is the caller's version, since every write rewrites the first
+/// shard. The service compares the ETags, so a caller's ETag that differs only in encoding
+/// from the one read is still judged correctly.
+fn hold(current: &mut WideVersion, if_match: &IfMatch) {
+    if let IfMatch::ETag(etag) = if_match {
+        // A complete read has shards 1..=count in order.
+        current.shards[0].etag = etag.clone();
     }
 }
 

@@ -1,6 +1,7 @@
 //! Wide entities against Azurite: 365 properties and 3 MiB round trips, shrinking without a
 //! stale shard, claim 44 (shards `01`/`02` updated in one transaction, read in one request),
-//! refusals before any request, damaged data, concurrency and request counts.
+//! refusals before any request, damaged data, conditional writes and deletes, concurrency and
+//! request counts.
 
 mod common;
 
@@ -12,8 +13,12 @@ use tablekit_azure::{RequestKind, Table};
 use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Error, ErrorKind, IfMatch, IntoKeys, Limit, Result};
-use tablekit_series::split::{SHARD_COUNT_PROPERTY, WRITE_ID_PROPERTY};
 use tablekit_series::{WideEntities, WideStored};
+
+/// The bookkeeping properties every shard carries, as stored: a change of these names
+/// would make existing wide entities unreadable.
+const SHARD_COUNT_PROPERTY: &str = "WideShardCount";
+const WRITE_ID_PROPERTY: &str = "WideWriteId";
 
 /// A year of daily message counts of one employee: one property per day, under the
 /// employee's PartitionKey and the series' name as RowKey.
@@ -120,6 +125,11 @@ async fn a_365_property_serde_value_round_trips_in_two_shards() {
     assert_eq!(metrics.snapshot().requests_of(RequestKind::Query), 1);
     assert_eq!(read.value, year(1));
     assert_eq!(read.version, version, "the read sees exactly the write");
+    assert_eq!(
+        read.if_match(),
+        IfMatch::ETag(version.shards[0].etag.clone()),
+        "the logical entity's ETag is its first shard's"
+    );
 
     let err = wide.insert(&year(2)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
@@ -178,7 +188,7 @@ async fn a_3_mib_bag_round_trips_and_shrinking_leaves_no_stale_shard() {
     assert_eq!(read_raw(&wide, keys).await.unwrap().unwrap().value, small);
 
     metrics.reset();
-    wide.delete(keys).await.unwrap();
+    wide.delete(keys, IfMatch::Any).await.unwrap();
     assert_eq!(
         metrics.snapshot().requests(),
         2,
@@ -207,20 +217,33 @@ async fn shards_01_and_02_change_together_and_read_in_one_request() {
     assert_eq!(row_keys(&table, "000223").await, ["01", "02"]);
 
     metrics.reset();
-    let second = wide.replace(&year_at(keys, 2), &first).await.unwrap();
+    let second = wide
+        .replace(&year_at(keys, 2), first.if_match())
+        .await
+        .unwrap();
+    let spent = metrics.snapshot();
     assert_eq!(
-        metrics.snapshot().requests(),
-        1,
-        "both shards in one transaction"
+        spent.requests(),
+        2,
+        "a projection read, then both shards in one transaction"
     );
-    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
     for (old, new) in first.shards.iter().zip(&second.shards) {
         assert_ne!(old.etag, new.etag, "shard {} rewritten", new.number);
     }
 
     // A replace from the stale version fails as a whole: neither shard changes.
-    let err = wide.replace(&year_at(keys, 3), &first).await.unwrap_err();
+    metrics.reset();
+    let err = wide
+        .replace(&year_at(keys, 3), first.if_match())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
+    assert!(
+        matches!(&err, Error::PreconditionFailed { target } if target.keys.as_ref().map(|k| k.rk()) == Some("")),
+        "the logical entity is named, not a shard: {err}"
+    );
+    assert_eq!(metrics.snapshot().requests_of(RequestKind::Transaction), 1);
     metrics.reset();
     let read = read_year(&wide, keys).await.unwrap().unwrap();
     assert_eq!(
@@ -231,11 +254,13 @@ async fn shards_01_and_02_change_together_and_read_in_one_request() {
     assert_eq!(read.value, year_at(keys, 2));
     assert_eq!(read.version, second);
 
-    // The same atomicity when the shard count changes under a stale version.
-    let mut damaged = second.clone();
-    damaged.shards[1].etag = first.shards[1].etag.clone();
+    // The same atomicity when the shard count would change under a stale version: the
+    // delete of shard 02 is not committed either.
     let err = wide
-        .replace(&bag(keys, Properties::new().with("D001", 1)), &damaged)
+        .replace(
+            &bag(keys, Properties::new().with("D001", 1)),
+            first.if_match(),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PreconditionFailed);
@@ -245,11 +270,26 @@ async fn shards_01_and_02_change_together_and_read_in_one_request() {
         year_at(keys, 2)
     );
 
-    // A version is the condition of its own entity only: refused before any request.
+    // `Any` replaces whatever is stored, but only what exists.
+    let third = wide.replace(&year_at(keys, 3), IfMatch::Any).await.unwrap();
+    assert_eq!(
+        read_year(&wide, keys).await.unwrap().unwrap().version,
+        third
+    );
     metrics.reset();
-    let err = wide.replace(&year(4), &second).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
-    assert_eq!(metrics.snapshot().requests(), 0);
+    for condition in [IfMatch::Any, third.if_match()] {
+        let err = wide.replace(&year(4), condition).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::NotFound { target } if target.keys.is_some()),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        metrics.snapshot().requests(),
+        2,
+        "an absent entity is found absent by the projection read alone"
+    );
+    assert!(read_year(&wide, KEYS).await.unwrap().is_none());
     table.delete_table().await.unwrap();
 }
 
@@ -355,7 +395,7 @@ async fn deleting_a_missing_wide_entity_is_not_found_and_delete_if_exists_says_f
     let wide = WideEntities::new(table.clone());
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let err = wide.delete(KEYS).await.unwrap_err();
+    let err = wide.delete(KEYS, IfMatch::Any).await.unwrap_err();
     assert!(
         matches!(&err, Error::NotFound { target } if target.keys.is_some()),
         "the logical entity is named: {err}"
@@ -369,6 +409,85 @@ async fn deleting_a_missing_wide_entity_is_not_found_and_delete_if_exists_says_f
         "keys of an entity"
     );
     assert!(row_keys(&table, "000223").await.is_empty());
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_delete_under_a_version_deletes_only_that_version() {
+    let table = common::table("wideifmatch").await;
+    let wide = WideEntities::new(table.clone());
+    // Another process writing the same entity through its own client.
+    let other = WideEntities::new(common::reopen(&table, &common::contended_account()));
+    let metrics = table.account().metrics().clone();
+    let first = wide.insert(&year(1)).await.unwrap();
+    let read = read_year(&wide, KEYS).await.unwrap().unwrap();
+    assert_eq!(read.if_match(), first.if_match());
+
+    // A concurrent write after the read: the version read is stale.
+    other.upsert(&year(2)).await.unwrap();
+    metrics.reset();
+    let err = wide.delete(KEYS, read.if_match()).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::PreconditionFailed { target } if target.keys.as_ref().map(|k| k.rk()) == Some(KEYS.1)),
+        "the logical entity is named: {err}"
+    );
+    let spent = metrics.snapshot();
+    assert_eq!(
+        (
+            spent.requests(),
+            spent.requests_of(RequestKind::Query),
+            spent.requests_of(RequestKind::Transaction)
+        ),
+        (2, 1, 1),
+        "a projection read, then one transaction that fails whole; no retry"
+    );
+    assert_eq!(
+        row_keys(&table, "000223").await,
+        ["DailyIm_01", "DailyIm_02"],
+        "nothing is deleted"
+    );
+    let current = read_year(&wide, KEYS).await.unwrap().unwrap();
+    assert_eq!(current.value, year(2), "the concurrent write is intact");
+
+    // A stale version of another shape (3 shards then) fails the same way.
+    let wider = Entity::new(KEYS.into_keys().unwrap(), strings(600, 8));
+    let three = other.upsert(&wider).await.unwrap();
+    assert_eq!(three.shards.len(), 3);
+    other.upsert(&year(3)).await.unwrap();
+    let err = wide.delete(KEYS, three.if_match()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
+    assert_eq!(
+        row_keys(&table, "000223").await,
+        ["DailyIm_01", "DailyIm_02"]
+    );
+
+    // The current version deletes every shard in one transaction.
+    let current = read_year(&wide, KEYS).await.unwrap().unwrap();
+    assert_eq!(current.value, year(3));
+    metrics.reset();
+    wide.delete(KEYS, current.if_match()).await.unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(
+        spent.requests(),
+        2,
+        "a projection read, then one transaction"
+    );
+    assert_eq!(spent.requests_of(RequestKind::Transaction), 1);
+    assert!(
+        row_keys(&table, "000223").await.is_empty(),
+        "all shards gone"
+    );
+
+    // Absent: NotFound under any condition, after the projection read alone.
+    metrics.reset();
+    for condition in [IfMatch::Any, current.if_match()] {
+        let err = wide.delete(KEYS, condition).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::NotFound { target } if target.keys.is_some()),
+            "{err}"
+        );
+    }
+    assert_eq!(metrics.snapshot().requests(), 2, "one read each");
     table.delete_table().await.unwrap();
 }
 

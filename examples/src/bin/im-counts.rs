@@ -143,7 +143,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let before = metrics.snapshot();
-    daily.delete(&year).await?;
+    // ANCHOR: wide_delete
+    // Every shard in one transaction, only if nobody wrote the year since our update; a
+    // stale version fails with PreconditionFailed and deletes nothing.
+    daily.delete(&year, updated.if_match()).await?;
+    // ANCHOR_END: wide_delete
     hourly.delete(jun, IfMatch::Any).await?;
     report(
         "delete both (projection read + transaction, 1 delete)",

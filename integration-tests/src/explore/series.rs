@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tablekit_azure::Account;
-use tablekit_core::{Entity, ErrorKind, Keys, Properties};
+use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_series::{Series, SeriesLayout, WideEntities};
 use tablekit_testkit::explore::{Entry, Scenario};
 
@@ -390,20 +390,24 @@ async fn wide_now(direct: &Account, table: &str) -> Result<Wide, String> {
     }
 }
 
-/// A wide entity's table, and whether the concurrent writer's write succeeded.
+/// A wide entity's table, the condition of the old value, and whether the concurrent
+/// writer's write succeeded.
 pub struct WideCtx {
     table: String,
+    old: IfMatch,
     actor_wrote: AtomicBool,
 }
 
 async fn prepare_wide(direct: &Account, prefix: &str) -> Result<WideCtx, String> {
     let table = new_table(direct, prefix).await?;
-    wide(direct, &table)
+    let old = wide(direct, &table)
         .upsert(&year(OLD.0, OLD.1))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .if_match();
     Ok(WideCtx {
         table,
+        old,
         actor_wrote: AtomicBool::new(false),
     })
 }
@@ -508,7 +512,8 @@ impl Scenario for WideWrite {
     }
 }
 
-/// `WideEntities::delete` of a two-shard entity.
+/// `WideEntities::delete` of a two-shard entity under the version it was written at, while
+/// another process may write it (three shards).
 pub struct WideDelete;
 
 impl Scenario for WideDelete {
@@ -520,7 +525,7 @@ impl Scenario for WideDelete {
     }
 
     fn invariant(&self) -> &'static str {
-        "all shards or none: Ok ⇒ no row is left (or a concurrent writer's whole value, written after the delete); Indeterminate ⇒ the old value whole or nothing; any other error ⇒ the old value whole (or a concurrent writer's)"
+        "only the version read, all shards or none — never a torn value: Ok ⇒ no row is left (or a concurrent writer's whole value, written after the delete); PreconditionFailed ⇒ nothing deleted: a concurrent writer's whole value; Indeterminate ⇒ the old value whole or nothing (or a concurrent writer's); any other error ⇒ the old value whole (or a concurrent writer's)"
     }
 
     fn actors(&self) -> u8 {
@@ -532,7 +537,11 @@ impl Scenario for WideDelete {
     }
 
     async fn operate(&self, ctx: &WideCtx, account: &Account) -> Outcome {
-        Outcome::of(&wide(account, &ctx.table).delete(WIDE).await)
+        Outcome::of(
+            &wide(account, &ctx.table)
+                .delete(WIDE, ctx.old.clone())
+                .await,
+        )
     }
 
     async fn act(&self, ctx: &WideCtx, direct: &Account, _actor: u8) {
@@ -555,6 +564,15 @@ impl Scenario for WideDelete {
             Some(o) if o.is(ErrorKind::NotFound) => ensure(now == Wide::Absent || actors, || {
                 format!("{o:?}, but the entity holds {now:?}")
             }),
+            // The version was stale: someone wrote since, and the only other writer is the
+            // actor (whose write may have landed even if it reported an error).
+            Some(o) if o.is(ErrorKind::PreconditionFailed) => {
+                ensure(now == Wide::Whole(ACTOR.0), || {
+                    format!(
+                        "{o:?} (not deleted, the version was stale), but the entity holds {now:?}"
+                    )
+                })
+            }
             Some(o) if !o.is(ErrorKind::Indeterminate) => {
                 ensure(now == Wide::Whole(OLD.0) || actors, || {
                     format!("{o:?} (not deleted), but the entity holds {now:?}")
