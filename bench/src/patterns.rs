@@ -350,7 +350,7 @@ pub(crate) async fn pattern_operations(account: &Account) -> Result<Vec<PatternC
     let today = chrono::Utc::now();
     for days_ago in 0..5 {
         periods
-            .ensure(today - chrono::Duration::days(days_ago))
+            .create_if_not_exists(today - chrono::Duration::days(days_ago))
             .await
             .map_err(|x| x.to_string())?;
     }

@@ -349,7 +349,7 @@ pub(crate) async fn reads(account: &Account, endpoint: &str) -> Result<Reads> {
                 let report = tablekit_retention::purge_partition(
                     &table,
                     "old",
-                    &tablekit_retention::PurgeOptions::default(),
+                    tablekit_retention::PurgeOptions::default(),
                 )
                 .await
                 .map_err(err)?;

@@ -7,8 +7,8 @@ mod query;
 mod tables;
 
 pub use period::Period;
-pub use purge::{PurgeOptions, PurgeReport, delete_keys, purge_partition, purge_where};
-pub use query::{PeriodPage, PeriodQuery, PeriodToken};
+pub use purge::{PurgeOptions, PurgeReport, purge_partition, purge_where};
+pub use query::{PeriodQuery, PeriodToken};
 pub use tables::{DropReport, PeriodTable, PeriodTables};
 
 #[cfg(test)]
@@ -33,17 +33,13 @@ mod send_tests {
         let options = PurgeOptions::default();
         assert_send(&tables.insert(now, &entity));
         assert_send(&tables.upsert_replace(now, &entity));
-        assert_send(&tables.ensure(now));
+        assert_send(&tables.create_if_not_exists(now));
         assert_send(&tables.create_ahead(now));
         assert_send(&tables.list());
         assert_send(&tables.drop_older_than(now));
         assert_send(&tables.drop_expired(now));
-        assert_send(&purge_partition(&table, "p", &options));
-        assert_send(&purge_where(&table, Filter::partition("p"), &options));
-        assert_send(&delete_keys(
-            &table,
-            Vec::<tablekit_core::Keys>::new(),
-            &options,
-        ));
+        assert_send(&purge_partition(&table, "p", options.clone()));
+        assert_send(&purge_where(&table, Filter::partition("p"), options));
+        assert_send(&tables.query::<Properties>(now, now).page());
     }
 }

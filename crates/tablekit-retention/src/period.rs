@@ -36,7 +36,7 @@ fn out_of_range(t: DateTime<Utc>) -> Error {
 
 impl Period {
     /// The number of digits of this period's suffix (10, 8 or 6).
-    pub fn digits(self) -> usize {
+    pub(crate) fn digits(self) -> usize {
         match self {
             Period::Hour => 10,
             Period::Day => 8,
@@ -79,7 +79,7 @@ impl Period {
 
     /// The table-name suffix of the period starting at `start`: `yyyyMMddHH`, `yyyyMMdd` or
     /// `yyyyMM`.
-    pub fn suffix(self, start: DateTime<Utc>) -> String {
+    pub(crate) fn suffix(self, start: DateTime<Utc>) -> String {
         let (y, mo, d, h) = (start.year(), start.month(), start.day(), start.hour());
         match self {
             Period::Hour => format!("{y:04}{mo:02}{d:02}{h:02}"),
@@ -90,7 +90,7 @@ impl Period {
 
     /// The period start a suffix stands for, if it is exactly one of this period's suffixes
     /// (right length, all digits, a real date and hour).
-    pub fn parse_suffix(self, suffix: &str) -> Option<DateTime<Utc>> {
+    pub(crate) fn parse_suffix(self, suffix: &str) -> Option<DateTime<Utc>> {
         if suffix.len() != self.digits() || !suffix.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }

@@ -16,7 +16,8 @@ use tablekit_core::{Error, Result, Stored};
 use crate::tables::PeriodTables;
 
 /// Where a [`PeriodQuery`] continues: the table it stopped in and, within it, the service's
-/// continuation (none: from the table's start).
+/// continuation (none: from the table's start). It is the continuation of the read's pages,
+/// `Page<Stored<T>, PeriodToken>`, and goes back in with [`PeriodQuery::resume`].
 ///
 /// Serialize it with serde, or as text with `Display`/`FromStr`: `{table}` or
 /// `{table} {continuation}` (table names and continuation tokens hold no spaces).
@@ -75,20 +76,6 @@ impl FromStr for PeriodToken {
             continuation,
         })
     }
-}
-
-/// One page of a [`PeriodQuery`]: entities of one table, and where the read continues.
-///
-/// A page may be short — even empty — and still have a continuation: only a missing
-/// continuation means the end.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeriodPage<T> {
-    /// The table the entities come from.
-    pub table: String,
-    /// The entities, in (PartitionKey, RowKey) order.
-    pub items: Vec<Stored<T>>,
-    /// Where the next page starts — in this table or the next one; `None` at the end.
-    pub continuation: Option<PeriodToken>,
 }
 
 /// A read of the tables of the periods a time range touches, oldest table first, each in key
@@ -220,8 +207,8 @@ impl<T: DeserializeOwned + Send + 'static> PeriodQuery<T> {
         self
     }
 
-    /// Continues where an earlier page of a read over the same range left off
-    /// ([`PeriodPage::continuation`]).
+    /// Continues where an earlier page of a read over the same range left off (the page's
+    /// [`Page::continuation`]).
     #[must_use]
     pub fn resume(mut self, token: PeriodToken) -> Self {
         self.start = Some(token);
@@ -275,10 +262,15 @@ impl<T: DeserializeOwned + Send + 'static> PeriodQuery<T> {
         query
     }
 
-    /// Every page, table after table, to the end of the last table (or `top` entities).
+    /// Every page, table after table, to the end of the last table (or `top` entities). Each
+    /// page holds entities of one table; its continuation names the table the next page
+    /// starts in. A page may be short — even empty — and still have a continuation: only a
+    /// missing continuation ([`Page::is_last`]) means the end.
     ///
     /// Requests: one per page (a stream dropped early may have sent one more).
-    pub fn pages(self) -> impl Stream<Item = Result<PeriodPage<T>>> + Send + 'static {
+    pub fn pages(
+        self,
+    ) -> impl Stream<Item = Result<Page<Stored<T>, PeriodToken>>> + Send + 'static {
         let (tables, start) = match self.plan() {
             Ok(plan) => plan,
             Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
@@ -304,19 +296,12 @@ impl<T: DeserializeOwned + Send + 'static> PeriodQuery<T> {
     ///
     /// # Errors
     /// As described on [`PeriodQuery`].
-    pub async fn page(&self) -> Result<PeriodPage<T>> {
+    pub async fn page(&self) -> Result<Page<Stored<T>, PeriodToken>> {
         let mut pages = self.clone().pages();
-        pages.next().await.unwrap_or_else(|| {
-            Ok(PeriodPage {
-                table: self
-                    .start
-                    .as_ref()
-                    .map(|t| t.table.clone())
-                    .unwrap_or_default(),
-                items: Vec::new(),
-                continuation: None,
-            })
-        })
+        pages
+            .next()
+            .await
+            .unwrap_or_else(|| Ok(Page::new(Vec::new(), None)))
     }
 
     /// Every entity, table after table (see [`PeriodQuery::pages`]).
@@ -344,18 +329,21 @@ impl<T: DeserializeOwned + Send + 'static> PeriodQuery<T> {
     }
 }
 
+/// The pages of the table being read.
+type TablePages<T> = BoxStream<'static, Result<Page<Stored<T>>>>;
+
 /// The state of [`PeriodQuery::pages`]: the tables left, where the first one starts, and
 /// the pages of the table being read.
 struct Reading<T> {
     query: PeriodQuery<T>,
     tables: std::collections::VecDeque<Table>,
     start: Option<ContinuationToken>,
-    current: Option<(String, BoxStream<'static, Result<Page<Stored<T>>>>)>,
+    current: Option<(String, TablePages<T>)>,
     remaining: Option<usize>,
 }
 
 impl<T: DeserializeOwned + Send + 'static> Reading<T> {
-    async fn next_page(&mut self) -> Option<Result<PeriodPage<T>>> {
+    async fn next_page(&mut self) -> Option<Result<Page<Stored<T>, PeriodToken>>> {
         loop {
             if self.remaining == Some(0) {
                 return None;
@@ -383,13 +371,12 @@ impl<T: DeserializeOwned + Send + 'static> Reading<T> {
                     return Some(Err(e));
                 }
                 Some(Ok(page)) => {
-                    let table = name.clone();
                     if let Some(r) = self.remaining.as_mut() {
                         *r = r.saturating_sub(page.items.len());
                     }
                     let continuation = match page.continuation {
                         Some(c) => Some(PeriodToken {
-                            table: table.clone(),
+                            table: name.clone(),
                             continuation: Some(c),
                         }),
                         None => {
@@ -401,11 +388,7 @@ impl<T: DeserializeOwned + Send + 'static> Reading<T> {
                         }
                     };
                     let continuation = continuation.filter(|_| self.remaining != Some(0));
-                    return Some(Ok(PeriodPage {
-                        table,
-                        items: page.items,
-                        continuation,
-                    }));
+                    return Some(Ok(Page::new(page.items, continuation)));
                 }
             }
         }

@@ -14,6 +14,7 @@ use crate::query::PeriodQuery;
 
 /// One table of a [`PeriodTables`] set, as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PeriodTable {
     /// The table's name, e.g. `Signins20261122`.
     pub name: String,
@@ -180,14 +181,14 @@ impl PeriodTables {
         Ok(tables)
     }
 
-    /// Creates the table holding `time` unless it exists.
+    /// Creates the table holding `time` unless it exists, and returns a handle on it.
     ///
     /// Requests: 1. Consistency: the table exists when this returns.
     ///
     /// # Errors
     /// Before any request: a time out of range or past the retention. Then service errors,
     /// including 409 `TableBeingDeleted` on Azure for a period just dropped.
-    pub async fn ensure(&self, time: DateTime<Utc>) -> Result<Table> {
+    pub async fn create_if_not_exists(&self, time: DateTime<Utc>) -> Result<Table> {
         self.check_retained(time)?;
         let table = self.table_for(time)?;
         table.create_if_not_exists().await?;
@@ -201,10 +202,10 @@ impl PeriodTables {
     /// Requests: 1. Consistency: the table exists when this returns.
     ///
     /// # Errors
-    /// As [`PeriodTables::ensure`].
+    /// As [`PeriodTables::create_if_not_exists`].
     pub async fn create_ahead(&self, now: DateTime<Utc>) -> Result<Table> {
         let next = self.period.next(self.period.start_of(now)?)?;
-        self.ensure(next).await
+        self.create_if_not_exists(next).await
     }
 
     /// Inserts `entity` into the table of `time`'s period, creating the table if it is

@@ -177,7 +177,12 @@ async fn a_resumed_period_query_equals_the_unresumed_read_and_select_projects() 
         }
         let page = page_read.page().await.unwrap();
         assert!(page.items.len() <= 3);
-        tables.push(page.table.clone());
+        // Each sign-in was written to the table of its time.
+        tables.extend(
+            page.items
+                .iter()
+                .map(|s| days.table_name(s.value.at).unwrap()),
+        );
         resumed.extend(page.items);
         match page.continuation {
             Some(next) => token = Some(next.to_string()),
@@ -189,7 +194,7 @@ async fn a_resumed_period_query_equals_the_unresumed_read_and_select_projects() 
     assert_eq!(
         tables,
         [4, 3, 1].map(|n| days.table_name(day(n)).unwrap()),
-        "tokens name the table they stopped in; the missing day is skipped"
+        "each table read in turn; the missing day is skipped"
     );
 
     // The pages of one read end with a token naming the next table.
@@ -209,6 +214,8 @@ async fn a_resumed_period_query_equals_the_unresumed_read_and_select_projects() 
     let name = |n: i64| days.table_name(day(n)).unwrap();
     assert!(next_tables.contains(&Some(name(3).as_str())));
     assert_eq!(next_tables.last(), Some(&None));
+    assert!(pages.last().is_some_and(|p| p.is_last()));
+    assert!(pages[..pages.len() - 1].iter().all(|p| !p.is_last()));
 
     // A projection reads only the properties asked for; keys are always there.
     let projected: Vec<Stored<Properties>> = days
@@ -255,10 +262,10 @@ async fn other_tables_sharing_the_prefix_are_never_dropped() {
     let at = common::at("2026-11-01T10:00:00Z");
     let metrics = account.metrics().clone();
     metrics.reset();
-    days.ensure(at).await.unwrap();
+    days.create_if_not_exists(at).await.unwrap();
     common::assert_requests(&metrics.snapshot(), Some(RequestKind::TableCreate), 1);
     common::assert_requests(&metrics.snapshot(), None, 1);
-    hours.ensure(at).await.unwrap();
+    hours.create_if_not_exists(at).await.unwrap();
     assert_eq!(hours.table_name(at).unwrap(), format!("{prefix}2026110110"));
 
     let report = days

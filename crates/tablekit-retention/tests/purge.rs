@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use tablekit_azure::{RequestKind, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, ErrorKind, IfMatch, Properties};
-use tablekit_retention::{PurgeOptions, PurgeReport, delete_keys, purge_partition, purge_where};
+use tablekit_core::{Entity, ErrorKind, Properties};
+use tablekit_retention::{PurgeOptions, purge_partition, purge_where};
 
 /// Inserts `n` entities into partition `pk` and returns their `(PartitionKey, RowKey)`s.
 async fn fill(table: &Table, pk: &str, n: usize) -> Vec<(String, String)> {
@@ -48,7 +48,7 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
     let options = PurgeOptions::default().with_progress(move |p| log.lock().unwrap().push(*p));
 
     metrics.reset();
-    let done = purge_partition(&table, "user42", &options).await.unwrap();
+    let done = purge_partition(&table, "user42", options).await.unwrap();
     let spent = metrics.snapshot();
     common::assert_requests(&spent, Some(RequestKind::Transaction), 25); // 100 deletes each
     common::assert_requests(&spent, Some(RequestKind::Query), 3); // keys read 1,000 at a time
@@ -84,41 +84,11 @@ async fn purging_2500_entities_takes_25_transactions_and_3_scan_pages() {
 
     // Re-running a finished purge is one scan request and no deletes.
     metrics.reset();
-    let again = purge_partition(&table, "user42", &PurgeOptions::default())
+    let again = purge_partition(&table, "user42", PurgeOptions::default())
         .await
         .unwrap();
     assert_eq!((again.deleted, again.transactions), (0, 0));
     common::assert_requests(&metrics.snapshot(), None, 1);
-    table.delete_table().await.unwrap();
-}
-
-#[tokio::test]
-async fn entities_already_deleted_do_not_fail_a_purge() {
-    let table = common::table("purgegone").await;
-    let metrics = table.account().metrics().clone();
-    let keys = fill(&table, "p", 150).await;
-    // Someone else deleted 30 of them (every fifth) before our transactions arrive.
-    for k in keys.iter().step_by(5) {
-        table.delete(k.clone(), IfMatch::Any).await.unwrap();
-    }
-    metrics.reset();
-    let done = delete_keys(&table, keys.clone(), &PurgeOptions::default())
-        .await
-        .unwrap();
-    assert_eq!((done.deleted, done.already_gone), (120, 30));
-    // Each of the two transactions is refused once, rechecked with one range query, re-sent.
-    assert_eq!(done.transactions, 4);
-    assert_eq!(done.rechecks, 2);
-    let spent = metrics.snapshot();
-    common::assert_requests(&spent, Some(RequestKind::Transaction), 4);
-    common::assert_requests(&spent, Some(RequestKind::Query), 2);
-    assert_eq!(count(&table, "p").await, 0);
-
-    // Deleting keys that are all gone is fine too.
-    let done = delete_keys(&table, keys[..10].to_vec(), &PurgeOptions::default())
-        .await
-        .unwrap();
-    assert_eq!((done.deleted, done.already_gone), (0, 10));
     table.delete_table().await.unwrap();
 }
 
@@ -128,8 +98,8 @@ async fn two_purges_racing_on_one_partition_both_finish() {
     fill(&table, "p", 1_000).await;
     let options = PurgeOptions::default().with_page_size(200);
     let (a, b) = tokio::join!(
-        purge_partition(&table, "p", &options),
-        purge_partition(&table, "p", &options)
+        purge_partition(&table, "p", options.clone()),
+        purge_partition(&table, "p", options)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     for p in [a, b] {
@@ -154,7 +124,7 @@ async fn a_purge_by_filter_deletes_only_matches() {
     );
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let done = purge_where(&table, old, &PurgeOptions::default().with_concurrency(2))
+    let done = purge_where(&table, old, PurgeOptions::default().with_concurrency(2))
         .await
         .unwrap();
     assert_eq!((done.deleted, done.transactions), (120, 2));
@@ -169,31 +139,27 @@ async fn bad_input_and_missing_tables_are_reported() {
     let table = common::table("purgebad").await;
     let metrics = table.account().metrics().clone();
     metrics.reset();
-    let options = PurgeOptions::default();
-    let err = purge_partition(&table, "a/b", &options).await.unwrap_err();
+    let err = purge_partition(&table, "a/b", PurgeOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    let err = purge_partition(&table, "p", &options.clone().with_page_size(1_001))
+    let err = purge_partition(&table, "p", PurgeOptions::default().with_page_size(1_001))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LimitExceeded);
-    let err = delete_keys(&table, [("p", "1"), ("p", "1")], &options)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    let err = delete_keys(&table, [("p", "1"), ("p", "a/b")], &options)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    common::assert_requests(&metrics.snapshot(), None, 0);
-    assert_eq!(
-        delete_keys(&table, Vec::<(&str, &str)>::new(), &options)
-            .await
-            .unwrap(),
-        PurgeReport::default()
-    );
+    let err = purge_where(
+        &table,
+        Filter::partition("p"),
+        PurgeOptions::default().with_page_size(0),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded, "{err}");
     common::assert_requests(&metrics.snapshot(), None, 0);
 
     table.delete_table().await.unwrap();
-    let err = purge_partition(&table, "p", &options).await.unwrap_err();
+    let err = purge_partition(&table, "p", PurgeOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
 }

@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use tablekit::core::batch::Operation;
 use tablekit::prelude::*;
 use tablekit::retention::{Period, PeriodTables};
-use tablekit::retention::{PeriodPage, PurgeOptions, purge_partition};
+use tablekit::retention::{PeriodToken, PurgeOptions, purge_partition};
 use tablekit_examples::{report, unique_name};
 
 // ANCHOR: model
@@ -127,7 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The same read page by page: each page's token names the table it stopped in, so a
     // later request — or another process — carries on from there.
     let everyone = signins.query(days_ago(2), now).with_page_size(2);
-    let first: PeriodPage<Signin> = everyone.clone().page().await?;
+    let first: Page<Stored<Signin>, PeriodToken> = everyone.clone().page().await?;
     let token = first.continuation.expect("more pages").to_string();
     println!("    the next page starts at {token}");
     let rest = everyone.resume(token.parse()?).collect().await?;
@@ -178,7 +178,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             p.done, p.requests
         );
     });
-    let purged = purge_partition(&audit, "dave", &options).await?;
+    let purged = purge_partition(&audit, "dave", options).await?;
     // ANCHOR_END: purge
     report(
         &format!(

@@ -56,13 +56,16 @@ type Item = (String, Keys, Properties);
 /// What one read returned, or its error.
 type Read = Result<Vec<Item>, Outcome>;
 
-fn flatten(items: Vec<Stored<Properties>>, table: &str, prefix: &str, out: &mut Vec<Item>) {
-    let period = table.strip_prefix(prefix).unwrap_or(table);
-    out.extend(
-        items
-            .into_iter()
-            .map(|s| (period.to_owned(), s.keys, s.value)),
-    );
+/// The entities read, each with the period of the table it was written to (its `Day`).
+fn flatten(items: Vec<Stored<Properties>>, days: &PeriodTables, out: &mut Vec<Item>) {
+    out.extend(items.into_iter().map(|s| {
+        let day = s.value.get_i64("Day").unwrap_or_default();
+        let table = days
+            .table_name(today() - Duration::days(day))
+            .unwrap_or_default();
+        let period = table.strip_prefix(days.prefix()).unwrap_or(&table);
+        (period.to_owned(), s.keys, s.value)
+    }));
 }
 
 /// Where two reads first differ, in a line.
@@ -125,11 +128,12 @@ impl Scenario for PeriodRead {
 
     async fn operate(&self, ctx: &PeriodCtx, account: &Account) -> Vec<Read> {
         let query = ctx.query(account);
+        let days = ctx.days(account);
         let whole = match query.clone().pages().try_collect::<Vec<_>>().await {
             Ok(pages) => {
                 let mut out = Vec::new();
                 for page in pages {
-                    flatten(page.items, &page.table, &ctx.prefix, &mut out);
+                    flatten(page.items, &days, &mut out);
                 }
                 Ok(out)
             }
@@ -152,7 +156,7 @@ impl Scenario for PeriodRead {
                         Err(_) => {}
                     }
                 };
-                flatten(page.items, &page.table, &ctx.prefix, &mut out);
+                flatten(page.items, &days, &mut out);
                 match page.continuation {
                     Some(next) => token = Some(next.to_string()),
                     None => return Ok(out),
@@ -166,18 +170,9 @@ impl Scenario for PeriodRead {
             .collect()
             .await
             .map(|items| {
-                items
-                    .into_iter()
-                    .map(|s| {
-                        let day = s.value.get_i64("Day").unwrap_or_default();
-                        let table = ctx
-                            .days(account)
-                            .table_name(today() - Duration::days(day))
-                            .unwrap_or_default();
-                        let period = table.strip_prefix(&ctx.prefix).unwrap_or(&table);
-                        (period.to_owned(), s.keys, s.value)
-                    })
-                    .collect()
+                let mut out = Vec::new();
+                flatten(items, &days, &mut out);
+                out
             })
             .map_err(|e| Outcome::of::<()>(&Err(e)));
         vec![whole, resumed, first]
@@ -303,7 +298,7 @@ impl Scenario for Purge {
 
     async fn operate(&self, table: &String, account: &Account) -> Outcome {
         let table = account.table(table).expect("table name");
-        Outcome::of(&purge_partition(&table, PURGED, &purge_options()).await)
+        Outcome::of(&purge_partition(&table, PURGED, purge_options()).await)
     }
 
     /// A purge that failed or stopped is run again.
@@ -317,7 +312,7 @@ impl Scenario for Purge {
             return Ok(());
         }
         let table = account.table(table).map_err(|e| e.to_string())?;
-        purge_partition(&table, PURGED, &purge_options())
+        purge_partition(&table, PURGED, purge_options())
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -325,7 +320,7 @@ impl Scenario for Purge {
 
     async fn act(&self, table: &String, direct: &Account, _actor: u8) {
         if let Ok(table) = direct.table(table) {
-            let _ = purge_partition(&table, PURGED, &purge_options()).await;
+            let _ = purge_partition(&table, PURGED, purge_options()).await;
         }
     }
 

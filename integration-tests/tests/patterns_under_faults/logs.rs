@@ -159,7 +159,7 @@ async fn purged_partitions_end_empty() {
         .with_concurrency(2);
     let (mut deleted, mut transactions) = (0, 0);
     for k in 0..partitions {
-        let progress = purge_partition(&table, &format!("signins{k:02}"), &options)
+        let progress = purge_partition(&table, &format!("signins{k:02}"), options.clone())
             .await
             .unwrap();
         assert_eq!(progress.scanned, per_partition, "every key read once");

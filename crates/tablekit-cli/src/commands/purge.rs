@@ -96,7 +96,7 @@ pub(crate) async fn run(ctx: &Ctx, account: &Account, args: PurgeArgs) -> CliRes
             })
         };
         let report = tokio::select! {
-            r = purge_where(&table, filter, &options) => r,
+            r = purge_where(&table, filter, options) => r,
             // Safe to stop anywhere: a purge is finished by running it again.
             () = ctx.interrupt.wait() => break,
         };
