@@ -45,7 +45,7 @@ pub use sharded::{
 pub use table::{
     BulkOptions, BulkReport, CodecFilter, ConflictLoop, ContinuationToken, EntityCheck,
     EntityCodec, EntityError, EntityResult, OperationOutcome, Page, PerEntity, Query, Table,
-    Transaction, TransactionOutcome, TypedTable, TypedTransaction, WriteMode,
+    Transaction, TransactionOutcome, TypedTable, TypedTransaction, WriteMode, WriteOutcome,
     WriteReport,
 };
 pub use tablekit_core as core;

@@ -19,14 +19,18 @@ use super::batch::{ReadBack, clone_error};
 use super::codec::{Prepared, Tasks, join_all};
 use crate::progress::{Progress, ProgressCallback};
 
-/// What happened to one operation of a [`Table::bulk_write`].
+/// What happened to one item of a write that reports per item — an operation of a
+/// [`Table::bulk_write`] ([`OperationOutcome`]), an entry of a batch append
+/// (`tablekit_logtail::AppendOutcome`): written, failed or unknown. `T` is what a written
+/// item carries (an operation's new ETag, an appended entry).
 ///
-/// Only [`Failed`](Self::Failed) means "not written": an operation reported
-/// [`Unknown`](Self::Unknown) may be stored, so count it neither as written nor as lost.
+/// Only [`Failed`](Self::Failed) means "not written": an item reported
+/// [`Unknown`](Self::Unknown) may be stored, so count it neither as written nor as lost. The
+/// three variants are a complete case split: a `match` on them is checked.
 #[derive(Debug)]
-pub enum OperationOutcome {
-    /// Written: its effect is stored. The new ETag (absent for deletes).
-    Written(Option<ETag>),
+pub enum WriteOutcome<T> {
+    /// Written: its effect is stored.
+    Written(T),
     /// Not written, for certain, and it will not be: the service refused it (its
     /// transaction was rolled back), or every attempt of its transaction was refused before
     /// any work (503, 429), or it was never sent, or its transaction, read back after no
@@ -37,31 +41,64 @@ pub enum OperationOutcome {
     /// read-back could not settle it: the read failed, another writer changed the same rows,
     /// or the transaction was not there yet while an attempt could still land. The error is
     /// the transaction's. Send it again only if doing it twice is harmless (an upsert, an
-    /// insert with [`BulkOptions::with_accept_identical`]), or read the entity first.
+    /// insert with [`BulkOptions::with_accept_identical`], an append under the same id), or
+    /// read the entity first.
     Unknown(Error),
 }
 
-impl OperationOutcome {
-    /// Whether the operation was written.
+/// What happened to one operation of a [`Table::bulk_write`]: written (with its new ETag,
+/// absent for deletes), failed or unknown (see [`WriteOutcome`]).
+pub type OperationOutcome = WriteOutcome<Option<ETag>>;
+
+impl<T> WriteOutcome<T> {
+    /// Whether the item was written.
     pub fn is_written(&self) -> bool {
-        matches!(self, OperationOutcome::Written(_))
+        matches!(self, WriteOutcome::Written(_))
     }
 
-    /// Whether the operation was certainly not written.
+    /// Whether the item was certainly not written.
     pub fn is_failed(&self) -> bool {
-        matches!(self, OperationOutcome::Failed(_))
+        matches!(self, WriteOutcome::Failed(_))
     }
 
-    /// Whether the operation may or may not have been written.
+    /// Whether the item may or may not have been written.
     pub fn is_unknown(&self) -> bool {
-        matches!(self, OperationOutcome::Unknown(_))
+        matches!(self, WriteOutcome::Unknown(_))
     }
 
-    /// The error of a failed or unknown operation.
+    /// What a written item carries; `None` for a failed or unknown one.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            WriteOutcome::Written(value) => Some(value),
+            WriteOutcome::Failed(_) | WriteOutcome::Unknown(_) => None,
+        }
+    }
+
+    /// The error of a failed or unknown item; `None` for a written one.
     pub fn error(&self) -> Option<&Error> {
         match self {
-            OperationOutcome::Written(_) => None,
-            OperationOutcome::Failed(e) | OperationOutcome::Unknown(e) => Some(e),
+            WriteOutcome::Written(_) => None,
+            WriteOutcome::Failed(e) | WriteOutcome::Unknown(e) => Some(e),
+        }
+    }
+
+    /// What a written item carries.
+    ///
+    /// # Errors
+    /// The error of a failed or unknown item.
+    pub fn into_result(self) -> Result<T> {
+        match self {
+            WriteOutcome::Written(value) => Ok(value),
+            WriteOutcome::Failed(e) | WriteOutcome::Unknown(e) => Err(e),
+        }
+    }
+
+    /// The same outcome with a written item's value mapped by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WriteOutcome<U> {
+        match self {
+            WriteOutcome::Written(value) => WriteOutcome::Written(f(value)),
+            WriteOutcome::Failed(e) => WriteOutcome::Failed(e),
+            WriteOutcome::Unknown(e) => WriteOutcome::Unknown(e),
         }
     }
 }
@@ -138,7 +175,7 @@ impl BulkOptions {
     /// send instant plus [`Settings::late_landing`](crate::Settings::late_landing), the
     /// request timeout and the server timeout — and is read once more: its operations end
     /// written or failed. This costs up to one `late_landing` per such transaction (60 s by
-    /// default) and one more read. Without it they are reported [`OperationOutcome::Unknown`].
+    /// default) and one more read. Without it they are reported [unknown](WriteOutcome::Unknown).
     #[must_use]
     pub fn with_wait_to_settle(mut self, wait: bool) -> Self {
         self.wait_to_settle = wait;
@@ -161,12 +198,20 @@ impl BulkOptions {
     }
 }
 
-/// The outcome of a [`Table::bulk_write`]: one entry per operation, by the caller's index.
+/// The outcome of a write that reports per item — a [`Table::bulk_write`] ([`BulkReport`]), a
+/// batch append (`tablekit_logtail::AppendReport`, which adds each item's append id): one
+/// [`WriteOutcome`] per item, by the caller's index, and the requests it took.
+///
+/// The counts ([`written`](Self::written), [`failed`](Self::failed),
+/// [`unknown`](Self::unknown)) add up to the number of items; [`failures`](Self::failures) and
+/// [`unknowns`](Self::unknowns) list the items that are not known to be stored, with their
+/// errors; [`into_result`](Self::into_result) turns a report into every item's value or the
+/// first item that is not written.
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct BulkReport {
-    /// Outcome of each operation, indexed like the input.
-    pub outcomes: Vec<OperationOutcome>,
+pub struct WriteReport<T> {
+    /// Outcome of each item, indexed like the input.
+    pub outcomes: Vec<WriteOutcome<T>>,
     /// Transactions sent (including re-submissions after a failed operation was taken out).
     pub transactions: usize,
     /// Range reads sent to settle outcomes: read-backs of transactions left open and, with
@@ -174,48 +219,77 @@ pub struct BulkReport {
     pub read_backs: usize,
 }
 
-impl BulkReport {
-    /// Operations written.
+/// The outcome of a [`Table::bulk_write`]: one [`OperationOutcome`] per operation, by the
+/// caller's index (see [`WriteReport`]).
+pub type BulkReport = WriteReport<Option<ETag>>;
+
+impl<T> WriteReport<T> {
+    /// Items written.
     pub fn written(&self) -> usize {
         self.outcomes.iter().filter(|o| o.is_written()).count()
     }
 
-    /// Operations certainly not written.
+    /// Items certainly not written.
     pub fn failed(&self) -> usize {
         self.outcomes.iter().filter(|o| o.is_failed()).count()
     }
 
-    /// Operations that may or may not have been written.
+    /// Items that may or may not have been written.
     pub fn unknown(&self) -> usize {
         self.outcomes.iter().filter(|o| o.is_unknown()).count()
     }
 
-    /// The failed operations (certainly not written) and why, by caller index.
+    /// The written items and what each carries, by caller index.
+    pub fn successes(&self) -> impl Iterator<Item = (usize, &T)> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.value().map(|v| (i, v)))
+    }
+
+    /// The failed items (certainly not written) and why, by caller index.
     pub fn failures(&self) -> impl Iterator<Item = (usize, &Error)> {
         self.outcomes
             .iter()
             .enumerate()
             .filter_map(|(i, o)| match o {
-                OperationOutcome::Failed(e) => Some((i, e)),
+                WriteOutcome::Failed(e) => Some((i, e)),
                 _ => None,
             })
     }
 
-    /// The operations whose outcome is unknown and their transaction's error, by caller
-    /// index.
+    /// The items whose outcome is unknown and their transaction's error, by caller index.
     pub fn unknowns(&self) -> impl Iterator<Item = (usize, &Error)> {
         self.outcomes
             .iter()
             .enumerate()
             .filter_map(|(i, o)| match o {
-                OperationOutcome::Unknown(e) => Some((i, e)),
+                WriteOutcome::Unknown(e) => Some((i, e)),
                 _ => None,
             })
     }
 
-    /// Whether every operation was written.
+    /// Whether every item was written.
     pub fn is_complete(&self) -> bool {
-        self.outcomes.iter().all(OperationOutcome::is_written)
+        self.outcomes.iter().all(WriteOutcome::is_written)
+    }
+
+    /// Every item's value, in input order, or the first item that is not written.
+    ///
+    /// # Errors
+    /// The first failed or unknown item's error, as [`Error::BatchFailed`] naming its
+    /// caller index.
+    pub fn into_result(self) -> Result<Vec<T>> {
+        self.outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(index, o)| {
+                o.into_result().map_err(|e| Error::BatchFailed {
+                    index,
+                    source: Box::new(e),
+                })
+            })
+            .collect()
     }
 }
 
@@ -357,8 +431,8 @@ impl Resolved {
 impl Table {
     /// Writes many operations: grouped by partition, split into transactions of at most 100
     /// operations and less than 4 MiB, sent with bounded concurrency. Every operation gets an
-    /// outcome: [written](OperationOutcome::Written), [failed](OperationOutcome::Failed) —
-    /// certainly not written — or [unknown](OperationOutcome::Unknown).
+    /// outcome: [written](WriteOutcome::Written), [failed](WriteOutcome::Failed) —
+    /// certainly not written — or [unknown](WriteOutcome::Unknown).
     ///
     /// An operation the service refuses is taken out and the rest of its transaction is sent
     /// again, so one bad operation does not block the others. A transaction that still fails
@@ -842,5 +916,85 @@ impl Table {
             tx.indices = tx.indices.iter().map(|&j| indices[j]).collect();
         }
         Ok(transactions)
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    fn etag(s: &str) -> Option<ETag> {
+        Some(ETag::new(s))
+    }
+
+    fn report() -> BulkReport {
+        BulkReport {
+            outcomes: vec![
+                OperationOutcome::Written(etag("a")),
+                OperationOutcome::Unknown(Error::Transport {
+                    message: "reset".into(),
+                    source: None,
+                }),
+                OperationOutcome::Written(None),
+                OperationOutcome::Failed(Error::invalid_argument("op", "refused")),
+            ],
+            transactions: 2,
+            read_backs: 1,
+        }
+    }
+
+    #[test]
+    fn counts_and_lists_by_caller_index() {
+        let r = report();
+        assert_eq!((r.written(), r.failed(), r.unknown()), (2, 1, 1));
+        assert!(!r.is_complete());
+        let failures: Vec<_> = r.failures().map(|(i, e)| (i, e.kind())).collect();
+        assert_eq!(failures, vec![(3, ErrorKind::InvalidArgument)]);
+        let unknowns: Vec<_> = r.unknowns().map(|(i, e)| (i, e.kind())).collect();
+        assert_eq!(unknowns, vec![(1, ErrorKind::Transport)]);
+        let successes: Vec<_> = r.successes().map(|(i, v)| (i, v.clone())).collect();
+        assert_eq!(successes, vec![(0, etag("a")), (2, None)]);
+    }
+
+    #[test]
+    fn into_result_names_the_first_item_not_written() {
+        match report().into_result() {
+            Err(Error::BatchFailed { index, source }) => {
+                assert_eq!(index, 1);
+                assert_eq!(source.kind(), ErrorKind::Transport);
+            }
+            other => panic!("expected BatchFailed, got {other:?}"),
+        }
+        let complete = BulkReport {
+            outcomes: vec![
+                WriteOutcome::Written(etag("x")),
+                WriteOutcome::Written(None),
+            ],
+            transactions: 1,
+            read_backs: 0,
+        };
+        assert!(complete.is_complete());
+        assert_eq!(complete.into_result().unwrap(), vec![etag("x"), None]);
+    }
+
+    #[test]
+    fn an_outcome_answers_the_same_questions() {
+        let [written, unknown, _, failed] =
+            <[OperationOutcome; 4]>::try_from(report().outcomes).unwrap_or_else(|_| unreachable!());
+        assert!(written.is_written() && !written.is_failed() && !written.is_unknown());
+        assert!(written.error().is_none());
+        assert_eq!(written.value(), Some(&etag("a")));
+        assert!(unknown.is_unknown() && unknown.value().is_none());
+        assert_eq!(unknown.error().map(Error::kind), Some(ErrorKind::Transport));
+        assert!(failed.is_failed());
+        assert_eq!(
+            failed
+                .map(|e| e.is_some())
+                .into_result()
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidArgument
+        );
+        assert!(written.map(|e| e.is_some()).into_result().unwrap());
     }
 }

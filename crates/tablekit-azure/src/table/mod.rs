@@ -23,7 +23,7 @@ use tablekit_core::limits::validate_table_name;
 use tablekit_core::{Error, ErrorKind, Result, Target};
 
 pub use batch::TransactionOutcome;
-pub use bulk::{BulkOptions, BulkReport, OperationOutcome};
+pub use bulk::{BulkOptions, BulkReport, OperationOutcome, WriteOutcome, WriteReport};
 pub use codec::{CodecFilter, EntityCheck, EntityCodec};
 pub use query::{ContinuationToken, EntityError, EntityResult, Page, PerEntity, Query};
 pub use transaction::{Transaction, TypedTransaction};
