@@ -14,6 +14,7 @@ use tablekit_core::limits::{validate_blob_name, validate_dns_name, validate_prop
 use tablekit_core::{ETag, Error, ErrorKind, IfMatch, NameKind, ResourceKind, Result, Target};
 
 use crate::account::Account;
+use crate::listing::Listing;
 use crate::metrics::RequestKind;
 use crate::url::{encode_component, join};
 
@@ -474,20 +475,28 @@ impl Container {
         }
     }
 
-    /// Every blob whose name starts with `prefix`, in name order, with metadata.
+    /// The blobs whose name starts with `prefix`, in name order, with metadata: a lazy
+    /// [`Listing`] — nothing is sent until a page is asked for or the listing is awaited
+    /// (`container.list("2014/").await?` collects every page).
     ///
     /// Requests: one per 5,000 blobs (a listing page).
     ///
     /// # Errors
-    /// [`Error::NotFound`] if the container does not exist.
-    pub async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
-        self.list_with_service_time(prefix)
-            .await
-            .map(|(blobs, _)| blobs)
+    /// Of each page: [`Error::NotFound`] if the container does not exist; transport and
+    /// service errors.
+    pub fn list(&self, prefix: &str) -> Listing<BlobInfo> {
+        let (container, prefix) = (self.clone(), prefix.to_owned());
+        Listing::new(move |marker, size| {
+            let (container, prefix) = (container.clone(), prefix.clone());
+            async move {
+                let (blobs, next, _) = container.list_page(&prefix, marker, size).await?;
+                Ok((blobs, next))
+            }
+        })
     }
 
-    /// Like [`Container::list`], with the service's clock reading when it answered: the
-    /// `Date` of the first listing response (`None` if it carried none).
+    /// Like [`Container::list`], read whole, with the service's clock reading when it
+    /// answered: the `Date` of the first listing response (`None` if it carried none).
     ///
     /// Each blob's [`BlobInfo::last_modified`] was set by the same service, so subtracting it
     /// from this time gives the blob's age without involving this machine's clock. Listing
@@ -506,56 +515,76 @@ impl Container {
         let mut out = Vec::new();
         let mut service_time: Option<Option<DateTime<Utc>>> = None;
         let mut marker: Option<String> = None;
-        let target = Target::resource(ResourceKind::Container, self.name.as_ref());
         loop {
-            let mut query = vec![
-                ("restype", "container"),
-                ("comp", "list"),
-                ("include", "metadata"),
-            ];
-            if !prefix.is_empty() {
-                query.push(("prefix", prefix));
-            }
-            if let Some(m) = &marker {
-                query.push(("marker", m));
-            }
-            let url = self.url(None, &query);
-            let outcome = self
-                .send(RequestKind::BlobList, &target, || {
-                    self.request(Method::Get, url.clone(), Vec::new(), None)
-                })
-                .await;
-            let response = outcome.result?;
-            service_time.get_or_insert_with(|| {
-                response
-                    .header("date")
-                    .and_then(|t| DateTime::parse_from_rfc2822(t).ok())
-                    .map(|t| t.with_timezone(&Utc))
-            });
-            let page: EnumerationResults = azure_core::xml::read_xml(&response.body)
-                .map_err(|e| Error::transport("malformed blob listing", e))?;
-            out.extend(page.blobs.blob.into_iter().map(|b| {
-                BlobInfo {
-                    etag: ETag::new(b.properties.etag),
-                    len: b.properties.content_length,
-                    content_type: b.properties.content_type.filter(|c| !c.is_empty()),
-                    last_modified: DateTime::parse_from_rfc2822(&b.properties.last_modified)
-                        .ok()
-                        .map(|t| t.with_timezone(&Utc)),
-                    metadata: b
-                        .metadata
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k.to_ascii_lowercase(), v))
-                        .collect(),
-                    name: b.name,
-                }
-            }));
-            match page.next_marker.filter(|m| !m.is_empty()) {
+            let (blobs, next, time) = self.list_page(prefix, marker, None).await?;
+            service_time.get_or_insert(time);
+            out.extend(blobs);
+            match next {
                 Some(m) => marker = Some(m),
                 None => return Ok((out, service_time.flatten())),
             }
         }
+    }
+
+    /// One listing page from `marker` (`None`: the first) of at most `size` blobs: its blobs,
+    /// the marker of the next page, and the response's `Date`.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        marker: Option<String>,
+        size: Option<u32>,
+    ) -> Result<(Vec<BlobInfo>, Option<String>, Option<DateTime<Utc>>)> {
+        let size = size.map(|n| n.to_string());
+        let target = Target::resource(ResourceKind::Container, self.name.as_ref());
+        let mut query = vec![
+            ("restype", "container"),
+            ("comp", "list"),
+            ("include", "metadata"),
+        ];
+        if !prefix.is_empty() {
+            query.push(("prefix", prefix));
+        }
+        if let Some(m) = &marker {
+            query.push(("marker", m));
+        }
+        if let Some(n) = &size {
+            query.push(("maxresults", n));
+        }
+        let url = self.url(None, &query);
+        let outcome = self
+            .send(RequestKind::BlobList, &target, || {
+                self.request(Method::Get, url.clone(), Vec::new(), None)
+            })
+            .await;
+        let response = outcome.result?;
+        let service_time = response
+            .header("date")
+            .and_then(|t| DateTime::parse_from_rfc2822(t).ok())
+            .map(|t| t.with_timezone(&Utc));
+        let page: EnumerationResults = azure_core::xml::read_xml(&response.body)
+            .map_err(|e| Error::transport("malformed blob listing", e))?;
+        let blobs = page
+            .blobs
+            .blob
+            .into_iter()
+            .map(|b| BlobInfo {
+                etag: ETag::new(b.properties.etag),
+                len: b.properties.content_length,
+                content_type: b.properties.content_type.filter(|c| !c.is_empty()),
+                last_modified: DateTime::parse_from_rfc2822(&b.properties.last_modified)
+                    .ok()
+                    .map(|t| t.with_timezone(&Utc)),
+                metadata: b
+                    .metadata
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                    .collect(),
+                name: b.name,
+            })
+            .collect();
+        let next = page.next_marker.filter(|m| !m.is_empty());
+        Ok((blobs, next, service_time))
     }
 }
 

@@ -5,6 +5,7 @@ mod account;
 mod container;
 pub mod deadline;
 mod governor;
+mod listing;
 mod metrics;
 mod progress;
 mod queue;
@@ -29,6 +30,7 @@ pub use container::{Blob, BlobCondition, BlobInfo, Container, UploadOptions};
 #[doc(hidden)]
 pub use deadline::{Deadline, track_landing};
 pub use governor::ThroughputPolicy;
+pub use listing::{ListToken, Listing};
 pub use metrics::{Metrics, MetricsSnapshot, RequestKind};
 pub use progress::{Progress, ProgressCallback};
 pub use queue::{MAX_VISIBILITY, Message, MessageTtl, Queue, SendOptions};

@@ -432,3 +432,63 @@ fn debug_and_display_never_show_secrets() {
         assert!(!text.contains(&sig), "{text}");
     }
 }
+
+/// A blob listing is lazy and pages like a table listing: one request per page of at most
+/// the page size, resumable from a page's token, and a listing of a missing container fails
+/// at its first page, not when it is built.
+#[tokio::test]
+async fn a_blob_listing_pages_and_resumes_from_a_token() {
+    use futures::TryStreamExt;
+
+    let account = common::account();
+    let container = account.container(&unique_container_name("paged")).unwrap();
+    let listing = container.list("");
+    assert_eq!(
+        listing.page().await.unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "the container does not exist yet"
+    );
+    container.create().await.unwrap();
+    let names = ["a/1", "a/2", "a/3", "a/4", "a/5", "b/1"];
+    for name in names {
+        container
+            .upload(name, b"x".to_vec(), UploadOptions::default())
+            .await
+            .unwrap();
+    }
+    let metrics = account.metrics().clone();
+    metrics.reset();
+    let first = container
+        .list("a/")
+        .with_page_size(2)
+        .unwrap()
+        .page()
+        .await
+        .unwrap();
+    let rest: Vec<_> = container
+        .list("a/")
+        .with_page_size(2)
+        .unwrap()
+        .resume(first.continuation.clone().expect("more pages"))
+        .stream()
+        .try_collect()
+        .await
+        .unwrap();
+    let listed: Vec<&str> = first
+        .items
+        .iter()
+        .chain(&rest)
+        .map(|b| b.name.as_str())
+        .collect();
+    assert_eq!(listed, names[..5]);
+    assert_eq!(
+        metrics
+            .snapshot()
+            .requests_of(tablekit_azure::RequestKind::BlobList),
+        3,
+        "pages of two: 2 + 2 + 1"
+    );
+    // Awaiting the listing reads every page.
+    assert_eq!(container.list("").await.unwrap().len(), names.len());
+    container.delete_container().await.unwrap();
+}

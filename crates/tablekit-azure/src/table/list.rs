@@ -9,6 +9,7 @@ use tablekit_core::{Error, Result, Target};
 
 use super::{ACCEPT_NONE, table_request};
 use crate::account::Account;
+use crate::listing::Listing;
 use crate::metrics::RequestKind;
 use crate::url::join;
 
@@ -45,41 +46,60 @@ impl Account {
     /// The comparison is case-sensitive on the name as created, although table names are
     /// otherwise case-insensitive: list with the casing the tables were created with.
     ///
+    /// A lazy [`Listing`]: nothing is sent until a page is asked for or the listing is
+    /// awaited (`account.list_tables("Signins").await?` collects every page).
+    ///
     /// Requests: one per 1,000 tables listed (the service pages table listings).
     /// Consistency: each page reflects the tables that existed when it was read; a table
     /// being deleted may still be listed.
     ///
     /// # Errors
-    /// Transport and service errors.
-    pub async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
+    /// Of each page: transport and service errors.
+    pub fn list_tables(&self, prefix: &str) -> Listing<String> {
+        let (account, prefix) = (self.clone(), prefix.to_owned());
+        Listing::new(move |next, size| {
+            let (account, prefix) = (account.clone(), prefix.clone());
+            async move { account.list_tables_page(&prefix, next, size).await }
+        })
+    }
+
+    /// One page of [`list_tables`](Self::list_tables), from the `NextTableName` marker
+    /// `next` (`None`: the first page) with at most `size` names, and the marker of the page
+    /// after it.
+    async fn list_tables_page(
+        &self,
+        prefix: &str,
+        next: Option<String>,
+        size: Option<u32>,
+    ) -> Result<(Vec<String>, Option<String>)> {
         let filter = prefix_filter(prefix).map(|f| f.render()).transpose()?;
         let target = Target::table(format!("{prefix}*"));
-        let mut names = Vec::new();
-        let mut next: Option<String> = None;
-        loop {
-            let mut query: Vec<(&str, &str)> = Vec::with_capacity(2);
-            if let Some(f) = &filter {
-                query.push(("$filter", f));
-            }
-            if let Some(n) = &next {
-                query.push(("NextTableName", n));
-            }
-            let url = join(&self.endpoints().table, "Tables", &query);
-            let outcome = self
-                .send(ServiceType::Table, RequestKind::TableList, &target, || {
-                    table_request(Method::Get, url.clone(), &[("accept", ACCEPT_NONE)], None)
-                })
-                .await;
-            let response = outcome.result?;
-            let page: TableList = serde_json::from_slice(&response.body).map_err(|e| {
-                Error::transport("the table listing could not be read", Box::new(e))
-            })?;
-            names.extend(page.value.into_iter().map(|row| row.name));
-            match response.header("x-ms-continuation-nexttablename") {
-                Some(n) if !n.is_empty() => next = Some(n.to_owned()),
-                _ => return Ok(names),
-            }
+        let top = size.map(|n| n.to_string());
+        let mut query: Vec<(&str, &str)> = Vec::with_capacity(3);
+        if let Some(f) = &filter {
+            query.push(("$filter", f));
         }
+        if let Some(top) = &top {
+            query.push(("$top", top));
+        }
+        if let Some(n) = &next {
+            query.push(("NextTableName", n));
+        }
+        let url = join(&self.endpoints().table, "Tables", &query);
+        let outcome = self
+            .send(ServiceType::Table, RequestKind::TableList, &target, || {
+                table_request(Method::Get, url.clone(), &[("accept", ACCEPT_NONE)], None)
+            })
+            .await;
+        let response = outcome.result?;
+        let page: TableList = serde_json::from_slice(&response.body)
+            .map_err(|e| Error::transport("the table listing could not be read", Box::new(e)))?;
+        let names = page.value.into_iter().map(|row| row.name).collect();
+        let next = response
+            .header("x-ms-continuation-nexttablename")
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned);
+        Ok((names, next))
     }
 }
 
