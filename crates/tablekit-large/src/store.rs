@@ -41,6 +41,7 @@ const MAX_STALLS: usize = 3;
 /// | operation | requests |
 /// |---|---|
 /// | [`LargeEntities::upsert`] | 4 (read, upload, conditional write, old-blob delete); 3 when new |
+/// | [`LargeEntities::replace`] | 4 (read, upload, conditional write, old-blob delete); 1 when refused at the read |
 /// | [`LargeEntities::insert`] | 2 (upload, insert) |
 /// | [`LargeEntities::get`] | 2 (entity, blob); 1 for an inline payload |
 /// | [`LargeEntities::get_entity`] | 1 |
@@ -269,9 +270,65 @@ impl LargeEntities {
         entity: &impl AsEntity,
         payload: impl Into<Bytes>,
     ) -> Result<LargeWritten> {
+        self.write(entity, payload.into(), None).await
+    }
+
+    /// Replaces the entity and its payload only if the stored entity matches `if_match`:
+    /// with [`IfMatch::ETag`], only the version with that ETag (from a read,
+    /// [`Stored::if_match`](tablekit_core::Stored::if_match)); with [`IfMatch::Any`], any
+    /// version, but the entity must exist. Same write order as [`LargeEntities::upsert`]:
+    /// read → check the condition → upload the payload under a new name → replace the entity
+    /// conditionally on the ETag read → delete the blob it referenced before.
+    ///
+    /// A refusal known from the read (the entity absent, or at another version) is returned
+    /// before anything is uploaded. When the entity changes between the read and the write,
+    /// the write is refused (412) and the entity read again: with an ETag that no longer
+    /// matches, the replace fails and deletes the blob it uploaded; with [`IfMatch::Any`] it
+    /// starts again from the read with a fresh blob, as `upsert` does, and fails with
+    /// `NotFound` once the entity is gone.
+    ///
+    /// **Requests: 4** (point read, upload, conditional replace, delete of the old blob);
+    /// one fewer without a blob (inline payload) on either side; **1** when refused at the
+    /// read (absent, or another version). +2 (read again, delete the unused blob) when the
+    /// entity changes before the write, and then with [`IfMatch::Any`] +2 more per new
+    /// attempt (upload, write); +2 (delete, upload again) per upload that outlasted the
+    /// commit deadline.
+    ///
+    /// **Consistency:** on `Ok`, the entity held the version the condition asked for until
+    /// the replace, and readers see the old value or the new one, never a reference to a
+    /// missing blob. On [`Error::PreconditionFailed`] or [`Error::NotFound`], what is stored
+    /// is not changed by this call, and its uploaded blob (if any) is deleted, or left
+    /// unreferenced for [`LargeEntities::sweep`] when that delete fails.
+    ///
+    /// **Grace:** as [`LargeEntities::upsert`]: the entity write lands, if ever, by the
+    /// upload's start plus the store's grace less the clock allowance.
+    ///
+    /// # Errors
+    /// Before any request: as [`LargeEntities::upsert`] (keys, encoding, a property name the
+    /// reference uses, entity limits with the reference included, the grace check).
+    /// [`Error::NotFound`] when the entity (or the table) does not exist;
+    /// [`Error::PreconditionFailed`] when it is not at the ETag given, or, with
+    /// [`IfMatch::Any`], when concurrent writes outlast the conflict-retry limit. Then the
+    /// transport and service errors of [`LargeEntities::upsert`], with the same outcomes.
+    pub async fn replace(
+        &self,
+        entity: &impl AsEntity,
+        payload: impl Into<Bytes>,
+        if_match: IfMatch,
+    ) -> Result<LargeWritten> {
+        self.write(entity, payload.into(), Some(&if_match)).await
+    }
+
+    /// The write loop of [`LargeEntities::upsert`] (`condition` `None`) and
+    /// [`LargeEntities::replace`] (the condition the stored entity must meet).
+    async fn write(
+        &self,
+        entity: &impl AsEntity,
+        data: Bytes,
+        condition: Option<&IfMatch>,
+    ) -> Result<LargeWritten> {
         let keys = &entity.entity_keys()?;
         let value = entity.entity_value();
-        let data: Bytes = payload.into();
         // Validates everything before the first request; each attempt makes its own name.
         self.prepare(keys, value, &data)?;
         self.check_grace()?;
@@ -306,6 +363,9 @@ impl LargeEntities {
                 }
                 for (unreferenced, _) in sent.drain(..) {
                     self.discard_payload(&unreferenced).await;
+                }
+                if let Some(condition) = condition {
+                    self.check_condition(keys, current.as_ref(), condition)?;
                 }
                 let staged = self.stage(keys, value, &data).await?;
                 let entity = &staged.entity;
@@ -343,6 +403,24 @@ impl LargeEntities {
         }
         .instrument(span)
         .await
+    }
+
+    /// Refuses a replace, before anything is uploaded, when the stored entity `current`
+    /// does not meet `condition`.
+    fn check_condition(
+        &self,
+        keys: &Keys,
+        current: Option<&tablekit_core::Stored<Properties>>,
+        condition: &IfMatch,
+    ) -> Result<()> {
+        let target = || Target::entity(self.table.name(), keys.clone());
+        match (current, condition) {
+            (None, _) => Err(Error::NotFound { target: target() }),
+            (Some(stored), IfMatch::ETag(etag)) if &stored.etag != etag => {
+                Err(Error::PreconditionFailed { target: target() })
+            }
+            (Some(_), _) => Ok(()),
+        }
     }
 
     /// After a successful write of `payload`: deletes the blob it replaced, if any.

@@ -317,3 +317,102 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
     );
     common::cleanup(&deleter).await;
 }
+
+/// A replace whose upload is held while a process of its own upserts the entity: the
+/// replace's entity write comes after the upsert. Returns the replace's result, the requests
+/// it sent, the store, the upserted payload and the proxies the store's account goes through.
+async fn replace_racing_an_upsert(
+    prefix: &str,
+    condition: impl FnOnce(tablekit_core::ETag) -> IfMatch,
+) -> (
+    tablekit_core::Result<tablekit_large::LargeWritten>,
+    tablekit_azure::MetricsSnapshot,
+    LargeEntities,
+    Bytes,
+    common::Proxied,
+) {
+    let proxied = patient();
+    let store = common::store(&proxied.account, prefix).await;
+    let direct = common::account();
+    let writer = LargeEntities::builder(
+        direct.table(store.table().name()).unwrap(),
+        direct.container(store.container().name()).unwrap(),
+    )
+    .build()
+    .unwrap();
+    let read = writer.upsert(&bare(KEYS), payload(0, false)).await.unwrap();
+
+    proxied.blob.add_rule(rule(
+        "PUT",
+        Occurrences::Nth(1),
+        Fault::Delay(std::time::Duration::from_secs(3)),
+    ));
+    let metrics = proxied.account.metrics().clone();
+    metrics.reset();
+    let replace = tokio::spawn({
+        let store = store.clone();
+        let if_match = condition(read.etag);
+        async move { store.replace(&bare(KEYS), payload(1, true), if_match).await }
+    });
+    while proxied.blob.stats().faults_injected.delay == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let forwarded = proxied.blob.stats().requests_forwarded;
+    let upserted = payload(2, true);
+    writer.upsert(&bare(KEYS), upserted.clone()).await.unwrap();
+    assert_eq!(
+        proxied.blob.stats().requests_forwarded,
+        forwarded,
+        "the upsert finished while the replace's upload was still held"
+    );
+    let result = replace.await.unwrap();
+    proxied.blob.clear();
+    (result, metrics.snapshot(), store, upserted, proxied)
+}
+
+#[tokio::test]
+async fn a_replace_on_an_etag_changed_before_its_write_fails_and_leaves_no_blob() {
+    let (result, spent, store, upserted, _proxied) =
+        replace_racing_an_upsert("largereplrace", IfMatch::ETag).await;
+    let err = result.expect_err("the ETag read no longer matches when the replace writes");
+    assert_eq!(
+        err.kind(),
+        tablekit_core::ErrorKind::PreconditionFailed,
+        "{err}"
+    );
+    assert_eq!(
+        spent.requests(),
+        5,
+        "read, upload, replace (412), read, delete the unused blob: {spent:?}"
+    );
+    // The upsert's value stands, and its blob is the only one: the replace's was deleted.
+    let read = common::read_raw(&store, KEYS).await.unwrap().unwrap();
+    assert_eq!(read.payload, upserted);
+    assert_eq!(
+        common::blob_names(&store).await,
+        [read.reference.unwrap().name]
+    );
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_replace_on_any_version_changed_before_its_write_starts_again_and_wins() {
+    let (result, spent, store, _, _proxied) =
+        replace_racing_an_upsert("largereplany", |_| IfMatch::Any).await;
+    let written = result.expect("the entity exists: the replace writes over the upsert");
+    assert_eq!(
+        spent.requests(),
+        8,
+        "read, upload, replace (412), read, delete the unused blob, upload, replace, delete the upsert's blob: {spent:?}"
+    );
+    check(&store, KEYS, &payload(1, true), "replace racing an upsert").await;
+    assert_eq!(
+        common::read_raw(&store, KEYS)
+            .await
+            .unwrap()
+            .unwrap()
+            .reference,
+        written.reference
+    );
+    common::cleanup(&store).await;
+}

@@ -205,6 +205,128 @@ async fn delete_is_not_found_when_missing_and_conditional_on_an_etag() {
 }
 
 #[tokio::test]
+async fn replace_writes_only_the_version_asked_for_and_refuses_before_uploading() {
+    let account = common::account();
+    let store = common::store(&account, "largerepl").await;
+    let metrics = account.metrics().clone();
+
+    // Absent: NotFound after the read alone, with either condition; nothing uploaded.
+    for condition in [
+        IfMatch::Any,
+        IfMatch::ETag(tablekit_core::ETag::new("W/\"x\"")),
+    ] {
+        metrics.reset();
+        let err = store
+            .replace(&jun(), payload(1_000, 1), condition)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, tablekit_core::Error::NotFound { target } if target.keys.is_some()),
+            "the entity is named: {err}"
+        );
+        assert_eq!(metrics.snapshot().requests(), 1, "the read alone");
+    }
+    assert!(read_employee(&store, KEYS).await.unwrap().is_none());
+    assert!(
+        common::blob_names(&store).await.is_empty(),
+        "nothing uploaded"
+    );
+
+    let first = store.upsert(&jun(), payload(1_000, 1)).await.unwrap();
+    let second = store.upsert(&jun(), payload(1_000, 2)).await.unwrap();
+    let second_blob = second.reference.clone().unwrap().name;
+
+    // A stale ETag: refused after the read alone; the stored value and its blob unchanged.
+    metrics.reset();
+    let renamed = Employee {
+        last_name: "Cao-Smith".into(),
+        ..jun()
+    };
+    let err = store
+        .replace(&renamed, payload(1_000, 3), IfMatch::ETag(first.etag))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PreconditionFailed, "{err}");
+    assert_eq!(metrics.snapshot().requests(), 1, "the read alone");
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
+    assert_eq!(
+        (read.entity.value, read.payload),
+        (jun(), payload(1_000, 2))
+    );
+    assert_eq!(read.entity.etag, second.etag);
+    assert_eq!(
+        common::blob_names(&store).await,
+        std::slice::from_ref(&second_blob)
+    );
+
+    // The current ETag: replaced, the old blob deleted.
+    metrics.reset();
+    let third = store
+        .replace(&renamed, payload(1_000, 3), IfMatch::ETag(second.etag))
+        .await
+        .unwrap();
+    let spent = metrics.snapshot();
+    assert_eq!(
+        [
+            RequestKind::Get,
+            RequestKind::BlobPut,
+            RequestKind::Replace,
+            RequestKind::BlobDelete
+        ]
+        .map(|k| spent.requests_of(k)),
+        [1, 1, 1, 1],
+        "{spent:?}"
+    );
+    assert_eq!(spent.requests(), 4, "{spent:?}");
+    assert_eq!(third.orphaned, None);
+    let third_blob = third.reference.clone().unwrap().name;
+    assert_ne!(third_blob, second_blob);
+    assert_eq!(
+        common::blob_names(&store).await,
+        std::slice::from_ref(&third_blob)
+    );
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
+    assert_eq!(
+        (read.entity.value, read.payload),
+        (renamed.clone(), payload(1_000, 3))
+    );
+    assert_eq!(read.entity.etag, third.etag);
+
+    // Any: whatever version is stored.
+    metrics.reset();
+    let fourth = store
+        .replace(&jun(), payload(1_000, 4), IfMatch::Any)
+        .await
+        .unwrap();
+    assert_eq!(metrics.snapshot().requests(), 4);
+    assert_eq!(
+        common::blob_names(&store).await,
+        [fourth.reference.unwrap().name]
+    );
+    let read = read_employee(&store, KEYS).await.unwrap().unwrap();
+    assert_eq!(
+        (read.entity.value, read.payload),
+        (jun(), payload(1_000, 4))
+    );
+
+    // Bad input is refused before any request.
+    metrics.reset();
+    let clash = Properties::new().with("PayloadSha256", "x");
+    let err = store
+        .replace(&bag(clash), payload(10, 0), IfMatch::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let bad_keys = Entity::try_new("Sales", "a#b", Properties::new());
+    assert!(
+        bad_keys.is_err(),
+        "keys are checked when the entity is made"
+    );
+    assert_eq!(metrics.snapshot().requests(), 0);
+    common::cleanup(&store).await;
+}
+
+#[tokio::test]
 async fn insert_costs_two_requests_and_refuses_an_existing_entity_without_a_leak() {
     let account = common::account();
     let store = common::store(&account, "largeins").await;

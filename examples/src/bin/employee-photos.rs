@@ -100,14 +100,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before = metrics.snapshot();
     // ANCHOR: replace
-    // A new photo: uploaded under a new name, then the entity is switched to it under its
-    // ETag, then the old blob is deleted. Readers see the old photo or the new one.
+    // A new photo, only over the version read above: uploaded under a new name, then the
+    // entity is switched to it under that ETag, then the old blob is deleted. Readers see
+    // the old photo or the new one.
     let second = photo(2 << 20, 2);
-    let replaced = store.upsert(&jun, second.clone()).await?;
+    let replaced = store
+        .replace(&jun, second.clone(), entity.if_match())
+        .await?;
     assert_ne!(replaced.reference.as_ref(), Some(&reference));
     // ANCHOR_END: replace
     report(
         "replace the photo (read, upload, replace, delete old blob)",
+        &metrics.snapshot().since(&before),
+    );
+
+    let before = metrics.snapshot();
+    // ANCHOR: replace_stale
+    // The same ETag again: the photo changed since that read, so the replace is refused
+    // after its read, before anything is uploaded.
+    let stale = store
+        .replace(&jun, photo(1 << 20, 4), entity.if_match())
+        .await;
+    assert!(matches!(stale, Err(Error::PreconditionFailed { .. })));
+    // ANCHOR_END: replace_stale
+    report(
+        "replace on a stale ETag (read; refused)",
         &metrics.snapshot().since(&before),
     );
     let now: Large<Employee> = store.get(&jun).await?.expect("exists");
