@@ -22,19 +22,22 @@ use tablekit_core::{AsEntity, ETag, Error, IfMatch, IntoKeys, Result, Stored};
 /// | [`upsert_merge`](Steps::upsert_merge) | same properties | 1 |
 /// | [`delete_if_exists`](Steps::delete_if_exists) | absent is success | 1 |
 /// | [`delete`](Steps::delete) with an ETag | absent is success; changed is an error | 1 |
+/// | [`delete`](Steps::delete) with [`IfMatch::Any`] | absent is success | 1 |
 /// | [`replace`](Steps::replace), [`merge`](Steps::merge) with an ETag | fails with 412: re-read | 1 |
+/// | [`replace`](Steps::replace), [`merge`](Steps::merge) with [`IfMatch::Any`] | same value again; 404 once deleted | 1 |
 /// | [`submit`](Steps::submit): one transaction of upserts and ETag-conditioned writes | upserts: same state; conditioned: fails as a lost race (412, or 404 once deleted), re-read | 1 |
 /// | [`upload_blob`](Steps::upload_blob) | overwrites | 1 |
 /// | [`delete_blob_if_exists`](Steps::delete_blob_if_exists) | absent is success | 1 |
 ///
 /// There is deliberately no `insert`: an insert that ran before a crash fails the retry with
-/// 409. Use an upsert, or read first and decide. For the same reason the conditional steps
-/// ([`delete`](Steps::delete), [`replace`](Steps::replace), [`merge`](Steps::merge), and the
-/// operations of [`submit`](Steps::submit)) take the ETag the handler read and refuse
-/// [`IfMatch::Any`]: with the wildcard, a run repeated after a later step deleted or moved the
-/// entity fails with 404 although nothing is wrong, and a change made since the read is
-/// overwritten. The unconditional forms are the upserts and
-/// [`delete_if_exists`](Steps::delete_if_exists).
+/// 409. Use an upsert, or read first and decide. The conditional steps
+/// ([`delete`](Steps::delete), [`replace`](Steps::replace), [`merge`](Steps::merge)) take an
+/// [`IfMatch`] as every conditional write does: pass the ETag the handler read when a change
+/// made since the read must not be overwritten (a move, a read-modify-write); with
+/// [`IfMatch::Any`] a change made since the read is overwritten, and a `replace` or `merge`
+/// repeated after a later step deleted the entity fails with 404. The operations of
+/// [`submit`](Steps::submit) must be upserts or ETag-conditioned: a wildcard delete in a
+/// transaction that already took effect would fail the whole transaction on every repeat.
 ///
 /// Entities are addressed as everywhere in tablekit: keys as [`IntoKeys`] (a
 /// `(PartitionKey, RowKey)` pair, [`Keys`](tablekit_core::Keys), a `TableEntity`), whole
@@ -192,21 +195,23 @@ impl Steps {
         table.delete_if_exists(keys).await
     }
 
-    /// Deletes the entity only if it is still at the ETag `if_match` names (from a read:
-    /// [`Stored::if_match`]); absent is success. Returns whether it was deleted.
+    /// Deletes the entity if the condition holds; absent is success. Returns whether it was
+    /// deleted.
     ///
-    /// This is the safe way to remove the source of a move: if someone changed the entity
-    /// after the handler read it, the delete fails and the worker re-runs the handler, which
-    /// copies the new version before deleting it. A repeat after success finds the entity
-    /// gone and returns `Ok(false)` — unlike [`Table::delete`], for which a missing entity is
-    /// [`Error::NotFound`]: a step must succeed when it runs again.
+    /// With the ETag read ([`Stored::if_match`]) this is the safe way to remove the source of
+    /// a move: if someone changed the entity after the handler read it, the delete fails and
+    /// the worker re-runs the handler, which copies the new version before deleting it. With
+    /// [`IfMatch::Any`] it deletes whatever is stored, as [`Steps::delete_if_exists`] does. A
+    /// repeat after success finds the entity gone and returns `Ok(false)` — unlike
+    /// [`Table::delete`], for which a missing entity is [`Error::NotFound`]: a step must
+    /// succeed when it runs again.
     ///
-    /// **Requests: 1** (0 when refused). **Consistency:** optimistic (ETag).
+    /// **Requests: 1** (0 when refused). **Consistency:** optimistic with an ETag;
+    /// unconditional with [`IfMatch::Any`].
     ///
-    /// **Errors:** before any request, invalid keys and [`Error::InvalidArgument`] for
-    /// [`IfMatch::Any`] (use [`Steps::delete_if_exists`] to delete whatever is stored);
-    /// [`Error::PreconditionFailed`] if the entity changed (the worker retries the handler at
-    /// once, see [`crate::WorkerOptions::handler_retry`]); a missing table.
+    /// **Errors:** invalid keys before any request; [`Error::PreconditionFailed`] if the
+    /// entity changed (the worker retries the handler at once, see
+    /// [`crate::WorkerOptions::handler_retry`]); a missing table.
     pub async fn delete(
         &self,
         table: &Table,
@@ -214,42 +219,45 @@ impl Steps {
         if_match: IfMatch,
     ) -> Result<bool> {
         let keys = keys.into_keys()?;
-        let etag = read_etag("delete", if_match, "Steps::delete_if_exists")?;
         self.trace("delete", table.name());
-        match table.delete(&keys, IfMatch::ETag(etag)).await {
+        match table.delete(&keys, if_match).await {
             Ok(()) => Ok(true),
             Err(Error::NotFound { target }) if target.keys.is_some() => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Replaces the entity whole if it is still at the ETag `if_match` names (from a read).
+    /// Replaces the entity whole if the condition holds: with the ETag read, only if it is
+    /// still at that version; with [`IfMatch::Any`], whatever version is stored (it must
+    /// exist).
     ///
-    /// Not idempotent on its own — a repeat after success fails with 412 because the write
-    /// changed the ETag — but safe: a handler that reads, computes the new value from what it
-    /// read, and writes with the read ETag converges, because a re-run re-reads. Make the
-    /// computation notice work already done (e.g. "the id is already in the list").
+    /// With an ETag it is not idempotent on its own — a repeat after success fails with 412
+    /// because the write changed the ETag — but safe: a handler that reads, computes the new
+    /// value from what it read, and writes with the read ETag converges, because a re-run
+    /// re-reads. Make the computation notice work already done (e.g. "the id is already in
+    /// the list"). With [`IfMatch::Any`] a repeat writes the same value again, and a change
+    /// another writer made since the handler read is overwritten.
     ///
-    /// **Requests: 1** (0 when refused). **Consistency:** optimistic (ETag); no lost updates.
+    /// **Requests: 1** (0 when refused). **Consistency:** optimistic with an ETag (no lost
+    /// updates); last writer wins with [`IfMatch::Any`].
     ///
-    /// **Errors:** before any request, encoding errors and [`Error::InvalidArgument`] for
-    /// [`IfMatch::Any`] (use [`Steps::upsert_replace`] to write whatever is stored);
-    /// [`Error::PreconditionFailed`] if the entity changed, [`Error::NotFound`] if it is gone.
+    /// **Errors:** encoding errors before any request; [`Error::PreconditionFailed`] if the
+    /// entity changed, [`Error::NotFound`] if it is gone.
     pub async fn replace(
         &self,
         table: &Table,
         entity: &impl AsEntity,
         if_match: IfMatch,
     ) -> Result<ETag> {
-        let etag = read_etag("replace", if_match, "Steps::upsert_replace")?;
         self.trace("replace", table.name());
-        table.replace(entity, IfMatch::ETag(etag)).await
+        table.replace(entity, if_match).await
     }
 
-    /// Merges properties into the entity if it is still at the ETag `if_match` names. See
+    /// Merges properties into the entity if the condition holds (as [`Steps::replace`]). See
     /// [`Steps::replace`] for how to stay idempotent.
     ///
-    /// **Requests: 1** (0 when refused). **Consistency:** optimistic (ETag).
+    /// **Requests: 1** (0 when refused). **Consistency:** optimistic with an ETag; last
+    /// writer wins with [`IfMatch::Any`].
     ///
     /// **Errors:** as [`Steps::replace`] ([`Steps::upsert_merge`] is the unconditional form).
     pub async fn merge(
@@ -258,9 +266,8 @@ impl Steps {
         entity: &impl AsEntity,
         if_match: IfMatch,
     ) -> Result<ETag> {
-        let etag = read_etag("merge", if_match, "Steps::upsert_merge")?;
         self.trace("merge", table.name());
-        table.merge(entity, IfMatch::ETag(etag)).await
+        table.merge(entity, if_match).await
     }
 
     /// Runs an atomic plan — one entity group transaction in one partition — whose every
@@ -362,21 +369,6 @@ impl Steps {
     pub async fn delete_blob_if_exists(&self, container: &Container, name: &str) -> Result<bool> {
         self.trace("delete_blob_if_exists", container.name());
         container.delete_blob_if_exists(name).await
-    }
-}
-
-/// The ETag of a conditional step, or the refusal of [`IfMatch::Any`], which is not safe to
-/// repeat in a handler (see [`Steps`]); `instead` names the unconditional step.
-fn read_etag(step: &str, if_match: IfMatch, instead: &str) -> Result<ETag> {
-    match if_match {
-        IfMatch::ETag(etag) => Ok(etag),
-        IfMatch::Any => Err(Error::invalid_argument(
-            "if_match",
-            format!(
-                "a handler's {step} must be conditioned on the ETag it read; IfMatch::Any is \
-                 not safe to repeat (use {instead} to write whatever is stored)"
-            ),
-        )),
     }
 }
 
