@@ -567,7 +567,7 @@ async fn log_round(
     let first = claims.append_batch_with_ids("000123", &items).await?;
     let again = claims.append_batch_with_ids("000123", &items).await?;
     let summary =
-        |r: &tablekit_logtail::AppendReport| (r.appended().count(), r.transactions, r.read_backs);
+        |r: &tablekit_logtail::AppendReport| (r.written(), r.transactions, r.read_backs);
     let newest = claims
         .latest("000123", 3)
         .await?

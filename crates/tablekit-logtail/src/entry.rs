@@ -1,11 +1,11 @@
 //! What appends return and what reads yield.
 
 use chrono::{DateTime, Utc};
-use tablekit_azure::BulkReport;
-use tablekit_azure::OperationOutcome;
+use tablekit_azure::{BulkReport, WriteOutcome};
 use tablekit_core::{ETag, Error, Keys, Result, Stored, Target};
 
-use crate::key::{AppendId, time_of};
+use crate::id::AppendId;
+use crate::key::time_of;
 
 /// An entry that was written: where it is, the time its key stands for and its append id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,102 +55,51 @@ impl<T> LogEntry<T> {
     }
 }
 
-/// What happened to one item of a batch append.
-#[derive(Debug)]
-pub enum AppendOutcome {
-    /// Stored: written now, or found already there from an earlier append with the same id.
-    Appended(Appended),
-    /// Not stored, and it will not be: its transaction was refused, or never sent, or known
-    /// not to have been applied. Append it again with the same id and time (see
-    /// [`AppendReport::pending`]). An [`Error::AlreadyExists`] here means that a different
-    /// entity holds the keys: the id is taken, and re-appending under it fails again.
-    Failed {
-        /// The item's append id.
-        id: AppendId,
-        /// Why it was not stored.
-        error: Error,
-    },
-    /// May or may not be stored: its transaction ended without an answer (a broken
-    /// connection, a timeout, a lost response) and reading it back did not settle it — or an
-    /// attempt the client gave up on may still land. Append it again with the same id and
-    /// time: if it is there, the re-append finds it ("already appended"); if it lands later,
-    /// that late attempt finds the re-append. Either way it is stored once.
-    Unknown {
-        /// The item's append id.
-        id: AppendId,
-        /// The transaction's error.
-        error: Error,
-    },
-}
-
-impl AppendOutcome {
-    /// The item's append id.
-    pub fn id(&self) -> &AppendId {
-        match self {
-            AppendOutcome::Appended(a) => &a.id,
-            AppendOutcome::Failed { id, .. } | AppendOutcome::Unknown { id, .. } => id,
-        }
-    }
-
-    /// The entry, when it is stored.
-    pub fn appended(&self) -> Option<&Appended> {
-        match self {
-            AppendOutcome::Appended(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// Whether the entry is stored.
-    pub fn is_appended(&self) -> bool {
-        matches!(self, AppendOutcome::Appended(_))
-    }
-
-    /// Whether the entry is certainly not stored.
-    pub fn is_failed(&self) -> bool {
-        matches!(self, AppendOutcome::Failed { .. })
-    }
-
-    /// Whether the entry may or may not be stored.
-    pub fn is_unknown(&self) -> bool {
-        matches!(self, AppendOutcome::Unknown { .. })
-    }
-
-    /// Why the entry is not known to be stored.
-    pub fn error(&self) -> Option<&Error> {
-        match self {
-            AppendOutcome::Appended(_) => None,
-            AppendOutcome::Failed { error, .. } | AppendOutcome::Unknown { error, .. } => {
-                Some(error)
-            }
-        }
-    }
-}
-
-/// The outcome of a batch append: one outcome per input item, in input order.
+/// What happened to one item of a batch append: [`Written`](WriteOutcome::Written) — stored,
+/// now or by an earlier append with the same id —, [`Failed`](WriteOutcome::Failed) or
+/// [`Unknown`](WriteOutcome::Unknown): the [`WriteOutcome`] of a bulk write, whose written
+/// value is the entry.
 ///
-/// An item is [appended](AppendOutcome::Appended), [failed](AppendOutcome::Failed) (certainly
-/// not stored) or [unknown](AppendOutcome::Unknown). Re-append the last two with their ids —
-/// [`AppendReport::pending`] lists them — and nothing is stored twice.
+/// - `Written(Appended)`: stored, written now or found already there from an earlier append
+///   with the same id.
+/// - `Failed(error)`: not stored, and it will not be: its transaction was refused, or never
+///   sent, or known not to have been applied. Append it again with the same id and time (see
+///   [`AppendReport::pending`]). An [`Error::AlreadyExists`] here means that a different
+///   entity holds the keys: the id is taken, and re-appending under it fails again.
+/// - `Unknown(error)`: may or may not be stored: its transaction ended without an answer (a
+///   broken connection, a timeout, a lost response) and reading it back did not settle it — or
+///   an attempt the client gave up on may still land. Append it again with the same id and
+///   time: if it is there, the re-append finds it ("already appended"); if it lands later,
+///   that late attempt finds the re-append. Either way it is stored once.
+///
+/// The item's append id is in [`AppendReport::ids`] at its index (and in
+/// [`Appended::id`] when it is written).
+pub type AppendOutcome = WriteOutcome<Appended>;
+
+/// The outcome of a batch append: one [`AppendOutcome`] per input item, in input order, and
+/// each item's append id.
+///
+/// The same shape as a bulk write's [`WriteReport`](tablekit_azure::WriteReport) — the same fields and methods with the same
+/// meanings — plus what re-appending needs: [`ids`](Self::ids) and [`pending`](Self::pending).
+/// An item is written, failed (certainly not stored) or unknown. Re-append the last two with
+/// their ids — [`AppendReport::pending`] lists them — and nothing is stored twice.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct AppendReport {
     /// Each item's outcome, in input order.
     pub outcomes: Vec<AppendOutcome>,
+    /// Each item's append id, in input order (whatever its outcome).
+    pub ids: Vec<AppendId>,
     /// Transactions sent.
     pub transactions: usize,
-    /// Range reads sent to settle outcomes (see [`tablekit_azure::BulkReport::read_backs`]).
+    /// Range reads sent to settle outcomes (see [`WriteReport::read_backs`](tablekit_azure::WriteReport::read_backs)).
     pub read_backs: usize,
 }
 
 impl AppendReport {
-    /// Whether every item is stored.
-    pub fn is_complete(&self) -> bool {
-        self.outcomes.iter().all(AppendOutcome::is_appended)
-    }
-
-    /// The entries stored, in input order.
-    pub fn appended(&self) -> impl Iterator<Item = &Appended> {
-        self.outcomes.iter().filter_map(AppendOutcome::appended)
+    /// Items stored.
+    pub fn written(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.is_written()).count()
     }
 
     /// Items certainly not stored.
@@ -163,18 +112,54 @@ impl AppendReport {
         self.outcomes.iter().filter(|o| o.is_unknown()).count()
     }
 
+    /// The entries stored, by input index.
+    pub fn successes(&self) -> impl Iterator<Item = (usize, &Appended)> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.value().map(|a| (i, a)))
+    }
+
+    /// The items certainly not stored and why, by input index.
+    pub fn failures(&self) -> impl Iterator<Item = (usize, &Error)> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| match o {
+                WriteOutcome::Failed(e) => Some((i, e)),
+                _ => None,
+            })
+    }
+
+    /// The items whose outcome is unknown and their transaction's error, by input index.
+    pub fn unknowns(&self) -> impl Iterator<Item = (usize, &Error)> {
+        self.outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| match o {
+                WriteOutcome::Unknown(e) => Some((i, e)),
+                _ => None,
+            })
+    }
+
+    /// Whether every item is stored.
+    pub fn is_complete(&self) -> bool {
+        self.outcomes.iter().all(WriteOutcome::is_written)
+    }
+
     /// What to append again: the input index and append id of every item not known to be
     /// stored (failed or unknown). Re-append each with its id and its original time (e.g.
     /// with [`LogTail::append_batch_with_ids`](crate::LogTail::append_batch_with_ids)).
     pub fn pending(&self) -> impl Iterator<Item = (usize, &AppendId)> {
         self.outcomes
             .iter()
+            .zip(&self.ids)
             .enumerate()
-            .filter(|(_, o)| !o.is_appended())
-            .map(|(i, o)| (i, o.id()))
+            .filter(|(_, (o, _))| !o.is_written())
+            .map(|(i, (_, id))| (i, id))
     }
 
-    /// Every entry, or the first item not known to be stored.
+    /// Every entry, in input order, or the first item not known to be stored.
     ///
     /// # Errors
     /// The first failed or unknown item's error, as [`Error::BatchFailed`] naming its input
@@ -183,14 +168,11 @@ impl AppendReport {
         self.outcomes
             .into_iter()
             .enumerate()
-            .map(|(index, o)| match o {
-                AppendOutcome::Appended(a) => Ok(a),
-                AppendOutcome::Failed { error, .. } | AppendOutcome::Unknown { error, .. } => {
-                    Err(Error::BatchFailed {
-                        index,
-                        source: Box::new(error),
-                    })
-                }
+            .map(|(index, o)| {
+                o.into_result().map_err(|e| Error::BatchFailed {
+                    index,
+                    source: Box::new(e),
+                })
             })
             .collect()
     }
@@ -200,22 +182,22 @@ impl AppendReport {
         planned: Vec<(Keys, DateTime<Utc>, AppendId)>,
         report: BulkReport,
     ) -> Self {
+        let ids: Vec<AppendId> = planned.iter().map(|(_, _, id)| id.clone()).collect();
         let outcomes = planned
             .into_iter()
             .zip(report.outcomes)
-            .map(|((keys, time, id), outcome)| match outcome {
-                OperationOutcome::Written(etag) => AppendOutcome::Appended(Appended {
+            .map(|((keys, time, id), outcome)| {
+                outcome.map(|etag| Appended {
                     keys,
                     id,
                     time,
                     etag: etag.unwrap_or_else(|| ETag::new("")),
-                }),
-                OperationOutcome::Failed(error) => AppendOutcome::Failed { id, error },
-                OperationOutcome::Unknown(error) => AppendOutcome::Unknown { id, error },
+                })
             })
             .collect();
         Self {
             outcomes,
+            ids,
             transactions: report.transactions,
             read_backs: report.read_backs,
         }

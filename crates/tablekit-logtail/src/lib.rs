@@ -3,16 +3,20 @@
 
 pub mod blob;
 mod entry;
+mod id;
 pub mod key;
 mod query;
 pub mod spread;
 mod tail;
 
-pub use blob::{BlobLogReader, BlobLogWriter, FlushPolicy, Flushed, Level, LogRecord};
+pub use blob::line::{Level, LogRecord};
+pub use blob::reader::BlobLogReader;
+pub use blob::writer::{BlobLogWriter, FlushPolicy, Flushed};
 pub use entry::{AppendOutcome, AppendReport, Appended, LogEntry};
-pub use key::AppendId;
-pub use query::{LogPage, LogQuery};
-pub use spread::{SpreadLog, SpreadPage, SpreadQuery, SpreadToken};
+pub use id::AppendId;
+pub use query::LogQuery;
+pub use spread::log::SpreadLog;
+pub use spread::query::{SpreadQuery, SpreadToken};
 pub use tail::LogTail;
 
 #[cfg(test)]
@@ -47,7 +51,7 @@ mod send_tests {
         assert_send(&writer.append(&record));
         assert_send(&writer.flush());
         assert_send(&writer.flush_if_due());
-        assert_send(&reader.read(now, now));
+        assert_send(&reader.entries(now, now));
         assert_send(&reader.files(now, now));
     }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
-use tablekit_azure::{ContinuationToken, Query, Table};
+use tablekit_azure::{ContinuationToken, Page, Query, Table};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Result, Stored};
 
@@ -24,26 +24,16 @@ enum Range {
     Window(DateTime<Utc>, DateTime<Utc>),
 }
 
-/// One page of a [`LogQuery`]: entries newest first, and where the next page starts.
-///
-/// A page may be short — even empty — and still have a continuation: only a missing
-/// continuation means the end.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogPage<T> {
-    /// The entries, newest first.
-    pub items: Vec<LogEntry<T>>,
-    /// Where the next page starts ([`LogQuery::resume`]); `None` at the end.
-    pub continuation: Option<ContinuationToken>,
-}
-
 /// A read of one partition of a [`LogTail`](crate::LogTail), newest first, built by
 /// [`LogTail::entries`](crate::LogTail::entries), [`LogTail::window`](crate::LogTail::window)
 /// or [`LogTail::latest_query`](crate::LogTail::latest_query). Nothing is sent until a page or
 /// the stream is asked for.
 ///
 /// Like [`tablekit_azure::Query`], it can be projected ([`LogQuery::select`]), limited
-/// ([`LogQuery::top`]), read page by page ([`LogQuery::pages`]) and resumed — in another
-/// process if need be — from a page's [`ContinuationToken`] ([`LogQuery::resume`]).
+/// ([`LogQuery::top`]), read page by page ([`LogQuery::pages`]: each a
+/// [`Page`]`<`[`LogEntry`]`<T>>`, entries newest first) and resumed — in another process if need
+/// be — from a page's [`ContinuationToken`] ([`LogQuery::resume`]). A page may be short — even
+/// empty — and still have a continuation: only a missing continuation means the end.
 ///
 /// Requests: one per page (at most the page size, ≤ 1,000 entries; none for an empty window).
 /// Memory: at most two pages while streaming (the next page is requested while one is
@@ -167,7 +157,7 @@ impl<T: DeserializeOwned + Send + 'static> LogQuery<T> {
         self
     }
 
-    /// Continues where an earlier page of the same read left off ([`LogPage::continuation`]).
+    /// Continues where an earlier page of the same read left off ([`Page::continuation`]).
     #[must_use]
     pub fn resume(mut self, token: ContinuationToken) -> Self {
         self.start = Some(token);
@@ -222,39 +212,21 @@ impl<T: DeserializeOwned + Send + 'static> LogQuery<T> {
     ///
     /// # Errors
     /// As described on [`LogQuery`].
-    pub async fn page(&self) -> Result<LogPage<T>> {
+    pub async fn page(&self) -> Result<Page<LogEntry<T>>> {
         match self.query()? {
-            None => Ok(LogPage {
-                items: Vec::new(),
-                continuation: None,
-            }),
-            Some(query) => {
-                let page = query.page().await?;
-                Ok(LogPage {
-                    items: entries(page.items)?,
-                    continuation: page.continuation,
-                })
-            }
+            None => Ok(Page::new(Vec::new(), None)),
+            Some(query) => entries(query.page().await?),
         }
     }
 
     /// Every page, following continuation tokens to the end (or `top` entries).
     ///
     /// Requests: one per page (a stream dropped early may have sent one more).
-    pub fn pages(self) -> impl Stream<Item = Result<LogPage<T>>> + Send + 'static {
-        let pages: BoxStream<'static, Result<LogPage<T>>> = match self.query() {
+    pub fn pages(self) -> impl Stream<Item = Result<Page<LogEntry<T>>>> + Send + 'static {
+        let pages: BoxStream<'static, Result<Page<LogEntry<T>>>> = match self.query() {
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
             Ok(None) => futures::stream::empty().boxed(),
-            Ok(Some(query)) => query
-                .pages()
-                .map(|page| {
-                    let page = page?;
-                    Ok(LogPage {
-                        items: entries(page.items)?,
-                        continuation: page.continuation,
-                    })
-                })
-                .boxed(),
+            Ok(Some(query)) => query.pages().map(|page| entries(page?)).boxed(),
         };
         pages
     }
@@ -284,7 +256,12 @@ impl<T: DeserializeOwned + Send + 'static> LogQuery<T> {
     }
 }
 
-/// Log entries from stored entities, in order.
-fn entries<T>(items: Vec<Stored<T>>) -> Result<Vec<LogEntry<T>>> {
-    items.into_iter().map(LogEntry::from_stored).collect()
+/// A page of log entries from a page of stored entities, in order.
+fn entries<T>(page: Page<Stored<T>>) -> Result<Page<LogEntry<T>>> {
+    let items = page
+        .items
+        .into_iter()
+        .map(LogEntry::from_stored)
+        .collect::<Result<_>>()?;
+    Ok(Page::new(items, page.continuation))
 }

@@ -13,7 +13,8 @@ use tablekit_core::{Entity, ErrorKind, Keys, PartitionKey, Properties, Result};
 use tracing::Instrument as _;
 
 use crate::entry::{AppendReport, Appended, LogEntry};
-use crate::key::{AppendId, SuffixSource, row_key, truncate_to_tick};
+use crate::id::AppendId;
+use crate::key::{SuffixSource, row_key, truncate_to_tick};
 use crate::query::LogQuery;
 
 /// The log tail pattern: entries of a partition keyed by inverted ticks
@@ -222,7 +223,7 @@ impl<T: Serialize> LogTail<T> {
     /// Requests: ⌈items / 100⌉ (more only if a body reaches 4 MiB or an item is refused), plus
     /// the reads of [`Table::bulk_write`] that settle transactions whose outcome a failure
     /// left open. Consistency: each transaction is atomic; the batch as a whole is not — see
-    /// the report's per-item outcomes: appended, failed (not stored) or unknown.
+    /// the report's per-item outcomes: written (stored), failed (not stored) or unknown.
     ///
     /// To retry, append [`AppendReport::pending`] again with their ids and original times
     /// ([`LogTail::append_batch_with_ids`]): nothing is stored twice.
@@ -285,6 +286,7 @@ impl<T: Serialize> LogTail<T> {
         if operations.is_empty() {
             return Ok(AppendReport {
                 outcomes: Vec::new(),
+                ids: Vec::new(),
                 transactions: 0,
                 read_backs: 0,
             });

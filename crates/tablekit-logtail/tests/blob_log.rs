@@ -136,7 +136,7 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
     );
     metrics.reset();
     let read = reader
-        .read(
+        .entries(
             common::at("2014-07-31T15:04:00Z"),
             common::at("2014-07-31T15:06:00Z"),
         )
@@ -158,7 +158,7 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
 
     // A window across the hour boundary reads both hours, in time order.
     let across = reader
-        .read(
+        .entries(
             common::at("2014-07-31T14:59:00Z"),
             common::at("2014-07-31T15:04:00Z"),
         )
@@ -170,7 +170,7 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
         .collect();
     assert_eq!(got, ["line 1", "line 2"]);
     let errors: Vec<_> = reader
-        .read(
+        .entries(
             common::at("2014-07-31T14:00:00Z"),
             common::at("2014-07-31T16:00:00Z"),
         )
@@ -182,7 +182,7 @@ async fn a_window_spanning_two_files_returns_exactly_its_records_in_order() {
     assert_eq!(errors.len(), times.len() + 1);
     assert!(
         reader
-            .read(
+            .entries(
                 common::at("2014-07-31T15:00:00Z"),
                 common::at("2014-07-31T15:00:00Z")
             )
@@ -245,7 +245,7 @@ async fn a_restarted_writer_never_overwrites_a_file() {
 
     let reader = BlobLogReader::new(container.clone(), "queue").unwrap();
     let all = reader
-        .read(
+        .entries(
             common::at("2014-07-31T18:00:00Z"),
             common::at("2014-07-31T19:00:00Z"),
         )
@@ -318,7 +318,7 @@ async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
 
     let reader = BlobLogReader::new(container.clone(), "queue").unwrap();
     let all = reader
-        .read(
+        .entries(
             common::at("2014-07-31T18:00:00Z"),
             common::at("2014-07-31T19:00:00Z"),
         )
@@ -396,7 +396,7 @@ async fn bad_input_and_failures_are_typed_and_keep_the_buffer() {
     let reader = BlobLogReader::new(container.clone(), "queue").unwrap();
     let now = chrono::Utc::now();
     let err = reader
-        .read(now, now - chrono::Duration::seconds(1))
+        .entries(now, now - chrono::Duration::seconds(1))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
@@ -428,7 +428,7 @@ async fn bad_input_and_failures_are_typed_and_keep_the_buffer() {
         .await
         .unwrap();
     let err = reader
-        .read(
+        .entries(
             common::at("2014-07-31T18:00:00Z"),
             common::at("2014-07-31T19:00:00Z"),
         )

@@ -65,14 +65,14 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
     // The refused transaction failed. The broken and the held one were not there when read
     // back: unknown. The lost response is read back as appended (unknown only if that read
     // fails too).
-    let not_appended: Vec<_> = first.outcomes.iter().filter(|o| !o.is_appended()).collect();
+    let not_appended: Vec<_> = first.outcomes.iter().filter(|o| !o.is_written()).collect();
     assert_eq!(first.failed(), 100, "{:?}", not_appended.first());
     assert!(
         (200..=300).contains(&first.unknown()),
         "{} unknown",
         first.unknown()
     );
-    assert_eq!(first.appended().count() + first.unknown(), 900);
+    assert_eq!(first.written() + first.unknown(), 900);
 
     let again: Vec<_> = first
         .pending()
@@ -84,8 +84,9 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
         second.read_backs >= 1,
         "the held transaction's items are found by reading them back"
     );
-    for (outcome, (id, _, _)) in second.outcomes.iter().zip(&again) {
-        assert_eq!(outcome.id(), id, "re-appended under the same id");
+    for ((outcome, reported), (id, _, _)) in second.outcomes.iter().zip(&second.ids).zip(&again) {
+        assert_eq!(reported, id, "re-appended under the same id");
+        assert_eq!(&outcome.value().unwrap().id, id, "stored under the same id");
     }
 
     let entries: Vec<LogEntry<Claim>> = tail.entries("p").collect().await.unwrap();
@@ -99,6 +100,89 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
         "entries stored twice: {duplicated:?}"
     );
     assert_eq!(copies.len(), items.len(), "every entry stored");
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_transaction_is_reported_like_a_bulk_write_with_its_items_ids() {
+    let p = proxied(Settings::default().with_retry(RetryPolicy::none()));
+    let table = p.account.table(&unique_table_name("appendreport")).unwrap();
+    table.create().await.unwrap();
+    let tail: LogTail<Claim> = LogTail::new(table.clone());
+    // 250 items of one partition: transactions of 100, 100 and 50; the second sent is refused.
+    let now = Utc::now();
+    let items: Vec<_> = (0..250).map(|seq| (now, Claim { seq })).collect();
+    p.table.add_rule(Rule {
+        matcher: Matcher::any()
+            .with_method("POST")
+            .with_path_contains("$batch"),
+        occurrences: Occurrences::Nth(2),
+        fault: Fault::Status(503),
+    });
+    let report = tail.append_batch("p", &items).await.unwrap();
+    p.table.clear();
+
+    assert_eq!(report.ids.len(), items.len(), "every item's id");
+    assert_eq!(report.unknown(), 0, "{:?}", report.unknowns().next());
+    assert!(
+        matches!(report.failed(), 50 | 100),
+        "{} failed",
+        report.failed()
+    );
+    assert_eq!(report.written() + report.failed(), items.len());
+    assert!(!report.is_complete());
+    let failed: Vec<usize> = report.failures().map(|(i, _)| i).collect();
+    assert_eq!(failed.len(), report.failed());
+    // One transaction's items: a contiguous run, each refused with the transaction's status.
+    assert_eq!(
+        failed.last().unwrap() - failed[0] + 1,
+        failed.len(),
+        "{failed:?}"
+    );
+    for (i, error) in report.failures() {
+        assert_eq!(error.kind(), ErrorKind::Throttled, "item {i}: {error}");
+        assert!(report.outcomes[i].is_failed());
+        assert_eq!(
+            report.outcomes[i].error().map(|e| e.kind()),
+            Some(ErrorKind::Throttled)
+        );
+    }
+    // The written ones carry their entries, under the ids the report lists.
+    let written: Vec<usize> = report.successes().map(|(i, _)| i).collect();
+    assert_eq!(written.len(), report.written());
+    for (i, appended) in report.successes() {
+        assert_eq!(appended.id, report.ids[i]);
+        assert!(!failed.contains(&i));
+    }
+    // What to append again: exactly the refused items, with their ids.
+    let pending: Vec<(usize, AppendId)> = report.pending().map(|(i, id)| (i, id.clone())).collect();
+    assert_eq!(pending.iter().map(|(i, _)| *i).collect::<Vec<_>>(), failed);
+    for (i, id) in &pending {
+        assert_eq!(id, &report.ids[*i]);
+    }
+    let again: Vec<_> = pending
+        .iter()
+        .map(|(i, id)| (id.clone(), items[*i].0, items[*i].1.clone()))
+        .collect();
+    match report.into_result() {
+        Err(tablekit_core::Error::BatchFailed { index, source }) => {
+            assert_eq!(index, failed[0], "the first item not written");
+            assert_eq!(source.kind(), ErrorKind::Throttled);
+        }
+        other => panic!("expected the first failure, got {other:?}"),
+    }
+
+    let second = tail.append_batch_with_ids("p", &again).await.unwrap();
+    assert!(second.is_complete(), "{:?}", second.failures().next());
+    assert_eq!((second.failed(), second.unknown()), (0, 0));
+    let ids: Vec<AppendId> = second.ids.clone();
+    let appended = second.into_result().unwrap();
+    assert_eq!(appended.len(), again.len());
+    for ((a, id), (sent, _, _)) in appended.iter().zip(&ids).zip(&again) {
+        assert_eq!((&a.id, id), (sent, sent), "re-appended under the same id");
+    }
+    let entries: Vec<LogEntry<Claim>> = tail.entries("p").collect().await.unwrap();
+    assert_eq!(entries.len(), items.len(), "every item stored once");
     table.delete_table().await.unwrap();
 }
 

@@ -41,7 +41,7 @@ async fn ten_thousand_spread_appends_are_even_and_merge_back_newest_first() {
     assert!(
         report.is_complete(),
         "{:?}",
-        report.outcomes.iter().find(|o| !o.is_appended())
+        report.outcomes.iter().find(|o| !o.is_written())
     );
     let report_transactions = report.transactions;
     let appended: Vec<Appended> = report.into_result().unwrap();

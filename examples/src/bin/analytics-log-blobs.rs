@@ -79,7 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ANCHOR: read
     let reader = BlobLogReader::new(container.clone(), "queue")?;
     let serious: Vec<LogRecord> = reader
-        .read(at("2014-07-31T15:04:00Z"), at("2014-07-31T15:06:00Z"))
+        .entries(at("2014-07-31T15:04:00Z"), at("2014-07-31T15:06:00Z"))
         .await? // one listing (hour 15:00) + one download per overlapping file
         .into_iter()
         .filter(|r| r.level >= Level::Error)

@@ -354,9 +354,9 @@ fn item_outcomes(report: &Result<AppendReport, Error>) -> Result<Vec<ItemOutcome
             .outcomes
             .iter()
             .map(|o| match o {
-                AppendOutcome::Appended(_) => ItemOutcome::Appended,
-                AppendOutcome::Failed { error, .. } => ItemOutcome::Failed(error.to_string()),
-                AppendOutcome::Unknown { error, .. } => ItemOutcome::Unknown(error.to_string()),
+                AppendOutcome::Written(_) => ItemOutcome::Appended,
+                AppendOutcome::Failed(error) => ItemOutcome::Failed(error.to_string()),
+                AppendOutcome::Unknown(error) => ItemOutcome::Unknown(error.to_string()),
             })
             .collect()),
     }

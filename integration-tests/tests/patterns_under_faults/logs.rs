@@ -223,7 +223,7 @@ async fn blob_log_files_hold_every_flushed_record_once() {
 
     let read = BlobLogReader::new(container.clone(), "queue")
         .unwrap()
-        .read(start, start + chrono::Duration::hours(4))
+        .entries(start, start + chrono::Duration::hours(4))
         .await
         .unwrap();
     let found: Vec<String> = read.iter().map(|r| r.message.clone()).collect();

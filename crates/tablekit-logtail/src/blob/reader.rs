@@ -1,4 +1,4 @@
-//! [`BlobLogReader`]: the records of a time window, from the files a [`super::BlobLogWriter`]
+//! [`BlobLogReader`]: the records of a time window, from the files a [`crate::BlobLogWriter`]
 //! wrote.
 
 use chrono::{DateTime, Utc};
@@ -22,7 +22,7 @@ impl BlobLogReader {
     /// A reader of the files under `prefix` in `container`. No request is sent.
     ///
     /// # Errors
-    /// As [`super::BlobLogWriter::new`] for a bad prefix.
+    /// As [`crate::BlobLogWriter::new`] for a bad prefix.
     ///
     /// # Examples
     /// ```no_run
@@ -35,7 +35,7 @@ impl BlobLogReader {
     /// let reader = BlobLogReader::new(logs, "web-01")?;
     /// let now = Utc::now();
     /// // One listing per hour the window touches, one download per file overlapping it.
-    /// for record in reader.read(now - Duration::hours(1), now).await? {
+    /// for record in reader.entries(now - Duration::hours(1), now).await? {
     ///     println!("{} {}", record.time, record.message);
     /// }
     /// # Ok(()) }
@@ -85,7 +85,7 @@ impl BlobLogReader {
     /// # Errors
     /// As [`BlobLogReader::files`]; [`Error::Decode`] naming the file and line for a
     /// line that is not in the documented format.
-    pub async fn read(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<LogRecord>> {
+    pub async fn entries(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<LogRecord>> {
         let files = self.files(from, to).await?;
         let concurrency = self.container.account().settings().concurrency;
         let per_file: Vec<Vec<LogRecord>> = futures::stream::iter(files)

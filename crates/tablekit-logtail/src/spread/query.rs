@@ -9,11 +9,11 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tablekit_azure::Query;
+use tablekit_azure::{Page, Query};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Error, Result, Stored};
 
-use super::SpreadLog;
+use super::log::SpreadLog;
 use super::merge::merge_by_row_key;
 use crate::entry::LogEntry;
 use crate::key::{window_bounds, window_filter};
@@ -73,22 +73,13 @@ impl FromStr for SpreadToken {
     }
 }
 
-/// One page of a [`SpreadQuery`]: entries of every bucket, merged newest first, and where
-/// the next page starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpreadPage<T> {
-    /// The entries, newest first.
-    pub items: Vec<LogEntry<T>>,
-    /// Where the next page starts ([`SpreadQuery::resume`]); `None` at the end.
-    pub continuation: Option<SpreadToken>,
-}
-
 /// A read across every bucket of a [`SpreadLog`], newest first (a k-way merge of one query
 /// per bucket), built by [`SpreadLog::entries`] or [`SpreadLog::window`]. Nothing is sent
 /// until a page or the stream is asked for.
 ///
 /// It can be projected ([`SpreadQuery::select`]), limited ([`SpreadQuery::top`]), read page by
-/// page ([`SpreadQuery::pages`]) and resumed from a page's [`SpreadToken`]
+/// page ([`SpreadQuery::pages`]: each a [`Page`]`<`[`LogEntry`]`<T>, `[`SpreadToken`]`>`,
+/// entries of every bucket merged newest first) and resumed from a page's [`SpreadToken`]
 /// ([`SpreadQuery::resume`]) — in another process if need be.
 ///
 /// Requests: one per page per bucket (at least one per bucket; none for an empty window).
@@ -189,7 +180,7 @@ impl<T: DeserializeOwned + Send + 'static> SpreadQuery<T> {
         self
     }
 
-    /// Continues after the last entry of an earlier page ([`SpreadPage::continuation`]).
+    /// Continues after the last entry of an earlier page ([`Page::continuation`]).
     #[must_use]
     pub fn resume(mut self, token: SpreadToken) -> Self {
         self.start = Some(token);
@@ -260,7 +251,9 @@ impl<T: DeserializeOwned + Send + 'static> SpreadQuery<T> {
     /// Every page but an empty read's has at least one entry; an empty read has none.
     ///
     /// Requests: one per page per bucket, requested as the merge needs them.
-    pub fn pages(self) -> impl Stream<Item = Result<SpreadPage<T>>> + Send + 'static {
+    pub fn pages(
+        self,
+    ) -> impl Stream<Item = Result<Page<LogEntry<T>, SpreadToken>>> + Send + 'static {
         let queries = match self.queries() {
             Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
             Ok(None) => return futures::stream::empty().boxed(),
@@ -288,14 +281,12 @@ impl<T: DeserializeOwned + Send + 'static> SpreadQuery<T> {
     ///
     /// # Errors
     /// As described on [`SpreadQuery`].
-    pub async fn page(&self) -> Result<SpreadPage<T>> {
+    pub async fn page(&self) -> Result<Page<LogEntry<T>, SpreadToken>> {
         let mut pages = self.clone().pages();
-        pages.next().await.unwrap_or_else(|| {
-            Ok(SpreadPage {
-                items: Vec::new(),
-                continuation: None,
-            })
-        })
+        pages
+            .next()
+            .await
+            .unwrap_or_else(|| Ok(Page::new(Vec::new(), None)))
     }
 
     /// Every entry, newest first (see [`SpreadQuery::pages`]).
@@ -342,7 +333,7 @@ impl<T: Send + 'static> Paging<T> {
         }
     }
 
-    async fn next_page(&mut self) -> Option<Result<SpreadPage<T>>> {
+    async fn next_page(&mut self) -> Option<Result<Page<LogEntry<T>, SpreadToken>>> {
         if let Some(e) = self.failed.take() {
             self.done = true;
             return Some(Err(e));
@@ -400,9 +391,6 @@ impl<T: Send + 'static> Paging<T> {
             };
         }
         let continuation = if self.done { None } else { last };
-        Some(Ok(SpreadPage {
-            items,
-            continuation,
-        }))
+        Some(Ok(Page::new(items, continuation)))
     }
 }
