@@ -191,7 +191,8 @@ impl State {
     }
 
     /// Whether the refusal of partition `pk` is the partition's own: it has no budget (the
-    /// Cosmos DB Table API), runs near its budget, or was refused already less than
+    /// Cosmos DB Table API), runs near its budget, carries nearly all of the account's
+    /// traffic, or was refused already less than
     /// [`REPEAT`] before (`before`) and is at least twice as busy as the mean of the partitions
     /// served in the window. An account over its budget refuses whichever partitions send at
     /// that moment — one that just had two transactions served looks busy for a second, but
@@ -208,6 +209,12 @@ impl State {
         let measured = scope.meter.rate(now);
         let budget = scope.budget.rate(now);
         if budget.is_infinite() || measured >= 0.5 * budget {
+            return true;
+        }
+        // It carries (nearly) all of the account's traffic: the meter cannot tell the two
+        // apart, and a cut of its budget bounds the account's rate as well — with a floor a
+        // tenth of the account's, which may sit above what one partition serves.
+        if measured > 0.0 && measured >= 0.9 * account {
             return true;
         }
         let repeat = before.is_some_and(|at| now.saturating_duration_since(at) < REPEAT);
@@ -839,6 +846,25 @@ mod tests {
             second.as_mut().poll(&mut cx).is_pending(),
             "its turn is in 100 ms"
         );
+    }
+
+    #[test]
+    fn a_partition_that_carries_the_accounts_traffic_is_blamed_for_its_refusal() {
+        // One partition read alone (the service serves it 200 entities/s, tablekit was not
+        // told): the account's floor (5 % of 20,000/s) is 5x what the partition serves, so a
+        // cut of the account's budget would not stop the refusals.
+        let g = Governor::new(ThroughputPolicy::default());
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        g.served_at(Some(&partition_name("t", "scan")), 250, false, at(0));
+        assert!(g.throttled_at(&Charge::partition("t", "scan", 1), None, at(100)));
+        let limit = |pk: Option<&str>| g.lock().limit_at(pk, at(100));
+        assert!(
+            limit(Some("t/scan")) <= 0.7 * 0.95 * 250.0 + 1e-9,
+            "{}",
+            limit(Some("t/scan"))
+        );
+        assert_eq!(limit(None), 20_000.0 * 0.95, "not the account's");
     }
 
     #[test]

@@ -21,7 +21,8 @@ use tablekit_core::{Error, Result};
 /// the targets say (Azure's are "up to"; a Cosmos DB account's throughput changes with
 /// autoscale). A throttling answer (503 Server Busy, 500 Operation Timed Out, 429) cuts the
 /// budget of the partition it hit — or the account's, when that partition was neither near its
-/// budget nor much busier than the other active partitions — to [`decrease`](Self::decrease) ×
+/// budget, nor carrying nearly all of the account's traffic, nor much busier than the other
+/// active partitions — to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
 /// there. Once requests have waited for it for [`probe_after`](Self::probe_after) and it

@@ -293,6 +293,23 @@ fn budgets_not_told_are_discovered_from_too_high_and_too_low() {
 }
 
 #[test]
+fn one_partition_alone_is_held_to_what_it_serves() {
+    // One partition carries all the traffic: refusals cut its budget, not only the account's
+    // (whose floor, 5 % of its target, is above what the partition serves).
+    for (policy, what) in [
+        (
+            ThroughputPolicy::default(),
+            "Azure's targets, 10x the service",
+        ),
+        (told(400.0, 4_000.0), "told 2x the service"),
+        (ThroughputPolicy::cosmos(), "no targets"),
+    ] {
+        let run = simulate(policy, SERVICE, &[(0, 1)], 60, &[]);
+        assert_discovered(&run, SERVICE.0, &format!("{what}, one partition"));
+    }
+}
+
+#[test]
 fn a_budget_told_right_is_kept_without_refusals_before_the_first_probe() {
     // The first probe comes after `probe_after` (4 s) of requests waiting for the budget.
     let run = simulate(told(200.0, 2_000.0), SERVICE, &[(0, 10)], 4, &[]);
