@@ -8,7 +8,8 @@ use tablekit_core::batch::Operation;
 use tablekit_core::edm::{EdmValue, Properties, to_properties};
 use tablekit_core::filter::Filter;
 use tablekit_core::{
-    ENTITY_TYPE, ETag, Entity, Error, Keys, OrUnknown, Result, Stored, TableEntity, Target,
+    ENTITY_TYPE, ETag, Entity, Error, IntoKeys, Keys, OrUnknown, Result, Stored, TableEntity,
+    Target,
 };
 
 /// An entity type that shares partitions with others: its discriminator value (stored in the
@@ -74,7 +75,8 @@ impl TypedRows {
     /// # async fn run(table: tablekit_azure::Table) -> tablekit_core::Result<()> {
     /// let rows = TypedRows::new(table);
     /// rows.insert(&Department { name: "Sales".into() }).await?; // with EntityType = Department
-    /// let sales: Option<Stored<Department>> = rows.get("Sales", "Sales").await?;
+    /// let keys = TypedRows::keys::<Department>("Sales", "Sales")?; // Sales/DEPARTMENT_Sales
+    /// let sales: Option<Stored<Department>> = rows.get(&keys).await?;
     /// let departments: Vec<Stored<Department>> = rows.of_kind("Sales").collect().await?;
     /// # Ok(()) }
     /// ```
@@ -87,7 +89,8 @@ impl TypedRows {
         &self.table
     }
 
-    /// The keys of the `K` row `id` in `partition`: `Sales/EMPLOYEE_000123`.
+    /// The keys of the `K` row `id` in `partition`: `Sales/EMPLOYEE_000123`, for
+    /// [`get`](Self::get). No request is sent.
     ///
     /// # Errors
     /// Key errors.
@@ -162,20 +165,31 @@ impl TypedRows {
         self.table.upsert_replace(&Self::entity(value)?).await
     }
 
-    /// Reads the `K` row `id` (`K` named by the binding:
-    /// `let d: Option<Stored<Department>> = rows.get("Sales", "Sales").await?`): a point
-    /// query.
+    /// Reads the `K` row at `keys` — its [`Keys`] (from [`keys`](Self::keys): `Sales` and id
+    /// `Sales` are `Sales/DEPARTMENT_Sales`), a `(partition_key, row_key)` pair of strings, or
+    /// a `K` value — as a point query. `K` is named by the binding:
+    /// `let d: Option<Stored<Department>> = rows.get(&sales).await?`.
     ///
-    /// **Requests:** 1. **Consistency:** strong.
+    /// **Requests:** 1 (none when the keys are refused). **Consistency:** strong.
     ///
     /// # Errors
-    /// [`Error::Decode`] when the row's `EntityType` is not `K`'s, or it does not fit `K`.
-    pub async fn get<K: EntityKind>(&self, partition: &str, id: &str) -> Result<Option<Stored<K>>> {
-        let Some(row) = self
-            .table
-            .get::<Properties>(Self::keys::<K>(partition, id)?)
-            .await?
-        else {
+    /// Key errors, and [`Error::InvalidArgument`] when the RowKey does not start with `K`'s
+    /// prefix (no `K` row can live there), before any request; [`Error::Decode`] when the
+    /// row's `EntityType` is not `K`'s, or it does not fit `K`.
+    pub async fn get<K: EntityKind>(&self, keys: impl IntoKeys) -> Result<Option<Stored<K>>> {
+        let keys = keys.into_keys()?;
+        if !keys.rk().starts_with(K::ROW_PREFIX) {
+            return Err(Error::invalid_argument(
+                "keys",
+                format!(
+                    "{keys}: a {} row's RowKey starts with {:?}; build the keys with \
+                     TypedRows::keys",
+                    K::ENTITY_TYPE,
+                    K::ROW_PREFIX
+                ),
+            ));
+        }
+        let Some(row) = self.table.get::<Properties>(keys).await? else {
             return Ok(None);
         };
         typed(row).map(Some)

@@ -23,7 +23,10 @@ pub use follow::{DEFAULT_CLOCK_SKEW, FollowedWrite, WRITE_ID_PROPERTY};
 pub use hetero::{EntityKind, TypedRows};
 pub use inter::{CopyHandler, CopyJob, InterPartitionIndex, InterPartitionIndexBuilder};
 pub use intra::IntraPartitionIndex;
-pub use list::{EventualList, ListHandler, ListJob, ListSpec, ListSpecBuilder, SamePartitionList};
+pub use list::{
+    EventualList, ListHandler, ListJob, ListLookup, ListSpec, ListSpecBuilder, LookupToken,
+    SamePartitionList,
+};
 pub use range::IndexRange;
 pub use read::{IndexEntry, IndexRead};
 pub use spec::key::{KeyPart, KeySource, ValueRange};

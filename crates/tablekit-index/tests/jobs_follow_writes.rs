@@ -369,7 +369,7 @@ async fn list_put_delayed(
 ) -> Vec<u64> {
     list.insert(&jones()).await.unwrap();
     list.worker(worker_options()).drain().await.unwrap();
-    assert_eq!(list.lookup("Jones").await.unwrap().len(), 1);
+    assert_eq!(list.lookup("Jones").collect().await.unwrap().len(), 1);
     let entity_path = format!("{}(", list.table().name());
     p.table
         .add_rule(first("PUT", &entity_path, Fault::Delay(WRITE_DELAY)));
@@ -394,7 +394,7 @@ async fn list_put_delayed(
 }
 
 async fn assert_listed_under_the_new_value(list: &EventualList<Employee>) {
-    let found = list.lookup("Smith").await.unwrap();
+    let found = list.lookup("Smith").collect().await.unwrap();
     assert_eq!(
         found.iter().map(|s| s.value.clone()).collect::<Vec<_>>(),
         [smith()],

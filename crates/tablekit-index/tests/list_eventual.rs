@@ -10,7 +10,7 @@ use common::{Employee, employee, measured, table};
 use tablekit_azure::{RequestKind, Table};
 use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
-use tablekit_core::{ErrorKind, IfMatch, Keys};
+use tablekit_core::{ErrorKind, IfMatch, Keys, Stored};
 use tablekit_eventual::{HandlerRetry, WorkerOptions};
 use tablekit_index::{EventualList, ListSpec};
 use tablekit_testkit::{unique_container_name, unique_queue_name};
@@ -31,6 +31,10 @@ fn fast_worker() -> WorkerOptions {
         .with_poll_interval(Duration::from_millis(20))
         .with_idle_backoff_max(Duration::from_millis(100))
         .with_handler_retry(HandlerRetry::none())
+}
+
+fn pair(pk: &str, rk: &str) -> (String, String) {
+    (pk.to_owned(), rk.to_owned())
 }
 
 fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
@@ -112,18 +116,53 @@ async fn scenario(list: &EventualList<Employee>, table: &Table) {
         "across departments"
     );
     assert_eq!(spent.requests(), 1);
-    let (found, spent) = measured(table, list.lookup("Jones")).await;
+    let (found, spent) = measured(table, list.lookup("Jones").collect()).await;
     assert_eq!(found.unwrap().len(), 2);
     assert_eq!(spent.requests(), 3, "the list, then one read per entity");
+    // Page by page across partitions, in (PartitionKey, RowKey) order: Marketing first.
+    let paged = list.lookup("Jones").with_page_size(1);
+    let (page, spent) = measured(table, paged.page()).await;
+    let page = page.unwrap();
+    let keys_of = |items: &[Stored<Employee>]| -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|s| (s.keys.pk().to_owned(), s.keys.rk().to_owned()))
+            .collect()
+    };
+    assert_eq!(keys_of(&page.items), [pair("Marketing", "000007")]);
+    assert_eq!(spent.requests(), 2, "the list, one point read");
+    let token = page.continuation.expect("one more entry");
+    let (page, spent) = measured(table, paged.clone().resume(token).page()).await;
+    let page = page.unwrap();
+    assert_eq!(keys_of(&page.items), [pair("Sales", "000152")]);
+    assert!(page.is_last());
+    assert_eq!(spent.requests(), 2);
 
     // A new last name: the entity at once, the lists when the job has run.
     let (r, spent) = measured(table, list.upsert(&employee("Sales", 152, "Smith", "x@x"))).await;
     r.unwrap();
     assert_eq!(spent.requests(), 3, "read, enqueue, write");
     assert_eq!(
-        list.lookup("Jones").await.unwrap().len(),
+        list.lookup("Jones").collect().await.unwrap().len(),
         1,
         "lookup skips entities that moved on"
+    );
+    let (pages, spent) = measured(
+        table,
+        futures::TryStreamExt::try_collect::<Vec<_>>(paged.pages()),
+    )
+    .await;
+    let pages = pages.unwrap();
+    assert_eq!(pages.len(), 2);
+    assert_eq!(keys_of(&pages[0].items), [pair("Marketing", "000007")]);
+    assert!(
+        pages[1].items.is_empty() && pages[1].is_last(),
+        "the entry whose value moved on is left out of its page"
+    );
+    assert_eq!(
+        spent.requests(),
+        3,
+        "the list once, one point read per entry"
     );
     list.worker(fast_worker()).drain().await.unwrap();
     let jones: BTreeSet<_> = list.ids("Jones").await.unwrap().into_iter().collect();

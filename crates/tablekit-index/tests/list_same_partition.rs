@@ -257,7 +257,7 @@ async fn request_counts_of_every_operation() {
     let (ids, spent) = measured(&table, list.ids("Sales", "Jones")).await;
     assert_eq!(ids.unwrap(), ["000152", "000223"]);
     assert_eq!(spent.requests(), 1, "one point read");
-    let (found, spent) = measured(&table, list.lookup("Sales", "Jones")).await;
+    let (found, spent) = measured(&table, list.lookup("Sales", "Jones").collect()).await;
     let found = found.unwrap();
     assert_eq!(
         found
@@ -345,7 +345,10 @@ async fn lists_outgrowing_their_row_split_into_numbered_rows() {
         2,
         "the base row, then one range read of the overflow rows"
     );
-    assert_eq!(list.lookup("Sales", "Jones").await.unwrap().len(), 30);
+    assert_eq!(
+        list.lookup("Sales", "Jones").collect().await.unwrap().len(),
+        30
+    );
     // Removing ids from an overflow row and from the base row.
     list.delete(("Sales", "000000"), IfMatch::Any)
         .await
@@ -542,5 +545,117 @@ async fn a_partition_change_moves_the_entity_and_its_list_entry_or_nothing() {
             .unwrap(),
         kept
     );
+    table.delete_table().await.unwrap();
+}
+
+/// The ids of a page, in its order.
+fn page_ids(items: &[Stored<Employee>]) -> Vec<&str> {
+    items.iter().map(|s| s.value.id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_lookup_is_lazy_paged_in_key_order_and_resumable_elsewhere() {
+    let list = list("list_lookup_pages").await;
+    let table = list.table().clone();
+    // Listed in insertion order; a lookup reads them in RowKey order.
+    for id in [7, 3, 12, 5, 9] {
+        list.insert(&employee("Sales", id, "Jones", "j@x"))
+            .await
+            .unwrap();
+    }
+    list.insert(&employee("Sales", 4, "Smith", "s@x"))
+        .await
+        .unwrap();
+    assert_eq!(
+        list.ids("Sales", "Jones").await.unwrap(),
+        ["000007", "000003", "000012", "000005", "000009"]
+    );
+
+    // Building it sends nothing; one page reads the list and its entries' entities.
+    let lookup = list.lookup("Sales", "Jones").with_page_size(2);
+    let (page, spent) = measured(&table, lookup.page()).await;
+    let page = page.unwrap();
+    assert_eq!(page_ids(&page.items), ["000003", "000005"]);
+    assert_eq!(
+        spent.requests(),
+        3,
+        "the list, then one point read per entry"
+    );
+    let token = page.continuation.expect("more entries");
+    assert_eq!(token.to_string(), "Sales/000005");
+
+    // The token resumes it after a trip through text or serde, as in another process.
+    let token: tablekit_index::LookupToken = token.to_string().parse().unwrap();
+    let (page, spent) = measured(&table, lookup.clone().resume(token.clone()).page()).await;
+    let page = page.unwrap();
+    assert_eq!(page_ids(&page.items), ["000007", "000009"]);
+    assert_eq!(spent.requests(), 3);
+    let token = serde_json::from_str(&serde_json::to_string(&page.continuation).unwrap()).unwrap();
+    let (page, spent) = measured(&table, lookup.clone().resume(token).page()).await;
+    let page = page.unwrap();
+    assert_eq!(page_ids(&page.items), ["000012"]);
+    assert!(page.is_last());
+    assert_eq!(spent.requests(), 2);
+
+    // A stream of pages reads the list once.
+    let (pages, spent) = measured(
+        &table,
+        futures::TryStreamExt::try_collect::<Vec<_>>(lookup.clone().pages()),
+    )
+    .await;
+    let pages = pages.unwrap();
+    let sizes: Vec<usize> = pages.iter().map(|p| p.items.len()).collect();
+    assert_eq!(sizes, [2, 2, 1]);
+    assert!(pages[2].is_last() && !pages[1].is_last());
+    assert_eq!(
+        spent.requests(),
+        1 + 5,
+        "one list read, one point read per entry"
+    );
+
+    // `first` reads entries one at a time; an entry whose entity is gone is left out.
+    let (first, spent) = measured(&table, lookup.clone().first()).await;
+    assert_eq!(first.unwrap().unwrap().value.id, "000003");
+    assert_eq!(spent.requests(), 2);
+    table
+        .delete(("Sales", "000003"), IfMatch::Any)
+        .await
+        .unwrap();
+    let (first, spent) = measured(&table, lookup.clone().first()).await;
+    assert_eq!(first.unwrap().unwrap().value.id, "000005");
+    assert_eq!(spent.requests(), 3);
+    let (page, _) = measured(&table, lookup.page()).await;
+    let page = page.unwrap();
+    assert_eq!(page_ids(&page.items), ["000005"], "a short page");
+    assert!(!page.is_last(), "and still a continuation");
+
+    // A value without a list: one empty page.
+    let (pages, spent) = measured(
+        &table,
+        futures::TryStreamExt::try_collect::<Vec<_>>(list.lookup("Sales", "Nobody").pages()),
+    )
+    .await;
+    let pages = pages.unwrap();
+    assert!(pages.len() == 1 && pages[0].items.is_empty() && pages[0].is_last());
+    assert_eq!(spent.requests(), 1);
+
+    // Bad page sizes and bad keys are refused before any request.
+    for size in [0, 1001] {
+        let (r, spent) = measured(
+            &table,
+            list.lookup("Sales", "Jones").with_page_size(size).collect(),
+        )
+        .await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument, "{size}");
+        assert_eq!(spent.requests(), 0);
+    }
+    let (r, spent) = measured(&table, list.lookup("Sales/Marketing", "Jones").page()).await;
+    assert_eq!(
+        r.unwrap_err().kind(),
+        ErrorKind::InvalidInput,
+        "not a PartitionKey"
+    );
+    assert_eq!(spent.requests(), 0);
+    assert!("no-slash".parse::<tablekit_index::LookupToken>().is_err());
     table.delete_table().await.unwrap();
 }

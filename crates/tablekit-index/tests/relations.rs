@@ -555,10 +555,27 @@ async fn employees_and_departments_share_a_partition_each_type_contiguous() {
     r.unwrap();
     assert_eq!(spent.requests(), 1);
     let sales = renamed;
-    let (d, spent) = measured(&table, rows.get("Sales", "Sales")).await;
+    // One row, addressed as every method that addresses one entity is: by its keys, a
+    // (PartitionKey, RowKey) pair or the value itself.
+    let keys = TypedRows::keys::<Department>("Sales", "Sales").unwrap();
+    let (d, spent) = measured(&table, rows.get(&keys)).await;
     let d: Stored<Department> = d.unwrap().unwrap();
     assert_eq!(d.value, sales);
     assert_eq!(spent.requests(), 1);
+    let by_pair: Option<Stored<Department>> =
+        rows.get(("Sales", "DEPARTMENT_Sales")).await.unwrap();
+    let by_value: Option<Stored<Department>> = rows.get(&sales).await.unwrap();
+    assert_eq!(by_pair.unwrap().value, sales);
+    assert_eq!(by_value.unwrap().value, sales);
+    let none: Option<Stored<Department>> = rows.get(("Sales", "DEPARTMENT_None")).await.unwrap();
+    assert!(none.is_none());
+    // Keys outside the kind's prefix, or not keys at all, are refused before any request.
+    let (outside, spent) = measured(&table, rows.get::<Department>(("Sales", "Sales"))).await;
+    assert_eq!(outside.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(spent.requests(), 0);
+    let (bad, spent) = measured(&table, rows.get::<Department>(("Sales", "DEPARTMENT_a/b"))).await;
+    assert_eq!(bad.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(spent.requests(), 0);
     // A row whose EntityType does not match the kind asked for is an error, not a guess.
     let liar = Entity::new(
         TypedRows::keys::<Department>("Sales", "Fake").unwrap(),
@@ -567,7 +584,7 @@ async fn employees_and_departments_share_a_partition_each_type_contiguous() {
             .with("Name", "x"),
     );
     table.insert(&liar).await.unwrap();
-    let fake: tablekit_core::Result<Option<Stored<Department>>> = rows.get("Sales", "Fake").await;
+    let fake: tablekit_core::Result<Option<Stored<Department>>> = rows.get(&liar.keys).await;
     assert_eq!(fake.unwrap_err().kind(), ErrorKind::Decode);
     // A value whose keys lie outside its kind's prefix is refused before any request.
     let outside = Department {

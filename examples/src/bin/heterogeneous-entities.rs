@@ -87,8 +87,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mixed: Vec<Stored<OrUnknown<SalesRow>>> = rows.all("Sales").collect().await?;
     // Only the employees: a range over their prefix, no other type read.
     let staff: Vec<Stored<Employee>> = rows.of_kind("Sales").collect().await?;
+    // One row by its keys (here the value's own), checked to be a Department.
+    let department: Option<Stored<Department>> = rows.get(&sales).await?;
     // ANCHOR_END: read
-    meter.report("read the whole partition (1), only the employees (1)");
+    meter.report("read the whole partition (1), only the employees (1), one department (1)");
+    assert_eq!(department.map(|d| d.value.manager_id), Some(223));
     assert!(
         matches!(&mixed[0].value, OrUnknown::Known(SalesRow::Department(d)) if d.employee_count == 2)
     );

@@ -52,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     jones
         .insert(&employee("Sales", 223, "Jun", "Jones"))
         .await?;
-    let found = jones.lookup("Sales", "Jones").await?;
+    let found = jones.lookup("Sales", "Jones").collect().await?;
     // ANCHOR_END: same_partition
     meter.report("2 inserts (a read + a transaction each), lookup (list + 2 reads)");
     assert_eq!(found.len(), 2);
@@ -86,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     everyone.insert(&ann).await?;
     let worker = everyone.worker(WorkerOptions::default());
     worker.drain().await?; // in a service: `worker.run_until(shutdown_signal())`
-    let found = everyone.lookup("Jones").await?;
+    let found = everyone.lookup("Jones").collect().await?;
     // ANCHOR_END: eventual
     meter.report("create, 2 inserts (enqueue + insert), the jobs and polls, lookup");
     assert_eq!(found.len(), 2); // Sales and Marketing
@@ -114,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     in_blobs.create().await?;
     in_blobs.upsert(&ann).await?;
     in_blobs.worker(WorkerOptions::default()).drain().await?;
-    let found = in_blobs.lookup("Jones").await?;
+    let found = in_blobs.lookup("Jones").collect().await?;
     // ANCHOR_END: blob
     meter.report("create, put (read, enqueue, write), the job and polls, lookup");
     assert_eq!(found[0].value.id, 7);

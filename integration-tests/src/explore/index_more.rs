@@ -1713,7 +1713,10 @@ mod relations {
             let rows = TypedRows::new(table);
             let get = |id: &'static str| {
                 let rows = rows.clone();
-                async move { rows.get::<Staff>("Sales", id).await }
+                async move {
+                    rows.get::<Staff>(TypedRows::keys::<Staff>("Sales", id)?)
+                        .await
+                }
             };
             let jones = get("000123")
                 .await
@@ -1724,7 +1727,7 @@ mod relations {
                 .map_err(|e| e.to_string())?
                 .map(|s| s.value);
             let dept: Option<Stored<Dept>> = rows
-                .get("Sales", "Sales")
+                .get(TypedRows::keys::<Dept>("Sales", "Sales").map_err(|e| e.to_string())?)
                 .await
                 .map_err(|e| e.to_string())?;
             ensure(dept.is_some_and(|d| d.value.head_count == 1), || {
@@ -2261,13 +2264,18 @@ mod reads {
             failed(match self.0 {
                 // Jobs list entities in the order they run, which varies from run to run:
                 // compared in key order.
-                ListKind::Eventual => eventual(account, names).lookup("Jones").await.map(|found| {
-                    let mut read = show(&found);
-                    read.sort();
-                    read
-                }),
+                ListKind::Eventual => eventual(account, names)
+                    .lookup("Jones")
+                    .collect()
+                    .await
+                    .map(|found| {
+                        let mut read = show(&found);
+                        read.sort();
+                        read
+                    }),
                 ListKind::Same => same(account, names)
                     .lookup("Sales", "Jones")
+                    .collect()
                     .await
                     .map(|found| show(&found)),
             })

@@ -38,7 +38,11 @@ async fn check_listed(direct: &Account, names: &Names, ids: &[u32]) -> Result<()
     if queued + poisoned > 0 {
         return Ok(());
     }
-    let found = list.lookup("Jones").await.map_err(|e| e.to_string())?;
+    let found = list
+        .lookup("Jones")
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
     let mut listed: Vec<String> = found.iter().map(|s| s.value.id.clone()).collect();
     listed.sort();
     let stored = direct.table(&names.table).map_err(|e| e.to_string())?;

@@ -7,17 +7,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt as _, TryStreamExt as _};
 use tablekit_azure::{Container, Queue, Table};
 use tablekit_core::batch::Operation;
 use tablekit_core::edm::{Properties, from_properties, to_properties};
-use tablekit_core::{
-    ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored, TableEntity, Target,
-};
+use tablekit_core::{ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, TableEntity, Target};
 use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
 pub use job::{ListHandler, ListJob};
 
+use super::lookup::ListLookup;
 use super::rows::read_lists;
 use super::spec::ListSpec;
 use crate::follow::{DEFAULT_CLOCK_SKEW, Pending, delete_followed};
@@ -111,7 +109,7 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
     /// let jones = Employee { department: "Sales".into(), id: 223, last_name: "Jones".into() };
     /// by_last_name.insert(&jones).await?; // the job is queued first, then the entity written
     /// by_last_name.worker(WorkerOptions::default()).drain().await?; // a worker lists it
-    /// let joneses = by_last_name.lookup("Jones").await?;
+    /// let joneses = by_last_name.lookup("Jones").collect().await?;
     /// # Ok(()) }
     /// ```
     pub fn separate(entities: Table, lists: Table, spec: ListSpec<T>, queue: Queue) -> Self {
@@ -386,27 +384,19 @@ impl<T: TableEntity + Send + Sync + 'static> EventualList<T> {
         }
     }
 
-    /// The entities listed for `value`: the list, then a point read per entity
-    /// (`concurrency` at a time). Entities listed but gone, or whose current value is no
-    /// longer `value` (their job is pending), are left out.
+    /// The entities listed for `value`, across all partitions: a lazy [`ListLookup`] —
+    /// nothing is sent until a page, the pages, the stream or the entities are asked for. It
+    /// reads the list, then the entities of its entries page by page, one point read each,
+    /// in (PartitionKey, RowKey) order. Entities listed but gone, or whose current value is
+    /// no longer `value` (their job is pending), are left out.
     ///
-    /// **Requests:** as [`ids`](Self::ids), plus 1 per listed entity.
+    /// **Requests:** per [`page`](ListLookup::page): the list read as for
+    /// [`ids`](Self::ids), plus 1 per entry of the page (100 by default); a stream reads the
+    /// list once. **Consistency:** eventual, as [`ids`](Self::ids).
     ///
     /// # Errors
-    /// As [`ids`](Self::ids); [`Error::Decode`] when an entity does not fit `T`.
-    pub async fn lookup(&self, value: &str) -> Result<Vec<Stored<T>>> {
-        let ids = self.ids(value).await?;
-        let table = &self.context.entities;
-        let concurrency = table.account().settings().concurrency.max(1);
-        let found: Vec<Option<Stored<T>>> = futures::stream::iter(ids)
-            .map(|(pk, rk)| async move { table.get::<T>(&Keys::new(pk, rk)?).await })
-            .buffered(concurrency)
-            .try_collect()
-            .await?;
-        Ok(found
-            .into_iter()
-            .flatten()
-            .filter(|s| self.context.spec.has_value(&s.value, value))
-            .collect())
+    /// When read: as [`ids`](Self::ids); [`Error::Decode`] when an entity does not fit `T`.
+    pub fn lookup(&self, value: &str) -> ListLookup<T> {
+        ListLookup::eventual(self.clone(), value)
     }
 }

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use futures::{StreamExt as _, TryStreamExt as _};
 use tablekit_azure::Table;
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::{
@@ -13,6 +12,7 @@ use tablekit_core::{
 
 mod relocate;
 
+use super::lookup::ListLookup;
 use super::rows::{Lists, RowWrite, read_lists};
 use super::spec::ListSpec;
 use crate::intra::own_failure;
@@ -89,7 +89,7 @@ impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
     /// let by_last_name = SamePartitionList::new(table, spec)?;
     /// let jones = Employee { department: "Sales".into(), id: 223, last_name: "Jones".into() };
     /// by_last_name.insert(&jones).await?; // a read of the list, one transaction
-    /// let joneses = by_last_name.lookup("Sales", "Jones").await?;
+    /// let joneses = by_last_name.lookup("Sales", "Jones").collect().await?;
     /// # Ok(()) }
     /// ```
     pub fn new(table: Table, spec: ListSpec<T>) -> Result<Self> {
@@ -420,22 +420,18 @@ impl<T: TableEntity + Send + Sync + 'static> SamePartitionList<T> {
         Ok(self.read(partition, value).await?.items())
     }
 
-    /// The entities listed for `value` in `partition`, in list order: the list, then one
-    /// point read per entity, `concurrency` (the account setting) at a time.
+    /// The entities listed for `value` in `partition`: a lazy [`ListLookup`] — nothing is
+    /// sent until a page, the pages, the stream or the entities are asked for. It reads the
+    /// list, then the entities of its entries page by page, one point read each, in RowKey
+    /// order. An entity deleted between the reads is left out.
     ///
-    /// **Requests:** as [`ids`](Self::ids), plus 1 per listed entity. **Consistency:**
-    /// strong for the list; an entity deleted between the reads is left out.
+    /// **Requests:** per [`page`](ListLookup::page): the list read as for
+    /// [`ids`](Self::ids), plus 1 per entry of the page (100 by default); a stream reads the
+    /// list once. **Consistency:** strong for the list.
     ///
     /// # Errors
-    /// As [`ids`](Self::ids); [`Error::Decode`] when an entity does not fit `T`.
-    pub async fn lookup(&self, partition: &str, value: &str) -> Result<Vec<Stored<T>>> {
-        let ids = self.ids(partition, value).await?;
-        let concurrency = self.table.account().settings().concurrency.max(1);
-        let found: Vec<Option<Stored<T>>> = futures::stream::iter(ids)
-            .map(|id| async move { self.table.get::<T>(&Keys::new(partition, id)?).await })
-            .buffered(concurrency)
-            .try_collect()
-            .await?;
-        Ok(found.into_iter().flatten().collect())
+    /// When read: as [`ids`](Self::ids); [`Error::Decode`] when an entity does not fit `T`.
+    pub fn lookup(&self, partition: &str, value: &str) -> ListLookup<T> {
+        ListLookup::same_partition(self.clone(), partition, value)
     }
 }
