@@ -525,7 +525,7 @@ impl Scenario for WideDelete {
     }
 
     fn invariant(&self) -> &'static str {
-        "only the version read, all shards or none — never a torn value: Ok ⇒ no row is left (or a concurrent writer's whole value, written after the delete); PreconditionFailed ⇒ nothing deleted: a concurrent writer's whole value; Indeterminate ⇒ the old value whole or nothing (or a concurrent writer's); any other error ⇒ the old value whole (or a concurrent writer's)"
+        "only the version named, all shards or none — never a torn value, never a later writer's value deleted: Ok ⇒ no row is left (or a concurrent writer's whole value, written after the delete); PreconditionFailed ⇒ nothing deleted: a concurrent writer's whole value; Indeterminate ⇒ the old value whole or nothing (or a concurrent writer's); any other error ⇒ the old value whole (or a concurrent writer's)"
     }
 
     fn actors(&self) -> u8 {
@@ -556,7 +556,16 @@ impl Scenario for WideDelete {
         _baseline: Option<&Outcome>,
     ) -> Result<(), String> {
         let now = wide_now(direct, &ctx.table).await?;
-        let actors = ctx.actor_wrote.load(Ordering::SeqCst) && now == Wide::Whole(ACTOR.0);
+        let actor = ctx.actor_wrote.load(Ordering::SeqCst);
+        // The actor only writes: if its write succeeded and nothing is left, the delete ran
+        // after it and removed a version other than the one it named.
+        ensure(!(actor && now == Wide::Absent), || {
+            format!(
+                "{report:?}, and the concurrent write succeeded, yet nothing is left: the delete \
+                 removed a version other than the one it named"
+            )
+        })?;
+        let actors = actor && now == Wide::Whole(ACTOR.0);
         match report {
             Some(Outcome::Ok) => ensure(now == Wide::Absent || actors, || {
                 format!("Ok, but the entity holds {now:?}")
