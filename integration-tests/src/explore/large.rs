@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tablekit_azure::{Account, BlobCondition, RetryPolicy, Settings, UploadOptions};
-use tablekit_core::{Entity, ErrorKind, IfMatch, Keys, Properties};
+use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Keys, Properties};
 use tablekit_large::{GRACE_METADATA, LargeEntities, PK_METADATA, RK_METADATA, SweepOptions};
 use tablekit_testkit::explore::{Entry, Scenario};
 use tablekit_testkit::fixtures::{self, Proxied};
@@ -23,6 +23,7 @@ pub fn entries() -> Vec<Entry> {
     vec![
         Entry::new(Put { existing: false }),
         Entry::new(Put { existing: true }),
+        Entry::new(Replace),
         Entry::new(Delete),
         Entry::new(Sweep::default()),
     ]
@@ -306,6 +307,118 @@ impl Scenario for Put {
     }
 }
 
+/// A replace's store, the ETag of the value it replaces, and what its concurrent writer did.
+pub struct ReplaceCtx {
+    names: Names,
+    etag: ETag,
+    actor_ran: AtomicBool,
+}
+
+/// `LargeEntities::replace` conditioned on the ETag of the stored value, with a concurrent
+/// `upsert` of another value as the actor.
+pub struct Replace;
+
+impl Scenario for Replace {
+    type Ctx = ReplaceCtx;
+    type Report = Outcome;
+
+    fn name(&self) -> &'static str {
+        "large.replace"
+    }
+
+    fn invariant(&self) -> &'static str {
+        "Ok ⇒ the replace's value reads back verified (or a concurrent upsert's, which ran after its write); PreconditionFailed or NotFound ⇒ not the replace's value: the old one, or the concurrent upsert's that changed the ETag first; another error ⇒ one writer's whole value; never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left"
+    }
+
+    fn settings(&self) -> Settings {
+        quick_settings()
+    }
+
+    fn actors(&self) -> u8 {
+        1
+    }
+
+    async fn prepare(&self, direct: &Account) -> Result<ReplaceCtx, String> {
+        let names = Names::create(direct, "xlargerepl", grace_for(&self.settings())).await?;
+        let written = names
+            .store(direct)
+            .upsert(&entity("old"), payload("old"))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(ReplaceCtx {
+            names,
+            etag: written.etag,
+            actor_ran: AtomicBool::new(false),
+        })
+    }
+
+    async fn operate(&self, ctx: &ReplaceCtx, account: &Account) -> Outcome {
+        let store = ctx.names.store(account);
+        let if_match = IfMatch::ETag(ctx.etag.clone());
+        Outcome::of(&store.replace(&entity("op"), payload("op"), if_match).await)
+    }
+
+    async fn recover(
+        &self,
+        ctx: &ReplaceCtx,
+        account: &Account,
+        _report: Option<&Outcome>,
+    ) -> Result<(), String> {
+        sweep_past_grace(&ctx.names, account, &direct_view(&self.settings())).await
+    }
+
+    /// Another process upserts its own value.
+    async fn act(&self, ctx: &ReplaceCtx, direct: &Account, _actor: u8) {
+        let store = ctx.names.store(direct);
+        if store
+            .upsert(&entity("actor"), payload("actor"))
+            .await
+            .is_ok()
+        {
+            ctx.actor_ran.store(true, Ordering::SeqCst);
+        }
+    }
+
+    async fn check(
+        &self,
+        ctx: &ReplaceCtx,
+        direct: &Account,
+        report: Option<&Outcome>,
+        _baseline: Option<&Outcome>,
+    ) -> Result<(), String> {
+        let store = ctx.names.store(direct);
+        let now = held(&store).await?;
+        let actor = ctx.actor_ran.load(Ordering::SeqCst);
+        let by = |who: &str| now == Held::By(who.into());
+        // The actor runs to its end while one request of the replace is held: before the
+        // replace's entity write is sent, it changes the ETag and the replace must fail;
+        // after, it writes last. Either way, once it ran, its value is the one stored.
+        let expected_ok = if actor { "actor" } else { "op" };
+        let expected_refused = if actor { "actor" } else { "old" };
+        match report {
+            Some(Outcome::Ok) => ensure(by(expected_ok), || {
+                format!("Ok, but the entity holds {now:?} (a concurrent upsert ran: {actor})")
+            })?,
+            Some(o) if o.is(ErrorKind::PreconditionFailed) || o.is(ErrorKind::NotFound) => {
+                ensure(by(expected_refused), || {
+                    format!(
+                        "{o:?}, but the entity holds {now:?} (a concurrent upsert ran: {actor})"
+                    )
+                })?
+            }
+            _ => ensure(by("old") || by("op") || (actor && by("actor")), || {
+                format!(
+                    "{report:?}, but the entity holds {now:?} (a concurrent upsert ran: {actor})"
+                )
+            })?,
+        }
+        let left = unreferenced(&store).await?;
+        ensure(left.is_empty(), || {
+            format!("unreferenced blobs after a sweep past the grace: {left:?}")
+        })
+    }
+}
+
 /// `LargeEntities::delete` with `IfMatch::Any`, with a concurrent `upsert` as the actor.
 pub struct Delete;
 
@@ -550,11 +663,11 @@ impl Scenario for Sweep {
     /// write: returns once the write is held (its blob uploaded), and the put goes on.
     async fn act(&self, ctx: &SweepCtx, _direct: &Account, _actor: u8) {
         let proxies = Arc::new(fixtures::proxied(self.settings()));
-        proxies.table.add_rule(Rule {
-            matcher: Matcher::any().with_method("PUT"),
-            occurrences: Occurrences::Nth(1),
-            fault: Fault::Delay(HELD_WRITE),
-        });
+        proxies.table.add_rule(Rule::new(
+            Matcher::any().with_method("PUT"),
+            Occurrences::Nth(1),
+            Fault::Delay(HELD_WRITE),
+        ));
         let store = ctx.names.store(&proxies.account);
         let writer = tokio::spawn(async move {
             store
