@@ -294,11 +294,8 @@ async fn bulk_under(
         } else {
             Occurrences::Nth(1)
         };
-        p.table.add_rule(Rule {
-            matcher: batches.clone(),
-            occurrences,
-            fault: *fault,
-        });
+        p.table
+            .add_rule(Rule::new(batches.clone(), occurrences, *fault));
     }
     let ops: Vec<Operation> = (0..10).map(|i| insert("p", &format!("{i:03}"))).collect();
     let metrics = p.account.metrics().clone();

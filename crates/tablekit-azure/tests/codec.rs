@@ -385,12 +385,11 @@ async fn without_a_codec_an_insert_sends_the_body_it_always_sent() {
             .to_owned()
     };
     let (relay, recorded) = recording_relay(authority(&upstream.table).parse().unwrap()).await;
-    let through = tablekit_testkit::Endpoints {
-        table: upstream
+    let through = upstream.clone().with_table(
+        upstream
             .table
             .replace(&authority(&upstream.table), &relay.to_string()),
-        ..upstream.clone()
-    };
+    );
     let account =
         Account::from_connection_string(&tablekit_testkit::fixtures::connection_string(&through))
             .unwrap();

@@ -135,11 +135,11 @@ async fn errors_of_answered_requests_carry_the_service_and_client_request_ids() 
     let table = p.account.table("RequestIds").unwrap();
     let seen = Arc::new(ClientIds::default());
     p.table.set_intercept("table", seen.clone());
-    p.table.add_rule(tablekit_testkit::Rule {
-        matcher: tablekit_testkit::Matcher::any(),
-        occurrences: tablekit_testkit::Occurrences::All,
-        fault: Fault::Status(503),
-    });
+    p.table.add_rule(tablekit_testkit::Rule::new(
+        tablekit_testkit::Matcher::any(),
+        tablekit_testkit::Occurrences::All,
+        Fault::Status(503),
+    ));
     let e = table
         .get::<Properties>(&Keys::new("p", "r").unwrap())
         .await

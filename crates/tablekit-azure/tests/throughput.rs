@@ -206,11 +206,11 @@ async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
         .submit(&BatchPlan::atomic(inserts("p", 100)).unwrap())
         .await
         .unwrap();
-    proxied.table.add_rule(Rule {
-        matcher: Matcher::any().with_path_contains("$batch"),
-        occurrences: Occurrences::Nth(1),
-        fault: Fault::Status(503),
-    });
+    proxied.table.add_rule(Rule::new(
+        Matcher::any().with_path_contains("$batch"),
+        Occurrences::Nth(1),
+        Fault::Status(503),
+    ));
     table
         .submit(&BatchPlan::atomic((100..150).map(|i| insert("p", i))).unwrap())
         .await
@@ -232,11 +232,11 @@ async fn a_503_cuts_the_budget_it_hit_and_the_budget_grows_back() {
 
     // A partition far below its budget when refused: the account's budget is cut instead.
     proxied.table.clear();
-    proxied.table.add_rule(Rule {
-        matcher: Matcher::any().with_method("PUT"),
-        occurrences: Occurrences::Nth(1),
-        fault: Fault::Status(503),
-    });
+    proxied.table.add_rule(Rule::new(
+        Matcher::any().with_method("PUT"),
+        Occurrences::Nth(1),
+        Fault::Status(503),
+    ));
     table
         .upsert_replace(&Entity::try_new("idle", "1", Properties::new()).unwrap())
         .await

@@ -121,11 +121,11 @@ async fn retries_give_up_after_the_schedule() {
     let p = common::proxied(settings);
     let table = p.account.table(&unique_table_name("giveup")).unwrap();
     table.create().await.unwrap();
-    p.table.add_rule(tablekit_testkit::Rule {
-        matcher: tablekit_testkit::Matcher::any(),
-        occurrences: tablekit_testkit::Occurrences::All,
-        fault: Fault::Status(503),
-    });
+    p.table.add_rule(tablekit_testkit::Rule::new(
+        tablekit_testkit::Matcher::any(),
+        tablekit_testkit::Occurrences::All,
+        Fault::Status(503),
+    ));
     let err = table
         .get::<Properties>(&Keys::new("p", "r").unwrap())
         .await

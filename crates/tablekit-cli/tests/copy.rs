@@ -12,11 +12,7 @@ async fn a_copy_to_another_account_verifies_and_a_tampered_entity_is_detected() 
     let src = table("CliCopySrc").await;
     seed(&src, 8, 30).await;
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let dst_cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let dst_cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     let dst_name = tablekit_testkit::unique_table_name("CliCopyDst");
     let dir = scratch("copy");
     let cp = dir.join("copy.checkpoint");

@@ -22,20 +22,16 @@ fn proxy_for(endpoints: &tablekit_testkit::Endpoints) -> (FaultProxy, String) {
         .and_then(|rest| rest.split('/').next())
         .expect("table endpoint authority");
     let proxy = FaultProxy::start(authority.parse().expect("loopback address")).expect("proxy");
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: proxy.endpoint_for(&endpoints.table),
-        queue: endpoints.queue.clone(),
-        blob: endpoints.blob.clone(),
-    });
+    let cs = connection_string(
+        &endpoints
+            .clone()
+            .with_table(proxy.endpoint_for(&endpoints.table)),
+    );
     (proxy, cs)
 }
 
 fn rule(matcher: &Matcher, occurrences: Occurrences, fault: Fault) -> Rule {
-    Rule {
-        matcher: matcher.clone(),
-        occurrences,
-        fault,
-    }
+    Rule::new(matcher.clone(), occurrences, fault)
 }
 
 /// Every entity of a table by keys, with its properties (and so their EDM types).

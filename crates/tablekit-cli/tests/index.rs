@@ -11,7 +11,7 @@ use tablekit::core::filter::Property;
 use tablekit::core::{Entity, Keys, Properties};
 use tablekit::index::{CopySpec, IndexSpec, InterPartitionIndex, IntraPartitionIndex};
 use tablekit_testkit::fixtures::{fast_retries, proxied, table_on};
-use tablekit_testkit::{Endpoints, unique_queue_name};
+use tablekit_testkit::unique_queue_name;
 
 const DEPARTMENT: Property<String> = Property::new("Department");
 const ID: Property<i32> = Property::new("Id");
@@ -232,11 +232,11 @@ async fn an_interrupted_backfill_resumes_from_its_checkpoint() {
 async fn a_bad_spec_file_is_refused_with_its_problem_and_nothing_is_sent() {
     let p = proxied(fast_retries());
     let t: Table = table_on(&p.account, "CliBadSpec").await;
-    let cs = connection_string(&Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: p.queue.endpoint_for(&emulator().queue),
-        blob: emulator().blob,
-    });
+    let cs = connection_string(
+        &emulator()
+            .with_queue(p.queue.endpoint_for(&emulator().queue))
+            .with_table(p.table.endpoint_for(&emulator().table)),
+    );
     let before = p.table.stats().requests_seen + p.queue.stats().requests_seen;
     let dir = scratch("index-bad-spec");
     let primary = r#""primary": {"name": "empid", "property": "Id", "width": 6}"#;

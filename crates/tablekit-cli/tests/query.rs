@@ -102,11 +102,7 @@ async fn query_writes_each_format() {
 async fn a_bad_filter_is_refused_with_its_position_and_nothing_is_sent() {
     let t = three_in_p1().await;
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     let run = run_on(
         &cs,
         &[
@@ -147,11 +143,7 @@ async fn a_bad_filter_is_refused_with_its_position_and_nothing_is_sent() {
 async fn a_table_scan_needs_allow_scan() {
     let t = three_in_p1().await;
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     for filter in [None, Some("RowKey eq 'a'"), Some("PartitionKey ge 'p1'")] {
         let mut args = vec!["query", t.name()];
         if let Some(f) = filter {

@@ -10,7 +10,7 @@ use tablekit::azure::SendOptions;
 use tablekit::core::{Error, Result};
 use tablekit::eventual::{HandlerRetry, Job, JobQueue, Steps, Worker, WorkerOptions};
 use tablekit_testkit::fixtures::{fast_retries, proxied};
-use tablekit_testkit::{Endpoints, unique_queue_name};
+use tablekit_testkit::unique_queue_name;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Chore {
@@ -61,11 +61,7 @@ fn rows(run: &Run) -> Vec<Vec<String>> {
 #[tokio::test]
 async fn poisoned_jobs_are_listed_replayed_and_purged() {
     let p = proxied(fast_retries());
-    let cs = connection_string(&Endpoints {
-        table: emulator().table,
-        queue: p.queue.endpoint_for(&emulator().queue),
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_queue(p.queue.endpoint_for(&emulator().queue)));
     let name = unique_queue_name("cli-jobs");
     let jobs = JobQueue::<Chore>::new(p.account.queue(&name).unwrap());
     jobs.create().await.unwrap();

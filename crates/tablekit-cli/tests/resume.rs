@@ -226,16 +226,12 @@ async fn signal_mid_export_exits_130_with_a_checkpoint_that_resumes(signal: &str
 
     // Hold every page after the first at the proxy, so the signal arrives mid-export.
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
-    p.table.add_rule(Rule {
-        matcher: Matcher::any().with_query_contains("NextPartitionKey"),
-        occurrences: Occurrences::All,
-        fault: Fault::Delay(Duration::from_secs(120)),
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
+    p.table.add_rule(Rule::new(
+        Matcher::any().with_query_contains("NextPartitionKey"),
+        Occurrences::All,
+        Fault::Delay(Duration::from_secs(120)),
+    ));
     let out = dir.join("t.jsonl");
     let cp_path = dir.join("t.jsonl.checkpoint");
     let child = command(
@@ -305,16 +301,12 @@ async fn a_second_sigint_aborts_an_import_whose_transaction_is_held_and_resume_c
 
     // Hold every transaction at the proxy: the first SIGINT waits for the one in flight.
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
-    p.table.add_rule(Rule {
-        matcher: Matcher::any().with_path_contains("$batch"),
-        occurrences: Occurrences::All,
-        fault: Fault::Delay(Duration::from_secs(120)),
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
+    p.table.add_rule(Rule::new(
+        Matcher::any().with_path_contains("$batch"),
+        Occurrences::All,
+        Fault::Delay(Duration::from_secs(120)),
+    ));
     let mut child = command(&cs, &["import", dst.name(), "--in", arg(&file)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -7,17 +7,12 @@ use chrono::{TimeZone as _, Utc};
 use support::*;
 use tablekit::core::{Entity, Properties};
 use tablekit::retention::{Period, PeriodTables};
-use tablekit_testkit::Endpoints;
 use tablekit_testkit::fixtures::{fast_retries, proxied};
 
 #[tokio::test]
 async fn period_tables_are_listed_and_dropped_after_a_dry_run() {
     let p = proxied(fast_retries());
-    let cs = connection_string(&Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     let prefix = format!("CliRet{}x", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let set = PeriodTables::new(&p.account, &prefix, Period::Day).unwrap();
     for day in 1..=3 {

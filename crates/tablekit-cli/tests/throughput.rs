@@ -75,11 +75,7 @@ async fn max_rate_makes_requests_wait_for_budget_and_the_summary_says_so() {
 #[tokio::test]
 async fn throttled_responses_are_counted_in_the_summary() {
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     // A partition that serves 100 entities a second, refused with 503 Server Busy beyond.
     p.table.set_throttle(
         ThrottleModel::default()

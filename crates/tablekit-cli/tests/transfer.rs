@@ -94,11 +94,7 @@ async fn an_export_sends_one_request_per_page() {
     let src = table("CliPages").await;
     seed(&src, 5, 50).await;
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     let dir = scratch("pages");
     let out = dir.join("t.jsonl");
     run_on(
@@ -147,11 +143,7 @@ async fn an_unreadable_entity_is_reported_and_left_out_and_the_export_goes_on() 
         .await;
     }
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     let dir = scratch("unreadable");
     let reported = |stderr: &str| {
         let mut lines: Vec<&str> = stderr
@@ -398,11 +390,7 @@ async fn rows_of_unknown_outcome_are_retried_and_else_reported_apart() {
     use tablekit_testkit::{Fault, Matcher, Occurrences, Rule};
     let dst = table("CliUnknown").await;
     let p = proxied(tablekit_testkit::fixtures::fast_retries());
-    let cs = connection_string(&tablekit_testkit::Endpoints {
-        table: p.table.endpoint_for(&emulator().table),
-        queue: emulator().queue,
-        blob: emulator().blob,
-    });
+    let cs = connection_string(&emulator().with_table(p.table.endpoint_for(&emulator().table)));
     let dir = scratch("unknown");
     let input = dir.join("in.jsonl");
     std::fs::write(
@@ -416,16 +404,16 @@ async fn rows_of_unknown_outcome_are_retried_and_else_reported_apart() {
     let lose = |occurrences| {
         // The transaction is applied but its response is lost, and the read that would
         // settle it breaks: its outcome is unknown.
-        p.table.add_rule(Rule {
-            matcher: Matcher::any().with_path_contains("$batch"),
+        p.table.add_rule(Rule::new(
+            Matcher::any().with_path_contains("$batch"),
             occurrences,
-            fault: Fault::DropResponse,
-        });
-        p.table.add_rule(Rule {
-            matcher: Matcher::any().with_method("GET"),
+            Fault::DropResponse,
+        ));
+        p.table.add_rule(Rule::new(
+            Matcher::any().with_method("GET"),
             occurrences,
-            fault: Fault::Reset,
-        });
+            Fault::Reset,
+        ));
     };
     lose(Occurrences::Nth(1));
     let run = run_on(

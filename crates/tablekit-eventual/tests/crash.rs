@@ -75,11 +75,7 @@ async fn crash_at(step: Step, fault: Fault) {
     let queue: JobQueue<ArchiveEmployee> = job_queue(&p.account, "crash").await;
     queue.enqueue(&ArchiveEmployee::new(7)).await.unwrap();
     let (proxy, matcher) = step.rule(&p, &tables);
-    proxy.add_rule(Rule {
-        matcher,
-        occurrences: Occurrences::All,
-        fault,
-    });
+    proxy.add_rule(Rule::new(matcher, Occurrences::All, fault));
     let options = quick_options()
         .with_visibility_timeout(Duration::from_secs(3))
         .with_max_dequeue_count(10)

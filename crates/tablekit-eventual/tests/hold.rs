@@ -57,11 +57,11 @@ async fn a_handler_cannot_send_a_write_that_could_land_after_the_worker_loses_th
     // The worker holds the message for 3 s; every extension of the hold fails (500 on the
     // queue's updates), so the hold ends 3 s after the dequeue was sent.
     let p = tablekit_testkit::fixtures::proxied(account.settings().clone());
-    p.queue.add_rule(tablekit_testkit::Rule {
-        matcher: tablekit_testkit::Matcher::any().with_method("PUT"),
-        occurrences: tablekit_testkit::Occurrences::All,
-        fault: tablekit_testkit::Fault::Status(500),
-    });
+    p.queue.add_rule(tablekit_testkit::Rule::new(
+        tablekit_testkit::Matcher::any().with_method("PUT"),
+        tablekit_testkit::Occurrences::All,
+        tablekit_testkit::Fault::Status(500),
+    ));
     let through = p.account.queue(queue.queue().name()).unwrap();
     let handler = LateWriter {
         table: table.clone(),

@@ -594,11 +594,11 @@ async fn a_move_whose_delete_the_service_refuses_is_undone() {
     moved.department = "Marketing".into();
 
     // The second transaction from now on (the delete in Sales) is refused by the service.
-    p.table.add_rule(Rule {
-        matcher: Matcher::any().with_path_contains("$batch"),
-        occurrences: Occurrences::Nth(2),
-        fault: Fault::Status(400),
-    });
+    p.table.add_rule(Rule::new(
+        Matcher::any().with_path_contains("$batch"),
+        Occurrences::Nth(2),
+        Fault::Status(400),
+    ));
     let err = index.relocate(&current, &moved).await.unwrap_err();
     assert_eq!(err.status(), Some(400), "{err:?}");
     assert_eq!(p.table.stats().faults_injected.total(), 1);

@@ -58,24 +58,24 @@ impl<J: Job, H: Handler<J>> Handler<J> for Seen<H> {
 
 /// A rule for the first `method` request whose path contains `path`.
 fn first(method: &str, path: &str, fault: Fault) -> Rule {
-    Rule {
-        matcher: Matcher::any().with_method(method).with_path_contains(path),
-        occurrences: Occurrences::Nth(1),
+    Rule::new(
+        Matcher::any().with_method(method).with_path_contains(path),
+        Occurrences::Nth(1),
         fault,
-    }
+    )
 }
 
 /// Makes the response of the next dequeue that finds a message get lost: the message is
 /// hidden for the worker's visibility timeout, then delivered with dequeue count 2.
 fn lose_the_next_dequeue_response(p: &Proxied) {
-    p.queue.add_rule(Rule {
-        matcher: Matcher::any()
+    p.queue.add_rule(Rule::new(
+        Matcher::any()
             .with_method("GET")
             .with_query_contains("numofmessages")
             .with_path_contains("/messages"),
-        occurrences: Occurrences::Nth(1),
-        fault: Fault::DropResponse,
-    });
+        Occurrences::Nth(1),
+        Fault::DropResponse,
+    ));
 }
 
 /// Waits (without asserting on time) until a job is on `queue`: its write is in flight.
@@ -220,13 +220,13 @@ async fn a_copy_job_whose_write_never_lands_ends_in_poison_and_leaves_the_old_co
     let (index, table, by_email) = inter(&p, "follownever").await;
     stored_jones(&index).await;
     // Every attempt of the primary write is refused until the writer gives up.
-    p.table.add_rule(Rule {
-        matcher: Matcher::any()
+    p.table.add_rule(Rule::new(
+        Matcher::any()
             .with_method("PUT")
             .with_path_contains("empid_Sales"),
-        occurrences: Occurrences::All,
-        fault: Fault::Status(503),
-    });
+        Occurrences::All,
+        Fault::Status(503),
+    ));
     let refused = index.upsert(&moved()).await.unwrap_err();
     assert!(refused.is_retryable(), "{refused}");
     // Deferrals while the write may still land do not count toward the two attempts.

@@ -27,11 +27,7 @@ struct Case {
 }
 
 fn rule(method: &str, occurrences: Occurrences, fault: Fault) -> Rule {
-    Rule {
-        matcher: Matcher::any().with_method(method),
-        occurrences,
-        fault,
-    }
+    Rule::new(Matcher::any().with_method(method), occurrences, fault)
 }
 
 fn cases() -> Vec<Case> {

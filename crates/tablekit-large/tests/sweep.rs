@@ -31,11 +31,7 @@ fn payload(len: usize, seed: u8) -> Bytes {
 }
 
 fn table_puts(occurrences: Occurrences, fault: Fault) -> Rule {
-    Rule {
-        matcher: Matcher::any().with_method("PUT"),
-        occurrences,
-        fault,
-    }
+    Rule::new(Matcher::any().with_method("PUT"), occurrences, fault)
 }
 
 #[tokio::test]
@@ -206,11 +202,11 @@ async fn a_blob_whose_upload_outlasts_the_commit_deadline_is_never_referenced() 
         .build()
         .unwrap();
     store.upsert(&bare(), payload(10_000, 1)).await.unwrap();
-    proxied.blob.add_rule(Rule {
-        matcher: Matcher::any().with_method("PUT"),
-        occurrences: Occurrences::Nth(1),
-        fault: Fault::Delay(Duration::from_millis(1500)),
-    });
+    proxied.blob.add_rule(Rule::new(
+        Matcher::any().with_method("PUT"),
+        Occurrences::Nth(1),
+        Fault::Delay(Duration::from_millis(1500)),
+    ));
     let metrics = proxied.account.metrics().clone();
     metrics.reset();
     let new = payload(10_000, 2);

@@ -15,11 +15,11 @@ const KEYS: (&str, &str) = ("000223", "ImPerHour");
 
 /// The first MERGE through the proxy gets `fault`.
 fn first_merge(fault: Fault) -> Rule {
-    Rule {
-        matcher: Matcher::any().with_method("MERGE"),
-        occurrences: Occurrences::Nth(1),
+    Rule::new(
+        Matcher::any().with_method("MERGE"),
+        Occurrences::Nth(1),
         fault,
-    }
+    )
 }
 
 #[tokio::test]
@@ -125,11 +125,7 @@ async fn several_writers_with_lost_responses_count_every_add_exactly_once() {
 
 /// Every MERGE through the proxy gets `fault`.
 fn every_merge(fault: Fault) -> Rule {
-    Rule {
-        matcher: Matcher::any().with_method("MERGE"),
-        occurrences: Occurrences::All,
-        fault,
-    }
+    Rule::new(Matcher::any().with_method("MERGE"), Occurrences::All, fault)
 }
 
 #[tokio::test]

@@ -63,8 +63,29 @@ pub enum AzuriteError {
     Io(#[from] std::io::Error),
 }
 
-/// The three service endpoints of a running emulator.
+/// The three service endpoints of a running emulator ([`Azurite::endpoints`]), or of proxies
+/// in front of it.
+///
+/// The fields are public for reading. Build one with [`Endpoints::new`], or change one
+/// endpoint of an emulator's with a `with_*` setter — say, to send only the queue traffic
+/// through a [`FaultProxy`](crate::FaultProxy):
+///
+/// ```no_run
+/// use std::net::SocketAddr;
+/// use tablekit_testkit::{Azurite, FaultProxy};
+///
+/// let azurite = Azurite::start()?;
+/// let queue_port = azurite.ports()[1];
+/// let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], queue_port)))?;
+/// let endpoints = azurite
+///     .endpoints()
+///     .clone()
+///     .with_queue(proxy.endpoint_for(&azurite.endpoints().queue));
+/// assert_eq!(endpoints.table, azurite.endpoints().table);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Endpoints {
     /// e.g. `http://127.0.0.1:49152/devstoreaccount1` (`https://` with OAuth)
     pub blob: String,
@@ -72,6 +93,43 @@ pub struct Endpoints {
     pub queue: String,
     /// e.g. `http://127.0.0.1:49154/devstoreaccount1`
     pub table: String,
+}
+
+impl Endpoints {
+    /// The blob, queue and table endpoints, in the order of [`Azurite::ports`] and
+    /// [`AzuriteBuilder::with_ports`].
+    pub fn new(
+        blob: impl Into<String>,
+        queue: impl Into<String>,
+        table: impl Into<String>,
+    ) -> Self {
+        Self {
+            blob: blob.into(),
+            queue: queue.into(),
+            table: table.into(),
+        }
+    }
+
+    /// Replaces [`Endpoints::blob`].
+    #[must_use]
+    pub fn with_blob(mut self, blob: impl Into<String>) -> Self {
+        self.blob = blob.into();
+        self
+    }
+
+    /// Replaces [`Endpoints::queue`].
+    #[must_use]
+    pub fn with_queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+
+    /// Replaces [`Endpoints::table`].
+    #[must_use]
+    pub fn with_table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
 }
 
 /// Options for starting Azurite. Obtain with [`Azurite::builder`].
@@ -458,4 +516,28 @@ fn free_ports() -> std::io::Result<[u16; 3]> {
         *port = listener.local_addr()?.port();
     }
     Ok(ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Endpoints;
+
+    #[test]
+    fn endpoints_take_blob_queue_table_in_port_order_and_setters_replace_one() {
+        let e = Endpoints::new("b", "q", "t");
+        assert_eq!(
+            (e.blob.as_str(), e.queue.as_str(), e.table.as_str()),
+            ("b", "q", "t")
+        );
+        let e = e.with_queue("q2");
+        assert_eq!(
+            (e.blob.as_str(), e.queue.as_str(), e.table.as_str()),
+            ("b", "q2", "t")
+        );
+        let e = e.with_blob("b2").with_table("t2");
+        assert_eq!(
+            (e.blob.as_str(), e.queue.as_str(), e.table.as_str()),
+            ("b2", "q2", "t2")
+        );
+    }
 }

@@ -104,11 +104,11 @@ fn status_faults_answer_in_the_table_error_format_without_contacting_upstream() 
 fn delay_holds_the_request_then_forwards_it() {
     let proxy = table_proxy();
     let delay = Duration::from_millis(500);
-    proxy.add_rule(Rule {
-        matcher: Matcher::any().with_path_contains("/Tables"),
-        occurrences: Occurrences::Nth(1),
-        fault: Fault::Delay(delay),
-    });
+    proxy.add_rule(Rule::new(
+        Matcher::any().with_path_contains("/Tables"),
+        Occurrences::Nth(1),
+        Fault::Delay(delay),
+    ));
     let mut client = Client::connect(proxy.addr());
     let started = Instant::now();
     assert_from_azurite(&client.get(TABLES));
@@ -195,11 +195,8 @@ fn fail_nth_counts_requests_over_all_connections() {
 #[test]
 fn rules_match_method_path_and_query_and_count_what_they_see() {
     let proxy = blob_proxy();
-    let rule = |matcher, occurrences, status| Rule {
-        matcher,
-        occurrences,
-        fault: Fault::Status(status),
-    };
+    let rule =
+        |matcher, occurrences, status| Rule::new(matcher, occurrences, Fault::Status(status));
     proxy.add_rule(rule(
         Matcher::any().with_method("put"),
         Occurrences::Range(2, 3),

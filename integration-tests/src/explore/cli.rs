@@ -41,11 +41,11 @@ fn tool() -> Result<PathBuf, String> {
 /// The connection string of `account`, with its endpoints: the emulator's well-known key.
 fn connection_string(account: &Account) -> String {
     let e = account.endpoints();
-    tablekit_testkit::fixtures::connection_string(&tablekit_testkit::Endpoints {
-        table: e.table.as_str().trim_end_matches('/').to_owned(),
-        queue: e.queue.as_str().trim_end_matches('/').to_owned(),
-        blob: e.blob.as_str().trim_end_matches('/').to_owned(),
-    })
+    tablekit_testkit::fixtures::connection_string(&tablekit_testkit::Endpoints::new(
+        e.blob.as_str().trim_end_matches('/').to_owned(),
+        e.queue.as_str().trim_end_matches('/').to_owned(),
+        e.table.as_str().trim_end_matches('/').to_owned(),
+    ))
 }
 
 /// The export's lines with what differs between two copies of the same data removed (the

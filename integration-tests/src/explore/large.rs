@@ -663,11 +663,11 @@ impl Scenario for Sweep {
     /// write: returns once the write is held (its blob uploaded), and the put goes on.
     async fn act(&self, ctx: &SweepCtx, _direct: &Account, _actor: u8) {
         let proxies = Arc::new(fixtures::proxied(self.settings()));
-        proxies.table.add_rule(Rule {
-            matcher: Matcher::any().with_method("PUT"),
-            occurrences: Occurrences::Nth(1),
-            fault: Fault::Delay(HELD_WRITE),
-        });
+        proxies.table.add_rule(Rule::new(
+            Matcher::any().with_method("PUT"),
+            Occurrences::Nth(1),
+            Fault::Delay(HELD_WRITE),
+        ));
         let store = ctx.names.store(&proxies.account);
         let writer = tokio::spawn(async move {
             store

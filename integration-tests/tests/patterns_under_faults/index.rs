@@ -54,11 +54,11 @@ fn job_worker() -> WorkerOptions {
 fn arm_jobs(p: &common::Proxied, seed: u64, writes: &str) {
     arm(p, seed);
     for k in [3, 17, 41] {
-        p.table.add_rule(Rule {
-            matcher: Matcher::any().with_method("PUT").with_path_contains(writes),
-            occurrences: Occurrences::Range(k, k + 1),
-            fault: Fault::Delay(SLOW_WRITE),
-        });
+        p.table.add_rule(Rule::new(
+            Matcher::any().with_method("PUT").with_path_contains(writes),
+            Occurrences::Range(k, k + 1),
+            Fault::Delay(SLOW_WRITE),
+        ));
     }
     lose_dequeue_responses(&p.queue);
 }
@@ -67,14 +67,14 @@ fn arm_jobs(p: &common::Proxied, seed: u64, writes: &str) {
 /// hidden for the visibility timeout, then come back with a higher dequeue count.
 fn lose_dequeue_responses(queue: &FaultProxy) {
     for _ in 0..40 {
-        queue.add_rule(Rule {
-            matcher: Matcher::any()
+        queue.add_rule(Rule::new(
+            Matcher::any()
                 .with_method("GET")
                 .with_path_contains("/messages")
                 .with_query_contains("visibilitytimeout"),
-            occurrences: Occurrences::Nth(4),
-            fault: Fault::DropResponse,
-        });
+            Occurrences::Nth(4),
+            Fault::DropResponse,
+        ));
     }
 }
 

@@ -147,8 +147,10 @@ pub trait Scenario: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// Which schedules [`explore`] runs.
+/// Which schedules [`explore`] runs. More plans may be added, so a `match` on it needs a
+/// wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Plan {
     /// Every single-fault schedule of the fault-free run ([`single_fault`]).
     SingleFaults,

@@ -118,7 +118,11 @@ impl fmt::Display for Step {
 
 /// The faults of one run: at request `k` (1-based, counted over the table, queue and blob
 /// requests of the operation and its recovery, in the order they reach the service), `step`.
+///
+/// Built by [`Schedule::none`], [`Schedule::one`], [`single_fault`] and [`random`]; the steps
+/// are public for reading.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Schedule {
     /// `(k, step)` pairs; at most one per request.
     pub steps: Vec<(u64, Step)>,

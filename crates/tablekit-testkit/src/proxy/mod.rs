@@ -138,11 +138,7 @@ impl FaultProxy {
     /// # Panics
     /// For a [`Fault::Status`] outside 200–599.
     pub fn fail_nth(&self, n: u64, fault: Fault) {
-        self.add_rule(Rule {
-            matcher: Matcher::any(),
-            occurrences: Occurrences::Nth(n),
-            fault,
-        });
+        self.add_rule(Rule::new(Matcher::any(), Occurrences::Nth(n), fault));
     }
 
     /// Adds a rule after the existing ones. See [`Rule`] for how rules count requests and

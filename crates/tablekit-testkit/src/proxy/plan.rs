@@ -39,8 +39,18 @@ pub enum Fault {
 }
 
 /// Which requests a [`Rule`] applies to. Every `None` field matches anything, so
-/// `Matcher::default()` matches every request.
+/// [`Matcher::any`] (or `Matcher::default()`) matches every request; the `with_*` setters
+/// narrow it. The fields are public for reading; build one from [`Matcher::any`].
+///
+/// ```
+/// use tablekit_testkit::Matcher;
+///
+/// let table_puts = Matcher::any().with_method("PUT").with_path_contains("/Tables");
+/// assert!(table_puts.matches("put", "/devstoreaccount1/Tables", ""));
+/// assert!(!table_puts.matches("GET", "/devstoreaccount1/Tables", ""));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Matcher {
     /// The request method, compared ignoring ASCII case (`"PUT"`, `"GET"`, …).
     pub method: Option<String>,
@@ -94,7 +104,11 @@ impl Matcher {
 }
 
 /// Which of the requests a rule sees it faults. Counts are 1-based; a count of 0 never occurs.
+///
+/// More selections may be added (every k-th request, say), so a `match` on it needs a
+/// wildcard arm; [`Occurrences::selects`] answers for every one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Occurrences {
     /// Only the k-th.
     Nth(u64),
@@ -124,7 +138,24 @@ impl Occurrences {
 /// faulted it and its matcher accepts it; [`Occurrences`] count the requests the rule has seen,
 /// over all connections, since the rule was added. The first rule that selects a request
 /// faults it.
+///
+/// Build one with [`Rule::new`]; the fields are public for reading.
+///
+/// ```no_run
+/// use std::net::SocketAddr;
+/// use tablekit_testkit::{Fault, FaultProxy, Matcher, Occurrences, Rule};
+///
+/// let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], 10002)))?;
+/// // The second and third batch requests are answered 503 ServerBusy.
+/// proxy.add_rule(Rule::new(
+///     Matcher::any().with_path_contains("$batch"),
+///     Occurrences::Range(2, 3),
+///     Fault::Status(503),
+/// ));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rule {
     /// The requests the rule considers.
     pub matcher: Matcher,
@@ -132,6 +163,18 @@ pub struct Rule {
     pub occurrences: Occurrences,
     /// The fault to inject.
     pub fault: Fault,
+}
+
+impl Rule {
+    /// A rule that injects `fault` into the requests `matcher` accepts that `occurrences`
+    /// selects.
+    pub fn new(matcher: Matcher, occurrences: Occurrences, fault: Fault) -> Self {
+        Self {
+            matcher,
+            occurrences,
+            fault,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -235,14 +278,6 @@ impl SplitMix64 {
 mod tests {
     use super::*;
 
-    fn rule(matcher: Matcher, occurrences: Occurrences, fault: Fault) -> Rule {
-        Rule {
-            matcher,
-            occurrences,
-            fault,
-        }
-    }
-
     #[test]
     fn occurrences_select_the_documented_counts() {
         let picked = |o: Occurrences| (1..=8).filter(|&c| o.selects(c)).collect::<Vec<_>>();
@@ -270,8 +305,8 @@ mod tests {
     #[test]
     fn later_rules_count_only_requests_earlier_rules_let_through() {
         let mut plan = Plan::default();
-        plan.add_rule(rule(Matcher::any(), Occurrences::Nth(2), Fault::Reset));
-        plan.add_rule(rule(
+        plan.add_rule(Rule::new(Matcher::any(), Occurrences::Nth(2), Fault::Reset));
+        plan.add_rule(Rule::new(
             Matcher::any(),
             Occurrences::Nth(2),
             Fault::DropResponse,
@@ -294,7 +329,7 @@ mod tests {
     fn unmatched_requests_do_not_advance_a_rule() {
         let mut plan = Plan::default();
         let puts = Matcher::any().with_method("PUT");
-        plan.add_rule(rule(puts, Occurrences::Nth(2), Fault::Status(503)));
+        plan.add_rule(Rule::new(puts, Occurrences::Nth(2), Fault::Status(503)));
         assert_eq!(plan.decide("PUT", "/", ""), None);
         assert_eq!(plan.decide("GET", "/", ""), None);
         assert_eq!(plan.decide("PUT", "/", ""), Some(Fault::Status(503)));

@@ -56,7 +56,10 @@ pub enum ThrottleMode {
 /// Entities are counted in KiB units, as Azure states its targets for entities of 1 KiB: an
 /// entity whose JSON is up to 1 KiB counts 1, each further KiB begun 1 more; a request that
 /// carries no entity (a point read, a delete) counts 1.
+///
+/// The fields are public for reading; build a model from `Default` and the `with_*` setters.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct ThrottleModel {
     /// Entities per second one partition serves.
     pub per_partition: f64,
