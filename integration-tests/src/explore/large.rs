@@ -23,7 +23,8 @@ pub fn entries() -> Vec<Entry> {
     vec![
         Entry::new(Put { existing: false }),
         Entry::new(Put { existing: true }),
-        Entry::new(Replace),
+        Entry::new(Replace { any: false }),
+        Entry::new(Replace { any: true }),
         Entry::new(Delete),
         Entry::new(Sweep::default()),
     ]
@@ -314,19 +315,28 @@ pub struct ReplaceCtx {
     actor_ran: AtomicBool,
 }
 
-/// `LargeEntities::replace` conditioned on the ETag of the stored value, with a concurrent
-/// `upsert` of another value as the actor.
-pub struct Replace;
+/// `LargeEntities::replace` conditioned on the ETag of the stored value (or on
+/// `IfMatch::Any`), with a concurrent `upsert` of another value as the actor.
+pub struct Replace {
+    any: bool,
+}
 
 impl Scenario for Replace {
     type Ctx = ReplaceCtx;
     type Report = Outcome;
 
     fn name(&self) -> &'static str {
-        "large.replace"
+        if self.any {
+            "large.replace.any"
+        } else {
+            "large.replace"
+        }
     }
 
     fn invariant(&self) -> &'static str {
+        if self.any {
+            return "Ok ⇒ the replace's value reads back verified (or a concurrent upsert's, which ran after its write); an error ⇒ one writer's whole value; never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left";
+        }
         "Ok ⇒ the replace's value reads back verified (or a concurrent upsert's, which ran after its write); PreconditionFailed or NotFound ⇒ not the replace's value: the old one, or the concurrent upsert's that changed the ETag first; another error ⇒ one writer's whole value; never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left"
     }
 
@@ -354,7 +364,11 @@ impl Scenario for Replace {
 
     async fn operate(&self, ctx: &ReplaceCtx, account: &Account) -> Outcome {
         let store = ctx.names.store(account);
-        let if_match = IfMatch::ETag(ctx.etag.clone());
+        let if_match = if self.any {
+            IfMatch::Any
+        } else {
+            IfMatch::ETag(ctx.etag.clone())
+        };
         Outcome::of(&store.replace(&entity("op"), payload("op"), if_match).await)
     }
 
@@ -393,6 +407,28 @@ impl Scenario for Replace {
         // The actor runs to its end while one request of the replace is held: before the
         // replace's entity write is sent, it changes the ETag and the replace must fail;
         // after, it writes last. Either way, once it ran, its value is the one stored.
+        if self.any {
+            // The replace starts again after a concurrent write: it may come after the
+            // upsert (its value) or before it (the upsert's).
+            let whole = by("old") || by("op") || (actor && by("actor"));
+            let ok = by("op") || (actor && by("actor"));
+            ensure(
+                if report == Some(&Outcome::Ok) {
+                    ok
+                } else {
+                    whole
+                },
+                || {
+                    format!(
+                        "{report:?}, but the entity holds {now:?} (a concurrent upsert ran: {actor})"
+                    )
+                },
+            )?;
+            let left = unreferenced(&store).await?;
+            return ensure(left.is_empty(), || {
+                format!("unreferenced blobs after a sweep past the grace: {left:?}")
+            });
+        }
         let expected_ok = if actor { "actor" } else { "op" };
         let expected_refused = if actor { "actor" } else { "old" };
         match report {
