@@ -7,6 +7,7 @@ pub mod explore;
 #[cfg(feature = "azure")]
 pub mod fixtures;
 mod install;
+mod literals;
 mod names;
 mod proxy;
 mod storage;
