@@ -314,12 +314,13 @@ async fn a_delete_racing_a_put_deletes_the_put_value_and_both_blobs() {
     common::cleanup(&deleter).await;
 }
 
-/// A replace whose upload is held while a process of its own upserts the entity: the
-/// replace's entity write comes after the upsert. Returns the replace's result, the requests
+/// A replace whose upload is held while a process of its own upserts the entity (or, when
+/// `deleting`, deletes it): the replace's entity write comes after. Returns the replace's result, the requests
 /// it sent, the store, the upserted payload and the proxies the store's account goes through.
 async fn replace_racing_an_upsert(
     prefix: &str,
     condition: impl FnOnce(tablekit_core::ETag) -> IfMatch,
+    deleting: bool,
 ) -> (
     tablekit_core::Result<tablekit_large::LargeWritten>,
     tablekit_azure::MetricsSnapshot,
@@ -355,11 +356,15 @@ async fn replace_racing_an_upsert(
     }
     let forwarded = proxied.blob.stats().requests_forwarded;
     let upserted = payload(2, true);
-    writer.upsert(&bare(KEYS), upserted.clone()).await.unwrap();
+    if deleting {
+        writer.delete(KEYS, IfMatch::Any).await.unwrap();
+    } else {
+        writer.upsert(&bare(KEYS), upserted.clone()).await.unwrap();
+    }
     assert_eq!(
         proxied.blob.stats().requests_forwarded,
         forwarded,
-        "the upsert finished while the replace's upload was still held"
+        "the other writer finished while the replace's upload was still held"
     );
     let result = replace.await.unwrap();
     proxied.blob.clear();
@@ -369,7 +374,7 @@ async fn replace_racing_an_upsert(
 #[tokio::test]
 async fn a_replace_on_an_etag_changed_before_its_write_fails_and_leaves_no_blob() {
     let (result, spent, store, upserted, _proxied) =
-        replace_racing_an_upsert("largereplrace", IfMatch::ETag).await;
+        replace_racing_an_upsert("largereplrace", IfMatch::ETag, false).await;
     let err = result.expect_err("the ETag read no longer matches when the replace writes");
     assert_eq!(
         err.kind(),
@@ -394,7 +399,7 @@ async fn a_replace_on_an_etag_changed_before_its_write_fails_and_leaves_no_blob(
 #[tokio::test]
 async fn a_replace_on_any_version_changed_before_its_write_starts_again_and_wins() {
     let (result, spent, store, _, _proxied) =
-        replace_racing_an_upsert("largereplany", |_| IfMatch::Any).await;
+        replace_racing_an_upsert("largereplany", |_| IfMatch::Any, false).await;
     let written = result.expect("the entity exists: the replace writes over the upsert");
     assert_eq!(
         spent.requests(),
@@ -411,4 +416,36 @@ async fn a_replace_on_any_version_changed_before_its_write_starts_again_and_wins
         written.reference
     );
     common::cleanup(&store).await;
+}
+
+#[tokio::test]
+async fn a_replace_whose_entity_is_deleted_before_its_write_is_not_found_and_leaves_no_blob() {
+    for (prefix, any) in [("largerepldel", false), ("largerepldelany", true)] {
+        let condition = |etag| {
+            if any {
+                IfMatch::Any
+            } else {
+                IfMatch::ETag(etag)
+            }
+        };
+        let (result, spent, store, _, _proxied) =
+            replace_racing_an_upsert(prefix, condition, true).await;
+        let err = result.expect_err("the entity is gone when the replace writes");
+        assert_eq!(
+            err.kind(),
+            tablekit_core::ErrorKind::NotFound,
+            "any {any}: {err}"
+        );
+        assert_eq!(
+            spent.requests(),
+            5,
+            "any {any}: read, upload, replace (404), read, delete the unused blob: {spent:?}"
+        );
+        assert!(common::read_raw(&store, KEYS).await.unwrap().is_none());
+        assert!(
+            common::blob_names(&store).await.is_empty(),
+            "any {any}: the delete took the old blob, the replace its own"
+        );
+        common::cleanup(&store).await;
+    }
 }
