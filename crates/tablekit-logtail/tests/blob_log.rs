@@ -264,10 +264,12 @@ async fn a_failed_flush_is_settled_as_the_same_file_and_never_written_twice() {
     let metrics = container.account().metrics().clone();
     let writer = BlobLogWriter::new(container.clone(), "queue", never()).unwrap();
     let hour = "2014-07-31T18:10:00Z";
-    let put = |fault| Rule {
-        matcher: Matcher::any().with_method("PUT"),
-        occurrences: Occurrences::Nth(1),
-        fault,
+    let put = |fault| {
+        Rule::new(
+            Matcher::any().with_method("PUT"),
+            Occurrences::Nth(1),
+            fault,
+        )
     };
     writer
         .append(&record(hour, Level::Error, "one"))

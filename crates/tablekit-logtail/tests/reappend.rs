@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use tablekit_azure::{RetryPolicy, Settings};
+use tablekit_azure::{RetryPolicy, Settings, ThroughputPolicy};
 use tablekit_core::ErrorKind;
 use tablekit_logtail::{AppendId, LogEntry, LogTail};
 use tablekit_testkit::fixtures::proxied;
@@ -23,9 +23,13 @@ struct Claim {
 
 #[tokio::test]
 async fn reappending_what_was_not_reported_written_duplicates_nothing() {
+    // No governor: the injected 503 would cut the budget of the one partition written, and
+    // with this short deadline the next transactions would fail unsent — a governor's
+    // answer, not the re-append's that this test is about.
     let settings = Settings::default()
         .with_retry(RetryPolicy::none())
-        .with_request_timeout(Duration::from_millis(2_000));
+        .with_request_timeout(Duration::from_millis(2_000))
+        .with_throughput(ThroughputPolicy::unlimited());
     // Every attempt of the first append is sent at once: each has landed one late landing
     // later. (Waiting longer lets the emulator close the idle pooled connections, 5 s, and a
     // request without retries can meet one closing.)
@@ -49,11 +53,8 @@ async fn reappending_what_was_not_reported_written_duplicates_nothing() {
         (2, Fault::Delay(Duration::from_millis(3_000))),
         (2, Fault::Status(503)),
     ] {
-        p.table.add_rule(Rule {
-            matcher: batches.clone(),
-            occurrences: Occurrences::Nth(nth),
-            fault,
-        });
+        p.table
+            .add_rule(Rule::new(batches.clone(), Occurrences::Nth(nth), fault));
     }
     let first = tail.append_batch("p", &items).await.unwrap();
     p.table.clear();
@@ -112,13 +113,13 @@ async fn a_refused_transaction_is_reported_like_a_bulk_write_with_its_items_ids(
     // 250 items of one partition: transactions of 100, 100 and 50; the second sent is refused.
     let now = Utc::now();
     let items: Vec<_> = (0..250).map(|seq| (now, Claim { seq })).collect();
-    p.table.add_rule(Rule {
-        matcher: Matcher::any()
+    p.table.add_rule(Rule::new(
+        Matcher::any()
             .with_method("POST")
             .with_path_contains("$batch"),
-        occurrences: Occurrences::Nth(2),
-        fault: Fault::Status(503),
-    });
+        Occurrences::Nth(2),
+        Fault::Status(503),
+    ));
     let report = tail.append_batch("p", &items).await.unwrap();
     p.table.clear();
 
