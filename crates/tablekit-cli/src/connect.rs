@@ -310,11 +310,11 @@ fn entra(
             text.parse()
                 .map_err(|e| CliError::usage(format!("{flag} {text:?}: not a URL ({e})")))
         };
-        builder = builder.with_endpoints(Endpoints {
-            table: url(&explicit[0], "table")?,
-            queue: url(&explicit[1], "queue")?,
-            blob: url(&explicit[2], "blob")?,
-        });
+        builder = builder.with_endpoints(Endpoints::new(
+            url(&explicit[2], "blob")?,
+            url(&explicit[1], "queue")?,
+            url(&explicit[0], "table")?,
+        ));
     }
     Ok(builder)
 }

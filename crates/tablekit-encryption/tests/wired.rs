@@ -566,8 +566,7 @@ async fn log_round(
         .collect();
     let first = claims.append_batch_with_ids("000123", &items).await?;
     let again = claims.append_batch_with_ids("000123", &items).await?;
-    let summary =
-        |r: &tablekit_logtail::AppendReport| (r.written(), r.transactions, r.read_backs);
+    let summary = |r: &tablekit_logtail::AppendReport| (r.written(), r.transactions, r.read_backs);
     let newest = claims
         .latest("000123", 3)
         .await?

@@ -153,11 +153,11 @@ pub fn token_account_builder(credential: Arc<dyn TokenCredential>) -> AccountBui
     let e = azurite.endpoints();
     let endpoint = |url: &str| url.parse().expect("emulator endpoint");
     Account::builder(ACCOUNT)
-        .with_endpoints(tablekit_azure::Endpoints {
-            table: endpoint(&e.table),
-            queue: endpoint(&e.queue),
-            blob: endpoint(&e.blob),
-        })
+        .with_endpoints(tablekit_azure::Endpoints::new(
+            endpoint(&e.blob),
+            endpoint(&e.queue),
+            endpoint(&e.table),
+        ))
         .with_token_credential(credential)
         .with_root_certificate(azurite.ca_certificate_pem().expect("oauth emulator"))
         .with_settings(fast_retries())

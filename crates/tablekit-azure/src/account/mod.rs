@@ -72,8 +72,11 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// The service endpoints of an account.
+/// The service endpoints of an account, built with [`Endpoints::new`] (a service the
+/// account gains later is a field added behind a setter, so the struct is not built as a
+/// literal).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Endpoints {
     /// Table service, e.g. `https://acct.table.core.windows.net/`.
     pub table: Url,
@@ -81,6 +84,35 @@ pub struct Endpoints {
     pub queue: Url,
     /// Blob service.
     pub blob: Url,
+}
+
+impl Endpoints {
+    /// The endpoints of the blob, queue and table services (in the order of the emulator's
+    /// ports, 10000, 10001, 10002), e.g. `https://acct.blob.core.windows.net/`.
+    pub fn new(blob: Url, queue: Url, table: Url) -> Self {
+        Self { table, queue, blob }
+    }
+
+    /// The same endpoints with another blob service endpoint.
+    #[must_use]
+    pub fn with_blob(mut self, blob: Url) -> Self {
+        self.blob = blob;
+        self
+    }
+
+    /// The same endpoints with another queue service endpoint.
+    #[must_use]
+    pub fn with_queue(mut self, queue: Url) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// The same endpoints with another table service endpoint.
+    #[must_use]
+    pub fn with_table(mut self, table: Url) -> Self {
+        self.table = table;
+        self
+    }
 }
 
 struct Inner {
