@@ -27,6 +27,7 @@ pub enum SourceWrite {
 
 /// The new ETags of a source and its target after a [`DenormalizedCopy`] write.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DenormalizedWrite {
     /// The source's new ETag.
     pub source: ETag,

@@ -51,7 +51,9 @@ pub(crate) enum Settled {
     Wait(Duration),
 }
 
-/// The write a queued job follows, as the job carries it.
+/// The write a queued job follows, as the job carries it: part of the queued message's
+/// format, hidden and outside semantic versioning.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FollowedWrite {
     /// The primary's ETag before the write (`None`: it did not exist, the write is an

@@ -29,32 +29,42 @@ const ROUNDS: usize = 4;
 /// the write and how to recognise the write, so it can run any number of times, late, or out
 /// of order: every run reads the primary, waits while the write may still land, upserts the
 /// copies the primary calls for, and deletes the stale ones that differ.
+///
+/// Applications name the type (a [`JobQueue`](tablekit_eventual::JobQueue) or
+/// [`Worker`](tablekit_eventual::Worker) of it) but never build or read one: its fields are
+/// the format of the queued message, hidden and outside semantic versioning.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyJob {
     /// The index (`<table>/<primary copy>`): a handler refuses jobs of another index.
+    #[doc(hidden)]
     pub index: String,
     /// The entity's partition (`Sales`).
+    #[doc(hidden)]
     pub partition: String,
     /// Its primary value (`000223`).
+    #[doc(hidden)]
     pub id: String,
     /// The copies it held before the write, as (copy name, value): removed unless the
     /// primary still calls for them.
+    #[doc(hidden)]
     pub stale: Vec<(String, String)>,
     /// The copies the write gives it, as (copy name, value): removed too unless the primary
     /// still calls for them — a delivery cut off after writing one, run again once the
     /// primary has changed, must not leave it behind. Empty in jobs enqueued before it was
     /// added (version 1).
+    #[doc(hidden)]
     #[serde(default)]
     pub fresh: Vec<(String, String)>,
     /// The write the job follows: the job converges only once the primary shows it landed or
     /// can no longer land, and fails (to end in the poison queue) if an update or a delete
     /// is still pending at its deadline.
+    #[doc(hidden)]
     pub write: FollowedWrite,
 }
 
 impl Job for CopyJob {
     const KIND: &'static str = "tablekit-index.copies";
-    /// 2: the job carries [`CopyJob::fresh`], and a delivery defers instead of waiting.
+    /// 2: the job carries `fresh`, and a delivery defers instead of waiting.
     const VERSION: u32 = 2;
 }
 
@@ -71,8 +81,7 @@ fn etag_of<V>(stored: Option<&Stored<V>>) -> Option<&tablekit_core::ETag> {
 impl<T: Serialize + DeserializeOwned + Send + Sync> Context<T> {
     /// Makes the copies of entity `id` of `partition` match its primary, `current` being a
     /// read of the primary the caller just made; `stale` are the copies it held, or may hold,
-    /// that the primary may no longer call for (see [`CopyJob::stale`] and
-    /// [`CopyJob::fresh`]).
+    /// that the primary may no longer call for (see the job's `stale` and `fresh`).
     ///
     /// The copy writes are unconditional, so each round waits, before it reads the primary
     /// again, until none of them can still land ([`track_landing`]): a copy write held in the
@@ -192,7 +201,7 @@ impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Handler<CopyJob> f
     /// the primary as it is now. Otherwise the primary is still as before the write, and the
     /// delivery defers the job ([`Steps::defer`]: the message reappears after 1 s, doubling
     /// to 30 s) without holding a handler slot, until the write shows or the job's
-    /// [deadline](crate::FollowedWrite::deadline) has passed.
+    /// deadline has passed.
     ///
     /// **Requests:** 2 point reads of the primary, 1 upsert per secondary copy, 1 delete per
     /// stale copy; a deferred delivery, 1 read (and the worker's 1 queue update).

@@ -27,29 +27,39 @@ const ROUNDS: usize = 8;
 /// The queued job of an [`EventualList`](crate::EventualList): make the lists agree with one
 /// entity's current value — listed under it, and under no value it had before — once the
 /// write the job follows has landed (or can no longer land).
+///
+/// Applications name the type (a [`JobQueue`](tablekit_eventual::JobQueue) or
+/// [`Worker`](tablekit_eventual::Worker) of it) but never build or read one: its fields are
+/// the format of the queued message, hidden and outside semantic versioning.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListJob {
     /// The index (`<table>/<name>`): a handler refuses jobs of another index.
+    #[doc(hidden)]
     pub index: String,
     /// The entity's PartitionKey.
+    #[doc(hidden)]
     pub partition: String,
     /// The entity's RowKey.
+    #[doc(hidden)]
     pub row_key: String,
     /// Values it was listed under before the write: it is removed from those it no longer
     /// has.
+    #[doc(hidden)]
     pub stale: Vec<String>,
     /// The value the write lists it under: removed too if the entity no longer has it (a
     /// delivery cut off after listing it, run again once the entity has changed). Empty in
     /// jobs enqueued before it was added (version 1).
+    #[doc(hidden)]
     #[serde(default)]
     pub fresh: Vec<String>,
-    /// The write the job follows; see [`CopyJob::write`](crate::CopyJob::write).
+    /// The write the job follows, as a copy job's.
+    #[doc(hidden)]
     pub write: FollowedWrite,
 }
 
 impl Job for ListJob {
     const KIND: &'static str = "tablekit-index.lists";
-    /// 2: the job carries [`ListJob::fresh`], and a delivery defers instead of waiting.
+    /// 2: the job carries `fresh`, and a delivery defers instead of waiting.
     const VERSION: u32 = 2;
 }
 
