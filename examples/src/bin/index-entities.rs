@@ -91,6 +91,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     meter.report("create, 2 inserts (enqueue + insert), the jobs and polls, lookup");
     assert_eq!(found.len(), 2); // Sales and Marketing
 
+    // ANCHOR: eventual_pages
+    // Page by page, in (PartitionKey, RowKey) order: the list, then one point read per
+    // entry of the page. The token resumes the lookup after the page's last entry, in this
+    // process or another (as text, `Sales/000152`, or with serde).
+    let by_page = everyone.lookup("Jones").with_page_size(1);
+    let first = by_page.page().await?; // Marketing/000007
+    let token = first.continuation.clone().expect("one more entry");
+    let rest = by_page.resume(token.to_string().parse()?).collect().await?; // Sales/000152
+    // ANCHOR_END: eventual_pages
+    meter.report("a page of one (list + 1 read), the rest resumed (list + 1 read)");
+    assert_eq!(first.items[0].value.id, 7);
+    assert_eq!(rest.len(), 1);
+
     // ANCHOR: eventual_change
     // The entity at once; its list entry moves when the job has run.
     ken.last_name = "Smith".into();
