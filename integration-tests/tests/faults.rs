@@ -54,7 +54,7 @@ async fn bulk_write_under_ten_percent_faults_loses_and_duplicates_nothing() {
     );
     for (i, _) in report.outcomes.iter().enumerate() {
         assert_eq!(
-            stored[&format!("{i:06}")].value.get_i64("N"),
+            stored[&format!("{i:06}")].value.get_i64("N").unwrap(),
             Some(i as i64)
         );
     }

@@ -290,6 +290,8 @@ impl Marker {
             set_id: stored
                 .value
                 .get_str("ShardSet")
+                .ok()
+                .flatten()
                 .ok_or_else(|| corrupt("the shard marker has no ShardSet".into()))?
                 .to_owned(),
         })

@@ -111,7 +111,7 @@ async fn a_100_operation_transaction_commits_with_etags() {
         .await
         .unwrap();
     assert_eq!(rows.len(), 100);
-    assert_eq!(rows[0].value.get_i64("V"), Some(2));
+    assert_eq!(rows[0].value.get_i64("V").unwrap(), Some(2));
     table.delete_table().await.unwrap();
 }
 
@@ -156,7 +156,7 @@ async fn bulk_write_of_10000_entities_writes_each_once_and_reports_progress() {
         .await
         .unwrap()
         .iter()
-        .map(|s| s.value.get_i64("N").unwrap())
+        .map(|s| s.value.get_i64("N").unwrap().unwrap())
         .collect();
     ns.sort_unstable();
     assert_eq!(
@@ -261,7 +261,7 @@ async fn line_separators_in_a_transaction_round_trip() {
     assert_eq!(rows.len(), 2);
     assert!(
         rows.iter()
-            .all(|r| r.value.get_str("V") == Some(text) && r.keys.rk().ends_with(text))
+            .all(|r| r.value.get_str("V").unwrap() == Some(text) && r.keys.rk().ends_with(text))
     );
     table.delete_table().await.unwrap();
 }

@@ -45,7 +45,7 @@ impl EntityCodec for Reversing {
                 return Err(Error::invalid_argument("operation", "merges are refused"));
             }
             self.encoded.fetch_add(1, Ordering::SeqCst);
-            if let Some(secret) = properties.get_str("Secret").map(reversed) {
+            if let Some(secret) = properties.get_str("Secret").unwrap().map(reversed) {
                 properties.insert("Secret", secret);
             }
             properties.insert("Salt", uuid::Uuid::new_v4().to_string());
@@ -67,7 +67,7 @@ impl EntityCodec for Reversing {
                     reason: "no salt".into(),
                 });
             }
-            if let Some(secret) = properties.get_str("Secret").map(reversed) {
+            if let Some(secret) = properties.get_str("Secret").unwrap().map(reversed) {
                 properties.insert("Secret", secret);
             }
             Ok(properties)
@@ -133,7 +133,7 @@ async fn workload(table: &Table) -> Vec<Properties> {
     table
         .update_with(("p", "b"), |old: Option<Properties>| {
             let mut p = old.unwrap();
-            let n = p.get_i64("N").unwrap();
+            let n = p.get_i64("N").unwrap().unwrap();
             p.insert("N", n + 1);
             p
         })
@@ -210,8 +210,8 @@ async fn a_codec_sees_every_write_and_read_and_adds_no_request() {
         .unwrap()
         .unwrap()
         .value;
-    assert_eq!(stored.get_str("Secret"), Some("ammag"));
-    assert!(stored.get_str("Salt").is_some());
+    assert_eq!(stored.get_str("Secret").unwrap(), Some("ammag"));
+    assert!(stored.get_str("Salt").unwrap().is_some());
     let typed = coded.typed::<Properties>();
     assert_eq!(
         typed.get(("p", "c")).await.unwrap().unwrap().value,

@@ -23,7 +23,7 @@ async fn increment(table: &Table, keys: &Keys, attempts: &AtomicU64) -> u32 {
             attempts.fetch_add(1, Ordering::Relaxed);
             async move {
                 let current = table.get::<Properties>(keys).await?;
-                let n = current.as_ref().and_then(|c| c.value.get_i64("N"));
+                let n = current.as_ref().and_then(|c| c.value.get_i64("N").unwrap());
                 let next = Entity::new(
                     keys.clone(),
                     Properties::new().with("N", n.unwrap_or(0) + 1),
@@ -61,7 +61,11 @@ async fn sixteen_writers_running_conflict_loops_end_at_exactly_160() {
     }
     let spent = metrics.snapshot();
     let stored = table.get::<Properties>(&keys).await.unwrap().unwrap();
-    assert_eq!(stored.value.get_i64("N"), Some(160), "no increment is lost");
+    assert_eq!(
+        stored.value.get_i64("N").unwrap(),
+        Some(160),
+        "no increment is lost"
+    );
     let attempts = attempts.load(Ordering::Relaxed);
     assert!(
         spent.conflict_retries > 0,

@@ -67,8 +67,8 @@ async fn awkward_keys_work_for_every_operation() {
             .await
             .unwrap();
         assert_eq!(found.len(), 1, "{key:?}");
-        assert_eq!(found[0].value.get_str("Note"), Some(key));
-        assert_eq!(found[0].value.get_i64("Age"), Some(48));
+        assert_eq!(found[0].value.get_str("Note").unwrap(), Some(key));
+        assert_eq!(found[0].value.get_i64("Age").unwrap(), Some(48));
         table.delete(&keys, IfMatch::Any).await.unwrap();
         assert!(
             table.get::<Employee>(&keys).await.unwrap().is_none(),

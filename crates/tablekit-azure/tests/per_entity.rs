@@ -268,7 +268,7 @@ async fn a_value_that_does_not_read_as_its_own_type_is_set_aside() {
     .collect();
     assert_eq!(rows, expected);
     let bad = items.iter().find_map(|i| i.as_ref().err()).unwrap();
-    assert_eq!(bad.properties.get_str("S"), Some("kept"));
+    assert_eq!(bad.properties.get_str("S").unwrap(), Some("kept"));
     assert!(
         !bad.properties.contains("N"),
         "the unreadable value is left out"
@@ -376,7 +376,7 @@ async fn through_a_codec_a_corrupt_entity_is_set_aside_and_a_codec_outage_ends_t
     assert_eq!(bad.keys, Keys::new("p", "b").unwrap());
     assert_eq!(bad.error.kind(), ErrorKind::Corrupt);
     assert_eq!(
-        bad.properties.get_str("Seal"),
+        bad.properties.get_str("Seal").unwrap(),
         Some("broken"),
         "as stored, before the codec"
     );

@@ -154,7 +154,7 @@ async fn each_entity_lands_in_the_shard_shard_of_names() {
     // Routed reads, merges and deletes find them.
     let pk = &pks[7];
     let got = table.get::<Properties>((pk.as_str(), "a")).await.unwrap();
-    assert_eq!(got.unwrap().value.get_i64("V"), Some(7));
+    assert_eq!(got.unwrap().value.get_i64("V").unwrap(), Some(7));
     table
         .merge(&entity(pk, "a", 70), IfMatch::Any)
         .await
@@ -333,7 +333,7 @@ async fn a_bulk_write_is_split_by_shard_and_reported_in_input_order() {
             .shard_for(pk)
             .get::<Properties>((pk.as_str(), rk.as_str()));
         let stored = stored.await.unwrap().unwrap();
-        assert_eq!(stored.value.get_i64("V"), Some(i as i64));
+        assert_eq!(stored.value.get_i64("V").unwrap(), Some(i as i64));
     }
     table.delete_table().await.unwrap();
 }
@@ -614,7 +614,7 @@ async fn a_shard_may_authenticate_with_a_sas_of_its_own() {
         .get::<Properties>((pk.as_str(), "s"))
         .await
         .unwrap();
-    assert_eq!(stored.unwrap().value.get_i64("V"), Some(5));
+    assert_eq!(stored.unwrap().value.get_i64("V").unwrap(), Some(5));
     assert_eq!(
         mixed
             .scan::<Properties>()

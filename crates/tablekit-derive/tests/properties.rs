@@ -67,7 +67,10 @@ fn properties_are_pascal_case_and_typed_as_the_serializer_types_them() {
         props.get("Salary"),
         Some(&EdmValue::Int64(9_007_199_254_740_993))
     );
-    assert_eq!(props.get_str("Skills"), Some(r#"["negotiation","excel"]"#));
+    assert_eq!(
+        props.get_str("Skills").unwrap(),
+        Some(r#"["negotiation","excel"]"#)
+    );
     assert!(matches!(props.get("Badge"), Some(EdmValue::Guid(_))));
     assert!(matches!(props.get("Hired"), Some(EdmValue::DateTime(_))));
 }
@@ -208,7 +211,7 @@ fn rename_all_changes_the_casing_and_field_renames_win() {
         total_count: 3,
     };
     let props = to_properties(&as_is).unwrap();
-    assert_eq!(props.get_str("row_id"), Some("r"));
+    assert_eq!(props.get_str("row_id").unwrap(), Some("r"));
     assert_eq!(props.get("Total"), Some(&EdmValue::Int32(3)));
     assert_eq!(AsIs::TOTAL_COUNT.name(), "Total");
     assert_eq!(from_properties::<AsIs>(&props).unwrap(), as_is);
@@ -368,7 +371,10 @@ fn a_serde_tag_writes_the_entity_type_discriminator() {
         id: "1".into(),
     };
     let props = to_properties(&value).unwrap();
-    assert_eq!(props.get_str(tablekit::core::ENTITY_TYPE), Some("Tagged"));
+    assert_eq!(
+        props.get_str(tablekit::core::ENTITY_TYPE).unwrap(),
+        Some("Tagged")
+    );
     assert_eq!(from_properties::<Tagged>(&props).unwrap(), value);
     // serde does not check a struct's own tag when reading: an entity of another type with
     // the same properties reads as this one. Heterogeneous reads go through a tagged enum.

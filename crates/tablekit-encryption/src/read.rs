@@ -674,6 +674,7 @@ mod tests {
             let mut stored = original.clone();
             let Some(Stored::V3(mut metadata)) = stored
                 .get_str(METADATA_PROPERTY)
+                .unwrap()
                 .map(|t| Stored::decode(t).unwrap())
             else {
                 panic!("format 3");

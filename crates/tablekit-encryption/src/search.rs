@@ -38,9 +38,9 @@ impl BeaconFilter {
     /// exactly: `false` for a false positive of the beacon (another value with the same
     /// truncated HMAC), which the caller drops.
     pub fn matches(&self, decrypted: &Properties) -> bool {
-        self.equalities
-            .iter()
-            .all(|(property, value)| decrypted.get_str(property) == Some(value.as_str()))
+        self.equalities.iter().all(|(property, value)| {
+            decrypted.get_str(property).ok().flatten() == Some(value.as_str())
+        })
     }
 }
 

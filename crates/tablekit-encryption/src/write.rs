@@ -74,7 +74,12 @@ impl EncryptionPolicy {
             });
         }
         for entry in entries.iter().filter(|e| e.kind == Kind::Encrypted) {
-            let stored = properties.get_str(&entry.name).map_or(0, str::len) + OVERHEAD;
+            let stored = properties
+                .get_str(&entry.name)
+                .ok()
+                .flatten()
+                .map_or(0, str::len)
+                + OVERHEAD;
             if stored > MAX_PROPERTY_BYTES {
                 return Err(Error::LimitExceeded {
                     limit: Limit::PropertyBytes {

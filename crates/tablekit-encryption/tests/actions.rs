@@ -79,7 +79,7 @@ async fn sign_only_values_of_every_type_are_stored_as_written_and_verify_after_t
 
     // Stored as written, listed in the item.
     let stored = raw.get::<Properties>(&keys()).await.unwrap().unwrap().value;
-    assert_eq!(stored.get_str("LastName"), Some("Cao"));
+    assert_eq!(stored.get_str("LastName").unwrap(), Some("Cao"));
     assert!(matches!(stored.get("Email"), Some(EdmValue::Binary(_))));
     let entries = &metadata_fields(&stored)[field::ENTRIES];
     assert!(
@@ -174,7 +174,7 @@ async fn a_signed_property_changed_removed_or_added_is_corrupt_and_a_plain_one_i
     plain.insert("Nickname", "Junior");
     plain.insert("Unlisted", 3i32);
     let read_back = read(plain).await.unwrap();
-    assert_eq!(read_back.get_str("Nickname"), Some("Junior"));
+    assert_eq!(read_back.get_str("Nickname").unwrap(), Some("Junior"));
 }
 
 #[tokio::test]
@@ -280,7 +280,7 @@ async fn a_classification_function_decides_per_entity_and_the_more_protective_ac
     assert!(matches!(stored.get("Notes"), Some(EdmValue::Binary(_))));
     assert_eq!(metadata_fields(&stored)[field::ENTRIES], "e:Notes,s:Salary");
     let stored = policy.encrypt(&keys(), entity).await.unwrap();
-    assert_eq!(stored.get_str("Notes"), Some("privileged"));
+    assert_eq!(stored.get_str("Notes").unwrap(), Some("privileged"));
     assert_eq!(metadata_fields(&stored)[field::ENTRIES], "s:Salary");
 }
 
@@ -300,7 +300,7 @@ async fn projections_of_signed_properties_verify_the_whole_item_or_are_refused()
         .collect()
         .await
         .unwrap();
-    assert_eq!(projected[0].value.get_str("LastName"), Some("Cao"));
+    assert_eq!(projected[0].value.get_str("LastName").unwrap(), Some("Cao"));
 
     // A policy that signs by default cannot name what it protects: refused, nothing sent.
     let by_default = EncryptionPolicy::builder(aes("hr-2026", 1))
@@ -339,7 +339,10 @@ async fn projections_of_signed_properties_verify_the_whole_item_or_are_refused()
         .decrypt_projection(TABLE, &keys(), stored)
         .await
         .unwrap();
-    assert_eq!(decrypted.get_str("Email"), Some("jun@contoso.example"));
+    assert_eq!(
+        decrypted.get_str("Email").unwrap(),
+        Some("jun@contoso.example")
+    );
 }
 
 #[derive(Debug, Clone, PartialEq, tablekit_derive::TableEntity)]

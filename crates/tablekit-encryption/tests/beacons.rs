@@ -94,7 +94,7 @@ async fn a_beacon_is_stored_beside_the_ciphertext_signed_and_removed_on_read() {
     let policy = policy();
     let stored = policy.encrypt(&keys(), bag(JUN)).await.unwrap();
     assert_eq!(
-        stored.get_str("_Beacon_Email"),
+        stored.get_str("_Beacon_Email").unwrap(),
         Some(email_beacon().value(JUN).as_str())
     );
     assert!(stored.get("Email").unwrap().as_bytes().is_some());
@@ -238,7 +238,7 @@ async fn an_equality_on_an_encrypted_email_is_answered_through_its_beacon_in_one
         .await?;
     assert_eq!(projected.len(), 1, "{projected:?}");
     assert_eq!(projected[0].keys, found[0].keys);
-    assert_eq!(projected[0].value.get_str("LastName"), Some("Cao"));
+    assert_eq!(projected[0].value.get_str("LastName").unwrap(), Some("Cao"));
     assert!(projected[0].value.get("Email").is_none(), "{projected:?}");
 
     // Per entity too.

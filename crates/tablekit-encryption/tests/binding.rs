@@ -41,6 +41,7 @@ async fn an_entity_copied_to_another_tenants_table_is_refused() {
         !stored
             .get_str(METADATA_PROPERTY)
             .unwrap()
+            .unwrap()
             .contains("tenant-a"),
         "the name itself is not stored"
     );

@@ -76,7 +76,7 @@ async fn the_partition_key_and_the_row_key_bind_each_ciphertext() {
         .decrypt_projection(TABLE, &keys(), projection.clone())
         .await
         .unwrap();
-    assert_eq!(read.get_str("Email"), Some("jun@contoso.example"));
+    assert_eq!(read.get_str("Email").unwrap(), Some("jun@contoso.example"));
     for other in [
         Keys::new("Legal", "000223").unwrap(),
         Keys::new("Sales", "000224").unwrap(),

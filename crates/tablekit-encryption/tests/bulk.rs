@@ -186,7 +186,7 @@ async fn a_transaction_that_outgrows_4_mib_once_encrypted_is_split() {
     assert_eq!(read.len(), 100);
     assert!(
         read.iter()
-            .all(|s| s.value.get_str("Notes").map(str::len) == Some(32_000))
+            .all(|s| s.value.get_str("Notes").unwrap().map(str::len) == Some(32_000))
     );
 }
 

@@ -218,7 +218,11 @@ async fn entities_written_by_the_legacy_python_client_decrypt_exactly() {
                 "{keys}: {name} is stored encrypted"
             );
         }
-        let metadata = stored.get_str(LEGACY_METADATA_1).unwrap().to_owned();
+        let metadata = stored
+            .get_str(LEGACY_METADATA_1)
+            .unwrap()
+            .unwrap()
+            .to_owned();
         assert!(metadata.contains(if kek == "aes" { "A256KW" } else { "RSA-OAEP" }));
         assert_eq!(metadata.contains("Java"), java_v1);
         let without_library = java_v1.then(|| {
@@ -267,7 +271,12 @@ async fn legacy_entities_decrypt_through_an_encrypting_table() {
         .unwrap();
     let mut emails: Vec<_> = projected
         .iter()
-        .map(|s| (s.value.get_str("Email").unwrap().to_owned(), s.value.len()))
+        .map(|s| {
+            (
+                s.value.get_str("Email").unwrap().unwrap().to_owned(),
+                s.value.len(),
+            )
+        })
         .collect();
     emails.sort();
     let expected: Vec<_> = ["cao", "java", "jun"]
@@ -302,7 +311,7 @@ async fn altered_legacy_entities_fail_with_the_entity_named() {
     let edit_json = |edit: &dyn Fn(&mut Value)| {
         let mut stored = original.clone();
         let mut data: Value =
-            serde_json::from_str(stored.get_str(LEGACY_METADATA_1).unwrap()).unwrap();
+            serde_json::from_str(stored.get_str(LEGACY_METADATA_1).unwrap().unwrap()).unwrap();
         edit(&mut data);
         stored.insert(LEGACY_METADATA_1, data.to_string());
         stored

@@ -106,7 +106,7 @@ async fn legacy_entities_are_refused_unless_the_policy_opts_in() {
 
 /// The JSON of a legacy entity's first metadata property.
 fn legacy_json(stored: &Properties) -> Value {
-    serde_json::from_str(stored.get_str(LEGACY_METADATA_1).unwrap()).unwrap()
+    serde_json::from_str(stored.get_str(LEGACY_METADATA_1).unwrap().unwrap()).unwrap()
 }
 
 /// The content key of a legacy entity, unwrapped with the test's copy of its key.
@@ -235,7 +235,7 @@ async fn every_legacy_failure_reads_as_one_error() {
 
 /// The wrapped key and the listed names of tablekit's own metadata, as an attacker reads them.
 fn own_metadata(stored: &Properties) -> (Vec<u8>, Vec<String>) {
-    let text = stored.get_str(METADATA_PROPERTY).unwrap();
+    let text = stored.get_str(METADATA_PROPERTY).unwrap().unwrap();
     let fields: Vec<&str> = text.split(';').collect();
     let (wrapped, names) = match fields[0] {
         "2" => (fields[3], fields[4]),
@@ -356,7 +356,7 @@ async fn a_content_key_wrapped_for_the_current_format_plants_nothing_through_the
     match policy.decrypt(TABLE, &keys, forged).await {
         Ok(read) => panic!(
             "the legacy reader decrypted a planted value: Email = {:?}",
-            read.get_str("Email")
+            read.get_str("Email").unwrap()
         ),
         Err(error) => common::assert_failure(error, &keys, LEGACY_METADATA_1, "does not decrypt"),
     }

@@ -77,6 +77,7 @@ async fn entities_written_in_format_version_1_stay_readable() {
         stored
             .get_str(METADATA_PROPERTY)
             .unwrap()
+            .unwrap()
             .starts_with(r#"{"v":1,"#)
     );
     assert_eq!(
@@ -99,6 +100,7 @@ async fn entities_written_in_format_version_2_stay_readable() {
         stored
             .get_str(METADATA_PROPERTY)
             .unwrap()
+            .unwrap()
             .starts_with("2;fixture-kek;A256KW;")
     );
     assert_eq!(policy.decrypt(TABLE, &keys, stored).await.unwrap(), plain);
@@ -111,6 +113,7 @@ async fn the_known_answer_vectors_of_format_3_read_back() {
         assert!(
             stored
                 .get_str(METADATA_PROPERTY)
+                .unwrap()
                 .unwrap()
                 .starts_with("3;fixture-kek;A256KW;"),
             "{file}"
@@ -326,7 +329,11 @@ async fn a_selection_function_chooses_per_entity() {
     assert_eq!(policy.decrypt(TABLE, &sales, stored).await.unwrap(), entity);
 
     let stored = policy.encrypt(&hr, entity.clone()).await.unwrap();
-    assert_eq!(stored.get_str("Notes"), Some("n"), "not selected in HR");
+    assert_eq!(
+        stored.get_str("Notes").unwrap(),
+        Some("n"),
+        "not selected in HR"
+    );
     assert!(stored.get("Email").unwrap().as_bytes().is_some());
     assert_eq!(policy.decrypt(TABLE, &hr, stored).await.unwrap(), entity);
 }

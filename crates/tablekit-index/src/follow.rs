@@ -86,7 +86,9 @@ impl FollowedWrite {
     pub(crate) fn classify(&self, current: Option<&Stored<Properties>>) -> Followed {
         let landed = match (&self.write_id, current) {
             (None, None) => true,
-            (Some(id), Some(stored)) => stored.value.get_str(WRITE_ID_PROPERTY) == Some(id),
+            (Some(id), Some(stored)) => {
+                stored.value.get_str(WRITE_ID_PROPERTY).ok().flatten() == Some(id)
+            }
             _ => false,
         };
         if landed {
@@ -400,7 +402,10 @@ mod tests {
         let after = Utc::now();
         let id = pending.write.write_id.clone().unwrap();
         let stamped = pending.stamp(Properties::new().with("Age", 34)).unwrap();
-        assert_eq!(stamped.get_str(WRITE_ID_PROPERTY), Some(id.as_str()));
+        assert_eq!(
+            stamped.get_str(WRITE_ID_PROPERTY).unwrap(),
+            Some(id.as_str())
+        );
         let e = pending
             .stamp(Properties::new().with(WRITE_ID_PROPERTY, "mine"))
             .unwrap_err();

@@ -222,7 +222,7 @@ impl TypedRows {
 
 /// A row read as a property bag, checked to be a `K` and converted.
 fn typed<K: EntityKind>(row: Stored<Properties>) -> Result<Stored<K>> {
-    match row.value.get_str(ENTITY_TYPE) {
+    match row.value.get_str(ENTITY_TYPE).ok().flatten() {
         Some(t) if t == K::ENTITY_TYPE => {}
         other => {
             return Err(Error::decode(

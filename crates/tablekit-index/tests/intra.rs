@@ -300,7 +300,7 @@ async fn ranges_are_sorted_by_the_index_and_hold_only_its_copies() {
         .unwrap();
     let by_filter: Vec<String> = rows
         .iter()
-        .map(|r| r.value.get_str("Email").unwrap().to_owned())
+        .map(|r| r.value.get_str("Email").unwrap().unwrap().to_owned())
         .collect();
     let range = index.range_by_prefix(&d.by_email, "Sales", "a").unwrap();
     let (found, spent) = measured(&table, range.collect()).await;

@@ -196,7 +196,7 @@ async fn option_3_lists_in_their_own_partitions() {
         .unwrap()
         .unwrap();
     let details: Vec<(String, String)> =
-        serde_json::from_str(row.value.get_str("EmployeeDetails").unwrap()).unwrap();
+        serde_json::from_str(row.value.get_str("EmployeeDetails").unwrap().unwrap()).unwrap();
     assert_eq!(details.len(), 2);
     list.jobs().delete_queues().await.unwrap();
     table.delete_table().await.unwrap();

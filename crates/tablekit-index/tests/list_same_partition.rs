@@ -40,7 +40,7 @@ async fn row(table: &Table, rk: &str) -> Option<Stored<Properties>> {
 }
 
 fn ids_of(row: &Stored<Properties>) -> Vec<String> {
-    serde_json::from_str(row.value.get_str("EmployeeIDs").unwrap()).unwrap()
+    serde_json::from_str(row.value.get_str("EmployeeIDs").unwrap().unwrap()).unwrap()
 }
 
 fn list_row(ids: &[&str]) -> Properties {
@@ -333,7 +333,7 @@ async fn lists_outgrowing_their_row_split_into_numbered_rows() {
         "{keys:?}"
     );
     for r in &rows {
-        let text = r.value.get_str("EmployeeIDs").unwrap();
+        let text = r.value.get_str("EmployeeIDs").unwrap().unwrap();
         assert!(text.encode_utf16().count() * 2 <= 120, "{text}");
     }
     let (ids, spent) = measured(&table, list.ids("Sales", "Jones")).await;

@@ -538,7 +538,7 @@ async fn employees_and_departments_share_a_partition_each_type_contiguous() {
         .map(|s| match &s.value {
             OrUnknown::Known(Row::Department(_)) => "Department",
             OrUnknown::Known(Row::Employee(_)) => "Employee",
-            OrUnknown::Unknown(props) => props.get_str(ENTITY_TYPE).unwrap(),
+            OrUnknown::Unknown(props) => props.get_str(ENTITY_TYPE).unwrap().unwrap(),
         })
         .collect();
     assert_eq!(

@@ -338,7 +338,7 @@ async fn a_resumed_read_equals_the_unresumed_read_and_select_projects() {
     let projected = raw.entries("p").select(["Amount"]).collect().await.unwrap();
     assert_eq!(projected.len(), 30);
     for (entry, amount) in projected.iter().zip((0..30).rev()) {
-        assert_eq!(entry.value.get_i64("Amount"), Some(amount));
+        assert_eq!(entry.value.get_i64("Amount").unwrap(), Some(amount));
         assert!(
             entry.value.get("Description").is_none(),
             "{:?}",

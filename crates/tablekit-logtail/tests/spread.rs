@@ -273,11 +273,9 @@ async fn a_resumed_spread_read_equals_the_unresumed_read_and_select_projects() {
     let raw: SpreadLog<Properties> = SpreadLog::new(table.clone(), "netlog", 4).unwrap();
     let projected = raw.entries().select(["Resource"]).collect().await.unwrap();
     assert_eq!(projected.len(), 62);
-    assert!(
-        projected
-            .iter()
-            .all(|e| e.value.get_str("Resource").is_some() && e.value.get("Employee").is_none())
-    );
+    assert!(projected.iter().all(
+        |e| e.value.get_str("Resource").unwrap().is_some() && e.value.get("Employee").is_none()
+    ));
 
     // A token of a bucket this log does not have is refused before any request.
     metrics.reset();

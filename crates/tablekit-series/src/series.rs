@@ -30,6 +30,8 @@ fn add_id() -> String {
 fn in_ledger(props: &Properties, id: &str) -> bool {
     props
         .get_str(ADDS_PROPERTY)
+        .ok()
+        .flatten()
         .is_some_and(|ledger| ledger.split(' ').any(|x| x == id))
 }
 
@@ -37,7 +39,7 @@ fn in_ledger(props: &Properties, id: &str) -> bool {
 /// [`ADDS_KEPT`].
 fn ledger_with(props: Option<&Properties>, id: &str) -> String {
     let mut ids: Vec<&str> = props
-        .and_then(|p| p.get_str(ADDS_PROPERTY))
+        .and_then(|p| p.get_str(ADDS_PROPERTY).ok().flatten())
         .map(|ledger| ledger.split(' ').filter(|x| !x.is_empty()).collect())
         .unwrap_or_default();
     ids.push(id);
@@ -460,7 +462,7 @@ mod tests {
             assert!(in_ledger(&props, &id));
             ids.push(id);
         }
-        let ledger = props.get_str(ADDS_PROPERTY).unwrap();
+        let ledger = props.get_str(ADDS_PROPERTY).unwrap().unwrap();
         assert_eq!(ledger, ids[5..].join(" "), "the 5 oldest dropped");
         assert!(!in_ledger(&props, &ids[4]));
         assert!(!in_ledger(&props, ""), "an empty id never matches");

@@ -46,7 +46,10 @@ async fn merging_one_slot_leaves_the_other_23_unchanged() {
         assert_eq!(value, before.value.get(slot), "{slot} changed");
     }
     assert_eq!(after.value.iter().filter(|(_, v)| v.is_some()).count(), 24);
-    assert_eq!(after.value.other().get_str("Employee"), Some("Jun Cao"));
+    assert_eq!(
+        after.value.other().get_str("Employee").unwrap(),
+        Some("Jun Cao")
+    );
     assert_eq!(
         after.value.total(),
         Some(before.value.total().unwrap() - 113 + 999)
@@ -339,6 +342,7 @@ async fn adds_keep_a_ledger_of_their_ids_unless_the_layout_fills_the_entity() {
         let ledger: Vec<&str> = raw
             .value
             .get_str(ADDS_PROPERTY)
+            .unwrap()
             .unwrap()
             .split(' ')
             .collect();

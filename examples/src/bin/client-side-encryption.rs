@@ -139,7 +139,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?
         .expect("replaced")
         .value;
-    let kid = metadata.get_str(METADATA_PROPERTY).unwrap_or_default();
+    let kid = metadata
+        .get_str(METADATA_PROPERTY)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     println!(
         "  after the replace, the entity names key employees-2027: {}",
         kid.contains("employees-2027")

@@ -29,7 +29,13 @@ async fn writers(direct: &Account, table: &str) -> Result<BTreeMap<String, Strin
         .await?
         .into_iter()
         .map(|r| {
-            let by = r.value.get_str("By").unwrap_or("?").to_owned();
+            let by = r
+                .value
+                .get_str("By")
+                .ok()
+                .flatten()
+                .unwrap_or("?")
+                .to_owned();
             (r.keys.rk().to_owned(), by)
         })
         .collect())
@@ -44,7 +50,7 @@ async fn overwrite_r1(direct: &Account, table: &str) -> bool {
     let keys = Keys::new(PK, "r1").expect("keys");
     let before = table.get::<Properties>(&keys).await.ok().flatten();
     let _ = table.upsert_replace(&entity("r1", "actor")).await;
-    before.is_some_and(|r| r.value.get_str("By") == Some("op"))
+    before.is_some_and(|r| r.value.get_str("By").ok().flatten() == Some("op"))
 }
 
 /// A bulk write's table, and whether the actor found the operation's `r1` before it

@@ -74,7 +74,9 @@ fn counter_keys() -> Keys {
 }
 
 fn count(value: Option<&Properties>) -> i64 {
-    value.and_then(|p| p.get_i64("N")).unwrap_or(0)
+    value
+        .and_then(|p| p.get_i64("N").ok().flatten())
+        .unwrap_or(0)
 }
 
 /// One increment by `update_with`.
@@ -329,7 +331,7 @@ impl Scenario for SingleEntity {
                 .map_err(|e| e.to_string())?;
             let now = stored
                 .as_ref()
-                .and_then(|s| s.value.get_str("By"))
+                .and_then(|s| s.value.get_str("By").ok().flatten())
                 .map(str::to_owned);
             let now = now.as_deref();
             let seen = ctx.seen_by_actor[i].load(Ordering::SeqCst);

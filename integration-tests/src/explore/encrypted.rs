@@ -157,7 +157,13 @@ impl Scenario for EncryptedWrites {
                 let Some(plain) = plain else {
                     return Ok(None);
                 };
-                let who = plain.value.get_str("Plain").unwrap_or("?").to_owned();
+                let who = plain
+                    .value
+                    .get_str("Plain")
+                    .ok()
+                    .flatten()
+                    .unwrap_or("?")
+                    .to_owned();
                 ensure(plain.value == row(pk, rk, &who).value, || {
                     format!("{pk}/{rk} decrypts to {:?}", plain.value)
                 })?;

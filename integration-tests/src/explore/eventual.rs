@@ -278,14 +278,14 @@ impl Handler<EveryStepJob> for Stepper {
             .await?;
         steps.delete_if_exists(t, (pk, "d")).await?;
         if let Some(a) = self.read(steps, pk, "a").await? {
-            if a.value.get_str("V") != Some("replaced") {
+            if a.value.get_str("V").ok().flatten() != Some("replaced") {
                 steps
                     .replace(t, &row(pk, "a", &[("V", "replaced")]), a.if_match())
                     .await?;
             }
         }
         if let Some(b) = self.read(steps, pk, "b").await? {
-            if b.value.get_str("M") != Some("merged") {
+            if b.value.get_str("M").ok().flatten() != Some("merged") {
                 steps
                     .merge(t, &row(pk, "b", &[("M", "merged")]), b.if_match())
                     .await?;
@@ -295,7 +295,7 @@ impl Handler<EveryStepJob> for Stepper {
             steps.delete(t, &c.keys, c.if_match()).await?;
         }
         if let Some(f) = self.read(steps, pk, "f").await? {
-            if f.value.get_str("V") != Some("tx") {
+            if f.value.get_str("V").ok().flatten() != Some("tx") {
                 let plan = BatchPlan::atomic([
                     Operation::replace(&row(pk, "f", &[("V", "tx")]), f.if_match())?,
                     Operation::upsert_replace(&row(pk, "e", &[("V", "tx")]))?,

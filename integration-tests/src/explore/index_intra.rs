@@ -32,7 +32,7 @@ fn family(rows: &[Stored<Properties>], e: &Employee) -> Family {
     match (primary, email) {
         (None, None) => Family::Absent,
         (Some(p), Some(c)) => {
-            let age = |r: &Stored<Properties>| r.value.get_i64("Age");
+            let age = |r: &Stored<Properties>| r.value.get_i64("Age").ok().flatten();
             if age(p) == age(c) && text(c, "Id") == Some(e.id.as_str()) {
                 Family::Complete(age(p).unwrap_or_default() as i32)
             } else {

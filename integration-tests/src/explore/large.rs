@@ -126,7 +126,14 @@ async fn held(store: &LargeEntities) -> Result<Held, String> {
     let Some(read) = read else {
         return Ok(Held::Absent);
     };
-    let by = read.entity.value.get_str("By").unwrap_or("?").to_owned();
+    let by = read
+        .entity
+        .value
+        .get_str("By")
+        .ok()
+        .flatten()
+        .unwrap_or("?")
+        .to_owned();
     ensure(read.payload.as_ref() == payload(&by).as_slice(), || {
         format!("the entity says it is {by}'s, but its payload is not")
     })?;

@@ -77,7 +77,7 @@ pub async fn rows(table: &Table, pk: &str) -> Result<Vec<Stored<Properties>>, St
 
 /// A string property of a row.
 pub fn text<'a>(row: &'a Stored<Properties>, name: &str) -> Option<&'a str> {
-    row.value.get_str(name)
+    row.value.get_str(name).ok().flatten()
 }
 
 /// `Ok(())` when `cond` holds, else the message.

@@ -59,7 +59,7 @@ type Read = Result<Vec<Item>, Outcome>;
 /// The entities read, each with the period of the table it was written to (its `Day`).
 fn flatten(items: Vec<Stored<Properties>>, days: &PeriodTables, out: &mut Vec<Item>) {
     out.extend(items.into_iter().map(|s| {
-        let day = s.value.get_i64("Day").unwrap_or_default();
+        let day = s.value.get_i64("Day").ok().flatten().unwrap_or_default();
         let table = days
             .table_name(today() - Duration::days(day))
             .unwrap_or_default();

@@ -169,7 +169,7 @@ impl Table {
     ///
     /// # async fn f(table: &tablekit_azure::Table) -> tablekit_core::Result<()> {
     /// if let Some(stored) = table.get::<Properties>(("Sales", "000223")).await? {
-    ///     println!("{:?} (ETag {})", stored.value.get_str("Email"), stored.etag);
+    ///     println!("{:?} (ETag {})", stored.value.get_str("Email").unwrap(), stored.etag);
     /// }
     /// # Ok(()) }
     /// ```

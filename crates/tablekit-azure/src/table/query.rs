@@ -315,7 +315,7 @@ impl Table {
     ///     .select(["Email"])
     ///     .stream());
     /// while let Some(employee) = sales.try_next().await? {
-    ///     println!("{}: {:?}", employee.keys, employee.value.get_str("Email"));
+    ///     println!("{}: {:?}", employee.keys, employee.value.get_str("Email").unwrap());
     /// }
     /// # Ok(()) }
     /// ```

@@ -32,7 +32,7 @@ use crate::account::Account;
 ///     .conflict_loop()
 ///     .run(|_attempt| async {
 ///         let current = table.get::<Properties>(&keys).await?;
-///         let n = current.as_ref().and_then(|c| c.value.get_i64("N")).unwrap_or(0);
+///         let n = current.as_ref().and_then(|c| c.value.get_i64("N").unwrap()).unwrap_or(0);
 ///         let next = Entity::new(keys.clone(), Properties::new().with("N", n + 1));
 ///         match current {
 ///             Some(c) => table.replace(&next, c.if_match()).await, // 412 → run again

@@ -33,16 +33,30 @@ impl Properties {
         self.0.get(name)
     }
 
-    /// A string property's value; `None` when the property is missing or not an
-    /// `Edm.String` ([`Properties::get`] tells the two apart).
-    pub fn get_str(&self, name: &str) -> Option<&str> {
-        self.get(name).and_then(EdmValue::as_str)
+    /// An `Edm.String` property's value: `Ok(None)` when the bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type.
+    ///
+    /// ```
+    /// use tablekit_core::Properties;
+    ///
+    /// let bag = Properties::new().with("Name", "Jun").with("Age", 47);
+    /// assert_eq!(bag.get_str("Name"), Ok(Some("Jun")));
+    /// assert_eq!(bag.get_str("Email"), Ok(None));
+    /// assert!(bag.get_str("Age").is_err());
+    /// ```
+    pub fn get_str(&self, name: &str) -> Result<Option<&str>, PropertyTypeError> {
+        self.typed(name, EdmType::String, EdmValue::as_str)
     }
 
-    /// An integer property's value (Int32 or Int64); `None` when the property is missing or
-    /// of another type ([`Properties::get`] tells the two apart).
-    pub fn get_i64(&self, name: &str) -> Option<i64> {
-        self.get(name).and_then(EdmValue::as_i64)
+    /// An integer property's value, `Edm.Int64` or an `Edm.Int32` widened: `Ok(None)` when the
+    /// bag has no such property.
+    ///
+    /// # Errors
+    /// [`PropertyTypeError`] when the property holds another type.
+    pub fn get_i64(&self, name: &str) -> Result<Option<i64>, PropertyTypeError> {
+        self.typed(name, EdmType::Int64, EdmValue::as_i64)
     }
 
     /// An `Edm.Int32` property's value: `Ok(None)` when the bag has no such property.
@@ -454,14 +468,15 @@ mod tests {
     }
 
     #[test]
-    fn the_lenient_getters_answer_none_for_both_missing_and_mistyped() {
+    fn get_str_and_get_i64_tell_a_missing_property_from_a_mistyped_one() {
         let b = bag();
-        assert_eq!(b.get_str("S"), Some("text"));
-        assert_eq!(b.get_str("I32"), None);
-        assert_eq!(b.get_i64("I64"), Some(1 << 40));
-        assert_eq!(b.get_i64("I32"), Some(7));
-        assert_eq!(b.get_i64("S"), None);
-        assert_eq!(b.get_i64("Missing"), None);
+        assert_eq!(b.get_str("S"), Ok(Some("text")));
+        assert_eq!(b.get_str("Missing"), Ok(None));
+        mismatch(b.get_str("I32"), "I32", EdmType::String, EdmType::Int32);
+        assert_eq!(b.get_i64("I64"), Ok(Some(1 << 40)));
+        assert_eq!(b.get_i64("I32"), Ok(Some(7)), "an Int32 widens");
+        mismatch(b.get_i64("S"), "S", EdmType::Int64, EdmType::String);
+        assert_eq!(b.get_i64("Missing"), Ok(None));
     }
 
     #[test]

@@ -352,17 +352,17 @@ mod tests {
             })
             .collect();
         assert_eq!(rows, [("1", None), ("2", Some("N")), ("3", Some("D"))]);
-        assert_eq!(each[0].0.value.get_i64("N"), Some(7));
+        assert_eq!(each[0].0.value.get_i64("N").unwrap(), Some(7));
         // A bad entity keeps its ETag and the properties that read; the bad one is left out.
         let (bad, error) = &each[1];
         assert_eq!(bad.etag.as_str(), "W/\"2\"");
-        assert_eq!(bad.value.get_str("S"), Some("b"));
+        assert_eq!(bad.value.get_str("S").unwrap(), Some("b"));
         assert!(!bad.value.contains("N"));
         let Some(Err(Error::Decode { target, .. })) = error else {
             panic!("{error:?}")
         };
         assert_eq!(target, &Target::entity("", Keys::new("p", "2").unwrap()));
-        assert_eq!(each[2].0.value.get_str("S"), Some("c"));
+        assert_eq!(each[2].0.value.get_str("S").unwrap(), Some("c"));
         assert!(!each[2].0.value.contains("D"));
 
         // Read as a type that does not need the unreadable value, the entity reads, as a

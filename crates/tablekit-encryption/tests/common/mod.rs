@@ -36,6 +36,7 @@ pub mod field {
 pub fn metadata_fields(stored: &Properties) -> Vec<String> {
     stored
         .get_str(tablekit_encryption::METADATA_PROPERTY)
+        .unwrap()
         .expect("metadata")
         .split(';')
         .map(str::to_owned)

@@ -105,7 +105,7 @@ impl<T> Context<T> {
             .await?;
         let shards = base
             .as_ref()
-            .and_then(|b| b.value.get_i64(SHARDS))
+            .and_then(|b| b.value.get_i64(SHARDS).ok().flatten())
             .unwrap_or(0);
         let mut overflow: Vec<Stored<Properties>> = Vec::new();
         for n in 1..=u32::try_from(shards).unwrap_or(0) {
