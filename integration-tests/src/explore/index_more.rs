@@ -1008,7 +1008,7 @@ mod lists {
         fn name(&self) -> &'static str {
             match self.0 {
                 Op::Insert => "index.list.same_partition.insert",
-                Op::Put => "index.list.same_partition.put",
+                Op::Put => "index.list.same_partition.upsert",
                 Op::Delete => "index.list.same_partition.delete",
             }
         }
