@@ -1,7 +1,7 @@
 //! What appends return and what reads yield.
 
 use chrono::{DateTime, Utc};
-use tablekit_azure::{BulkReport, WriteOutcome};
+use tablekit_azure::{BulkReport, WriteOutcome, WriteReport};
 use tablekit_core::{ETag, Error, Keys, Result, Stored, Target};
 
 use crate::id::AppendId;
@@ -76,77 +76,32 @@ impl<T> LogEntry<T> {
 /// [`Appended::id`] when it is written).
 pub type AppendOutcome = WriteOutcome<Appended>;
 
-/// The outcome of a batch append: one [`AppendOutcome`] per input item, in input order, and
-/// each item's append id.
+/// The outcome of a batch append: a bulk write's [`WriteReport`] whose written items are the
+/// entries ([`AppendOutcome`] per input item, in input order), plus each item's append id.
 ///
-/// The same shape as a bulk write's [`WriteReport`](tablekit_azure::WriteReport) — the same fields and methods with the same
-/// meanings — plus what re-appending needs: [`ids`](Self::ids) and [`pending`](Self::pending).
-/// An item is written, failed (certainly not stored) or unknown. Re-append the last two with
-/// their ids — [`AppendReport::pending`] lists them — and nothing is stored twice.
-#[derive(Debug)]
+/// It dereferences to the [`WriteReport`], so it has the same fields and methods with the same
+/// meanings — [`outcomes`](WriteReport::outcomes), [`written`](WriteReport::written),
+/// [`failures`](WriteReport::failures), [`into_result`](WriteReport::into_result), … — plus
+/// what re-appending needs: [`ids`](Self::ids) and [`pending`](Self::pending). An item is
+/// written, failed (certainly not stored) or unknown. Re-append the last two with their ids —
+/// [`AppendReport::pending`] lists them — and nothing is stored twice.
+#[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct AppendReport {
-    /// Each item's outcome, in input order.
-    pub outcomes: Vec<AppendOutcome>,
     /// Each item's append id, in input order (whatever its outcome).
     pub ids: Vec<AppendId>,
-    /// Transactions sent.
-    pub transactions: usize,
-    /// Range reads sent to settle outcomes (see [`WriteReport::read_backs`](tablekit_azure::WriteReport::read_backs)).
-    pub read_backs: usize,
+    report: WriteReport<Appended>,
+}
+
+impl std::ops::Deref for AppendReport {
+    type Target = WriteReport<Appended>;
+
+    fn deref(&self) -> &WriteReport<Appended> {
+        &self.report
+    }
 }
 
 impl AppendReport {
-    /// Items stored.
-    pub fn written(&self) -> usize {
-        self.outcomes.iter().filter(|o| o.is_written()).count()
-    }
-
-    /// Items certainly not stored.
-    pub fn failed(&self) -> usize {
-        self.outcomes.iter().filter(|o| o.is_failed()).count()
-    }
-
-    /// Items that may or may not be stored.
-    pub fn unknown(&self) -> usize {
-        self.outcomes.iter().filter(|o| o.is_unknown()).count()
-    }
-
-    /// The entries stored, by input index.
-    pub fn successes(&self) -> impl Iterator<Item = (usize, &Appended)> {
-        self.outcomes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| o.value().map(|a| (i, a)))
-    }
-
-    /// The items certainly not stored and why, by input index.
-    pub fn failures(&self) -> impl Iterator<Item = (usize, &Error)> {
-        self.outcomes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| match o {
-                WriteOutcome::Failed(e) => Some((i, e)),
-                _ => None,
-            })
-    }
-
-    /// The items whose outcome is unknown and their transaction's error, by input index.
-    pub fn unknowns(&self) -> impl Iterator<Item = (usize, &Error)> {
-        self.outcomes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| match o {
-                WriteOutcome::Unknown(e) => Some((i, e)),
-                _ => None,
-            })
-    }
-
-    /// Whether every item is stored.
-    pub fn is_complete(&self) -> bool {
-        self.outcomes.iter().all(WriteOutcome::is_written)
-    }
-
     /// What to append again: the input index and append id of every item not known to be
     /// stored (failed or unknown). Re-append each with its id and its original time (e.g.
     /// with [`LogTail::append_batch_with_ids`](crate::LogTail::append_batch_with_ids)).
@@ -165,16 +120,7 @@ impl AppendReport {
     /// The first failed or unknown item's error, as [`Error::BatchFailed`] naming its input
     /// index.
     pub fn into_result(self) -> Result<Vec<Appended>> {
-        self.outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(index, o)| {
-                o.into_result().map_err(|e| Error::BatchFailed {
-                    index,
-                    source: Box::new(e),
-                })
-            })
-            .collect()
+        self.report.into_result()
     }
 
     /// Pairs a bulk write's outcomes with the entries that were sent.
@@ -183,23 +129,15 @@ impl AppendReport {
         report: BulkReport,
     ) -> Self {
         let ids: Vec<AppendId> = planned.iter().map(|(_, _, id)| id.clone()).collect();
-        let outcomes = planned
-            .into_iter()
-            .zip(report.outcomes)
-            .map(|((keys, time, id), outcome)| {
-                outcome.map(|etag| Appended {
-                    keys,
-                    id,
-                    time,
-                    etag: etag.unwrap_or_else(|| ETag::new("")),
-                })
-            })
-            .collect();
-        Self {
-            outcomes,
-            ids,
-            transactions: report.transactions,
-            read_backs: report.read_backs,
-        }
+        let report = report.map_written(|i, etag| {
+            let (keys, time, id) = planned[i].clone();
+            Appended {
+                keys,
+                id,
+                time,
+                etag: etag.unwrap_or_else(|| ETag::new("")),
+            }
+        });
+        Self { ids, report }
     }
 }

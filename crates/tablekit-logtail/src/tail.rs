@@ -284,12 +284,7 @@ impl<T: Serialize> LogTail<T> {
             planned.push((entity.keys, truncate_to_tick(time)?, id));
         }
         if operations.is_empty() {
-            return Ok(AppendReport {
-                outcomes: Vec::new(),
-                ids: Vec::new(),
-                transactions: 0,
-                read_backs: 0,
-            });
+            return Ok(AppendReport::default());
         }
         let options = BulkOptions::default().with_accept_identical(true);
         let report = self.table.bulk_write(operations, options).await?;

@@ -223,6 +223,17 @@ pub struct WriteReport<T> {
 /// caller's index (see [`WriteReport`]).
 pub type BulkReport = WriteReport<Option<ETag>>;
 
+/// The report of writing nothing: no items, no requests.
+impl<T> Default for WriteReport<T> {
+    fn default() -> Self {
+        Self {
+            outcomes: Vec::new(),
+            transactions: 0,
+            read_backs: 0,
+        }
+    }
+}
+
 impl<T> WriteReport<T> {
     /// Items written.
     pub fn written(&self) -> usize {
@@ -272,6 +283,21 @@ impl<T> WriteReport<T> {
     /// Whether every item was written.
     pub fn is_complete(&self) -> bool {
         self.outcomes.iter().all(WriteOutcome::is_written)
+    }
+
+    /// The same report with each written item's value mapped by `f`, given its caller index:
+    /// how a pattern that writes through a bulk write reports its own items.
+    pub fn map_written<U>(self, mut f: impl FnMut(usize, T) -> U) -> WriteReport<U> {
+        WriteReport {
+            outcomes: self
+                .outcomes
+                .into_iter()
+                .enumerate()
+                .map(|(i, o)| o.map(|v| f(i, v)))
+                .collect(),
+            transactions: self.transactions,
+            read_backs: self.read_backs,
+        }
     }
 
     /// Every item's value, in input order, or the first item that is not written.
@@ -954,6 +980,17 @@ mod report_tests {
         assert_eq!(unknowns, vec![(1, ErrorKind::Transport)]);
         let successes: Vec<_> = r.successes().map(|(i, v)| (i, v.clone())).collect();
         assert_eq!(successes, vec![(0, etag("a")), (2, None)]);
+    }
+
+    #[test]
+    fn map_written_maps_written_values_by_caller_index_and_keeps_the_rest() {
+        let mapped = report().map_written(|i, etag| (i, etag.is_some()));
+        let successes: Vec<_> = mapped.successes().map(|(_, v)| *v).collect();
+        assert_eq!(successes, vec![(0, true), (2, false)]);
+        assert_eq!((mapped.failed(), mapped.unknown()), (1, 1));
+        assert_eq!((mapped.transactions, mapped.read_backs), (2, 1));
+        let empty = WriteReport::<()>::default();
+        assert!(empty.is_complete() && empty.outcomes.is_empty() && empty.transactions == 0);
     }
 
     #[test]
