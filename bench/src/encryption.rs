@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tablekit_azure::{Account, BulkOptions};
 use tablekit_core::Entity;
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{Properties, parse_entity};
+use tablekit_core::edm::parse_entity;
 use tablekit_encryption::{
     AesKeyWrap, BoxFuture, ContentKey, DataKeyReuse, EncryptionPolicy, KeyCache, KeyEncryptionKey,
     UnwrapError, WrappedKey,

@@ -14,7 +14,8 @@ use std::io::BufRead;
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use tablekit::core::edm::{EdmType, EdmValue, Properties, format_datetime, parse_datetime};
+use tablekit::core::edm::{format_datetime, parse_datetime};
+use tablekit::core::{EdmType, EdmValue, Properties};
 
 use crate::entity_json::Row;
 use crate::render::{csv_record, value_text};

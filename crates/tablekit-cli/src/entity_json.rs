@@ -17,7 +17,8 @@ use std::io::Write as _;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use tablekit::core::edm::{EdmType, EdmValue, Properties, format_datetime, parse_datetime};
+use tablekit::core::edm::{format_datetime, parse_datetime};
+use tablekit::core::{EdmType, EdmValue, Properties};
 
 const ANNOTATION: &str = "@odata.type";
 

@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest as _, Sha256};
-use tablekit::core::edm::{EdmValue, Properties};
+use tablekit::core::{EdmValue, Properties};
 
 /// Ticks (100 ns) from 0001-01-01 to the Unix epoch, as .NET counts them.
 const UNIX_EPOCH_TICKS: i64 = 621_355_968_000_000_000;

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use tablekit::core::edm::{EdmValue, Properties, format_datetime};
+use tablekit::core::edm::format_datetime;
+use tablekit::core::{EdmValue, Properties};
 
 /// The longest value shown in the `table` format; longer ones end with `…`.
 pub(crate) const MAX_CELL: usize = 40;

@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::process::Stdio;
 
 use support::*;
-use tablekit::core::edm::EdmValue;
+use tablekit::core::EdmValue;
 use tablekit::core::{Keys, Properties};
 
 /// Runs the binary with `input` on stdin.

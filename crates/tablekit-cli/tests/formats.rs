@@ -8,8 +8,8 @@ use std::process::Stdio;
 
 use support::*;
 use tablekit::azure::{BulkOptions, Table};
+use tablekit::core::EdmValue;
 use tablekit::core::batch::Operation;
-use tablekit::core::edm::EdmValue;
 use tablekit::core::{Entity, Keys, Properties};
 
 /// Runs the binary with `input` on stdin; stdout as bytes.

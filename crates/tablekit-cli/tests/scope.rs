@@ -4,7 +4,7 @@
 mod support;
 
 use support::*;
-use tablekit::core::edm::EdmValue;
+use tablekit::core::EdmValue;
 use tablekit::core::{Entity, IfMatch, Properties};
 
 /// The `(PartitionKey, RowKey)` of every line of an export.

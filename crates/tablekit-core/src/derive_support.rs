@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 
 pub use serde;
 
+pub use crate::address::Keys;
 pub use crate::error::{Error, Result};
 pub use crate::filter::{Property, Untyped};
-pub use crate::keys::Keys;
 pub use crate::table_entity::TableEntity;
 
 use crate::keys::{DOTNET_MAX_TICKS, dotnet_ticks, pad_number, try_inverted_ticks};

@@ -21,14 +21,15 @@ pub mod wire;
 pub mod __private;
 
 // Named by their module (`batch::BatchPlan`); these paths stay for tablekit's own crates.
+pub use address::{Keys, PartitionKey, RowKey};
 #[doc(hidden)]
 pub use batch::{BatchPlan, Operation, OperationKind};
-pub use edm::{EdmType, EdmValue, Properties, PropertyTypeError};
+pub use edm::bag::{Properties, PropertyTypeError};
+pub use edm::value::{EdmType, EdmValue};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{
     BoxError, ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, RequestIds,
     ResourceKind, Result, Target,
 };
-pub use filter::QueryShape;
-pub use keys::{Keys, PartitionKey, RowKey};
+pub use query_shape::QueryShape;
 pub use table_entity::{AsEntity, IntoKeys, TableEntity};

@@ -5,9 +5,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tablekit_core::edm::{
-    self, Binary, EdmValue, Properties, parse_entity, parse_page, to_entity_json,
-};
+use tablekit_core::edm::{self, Binary, parse_entity, parse_page, to_entity_json};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, Limit, OrUnknown, Stored};
 use uuid::Uuid;
 

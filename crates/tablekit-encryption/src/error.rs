@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use tablekit_core::edm::EdmType;
+use tablekit_core::EdmType;
 use tablekit_core::{Error, Target};
 
 /// Why a stored entity cannot be decrypted.

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, Result, Target};
 
 use crate::beacon::is_beacon_name;
@@ -616,7 +616,7 @@ mod tests {
     use std::sync::Arc;
 
     use tablekit_core::Keys;
-    use tablekit_core::edm::{EdmValue, Properties};
+    use tablekit_core::{EdmValue, Properties};
 
     use crate::format::v3::{self, ItemKeys, Kind};
     use crate::format::{METADATA_PROPERTY, Stored};

@@ -4,8 +4,9 @@
 
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
-use tablekit_core::edm::{EdmValue, Properties, from_properties};
+use tablekit_core::edm::from_properties;
 use tablekit_core::filter::{CmpOp, Filter};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Result, Stored, Target};
 
 use crate::policy::EncryptionPolicy;

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use aes_gcm::aead::OsRng;
 use aes_gcm::aead::rand_core::RngCore;
-use tablekit_core::edm::{EdmValue, Properties, to_entity_json};
+use tablekit_core::edm::to_entity_json;
 use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, MAX_USER_PROPERTIES};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, Limit, Result};
 
 use crate::beacon::is_beacon_name;
@@ -364,7 +365,8 @@ mod tests {
     use std::sync::Arc;
 
     use tablekit_core::Keys;
-    use tablekit_core::edm::{Properties, parse_entity, to_entity_json};
+    use tablekit_core::Properties;
+    use tablekit_core::edm::{parse_entity, to_entity_json};
 
     use crate::format::v3::SALT_LEN;
     use crate::key::ContentKey;

@@ -7,8 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{TABLE, aes, assert_failure, field, keys, metadata_fields};
-use tablekit_core::edm::{EdmValue, Properties, parse_datetime};
+use tablekit_core::edm::parse_datetime;
 use tablekit_core::filter::Filter;
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys};
 use tablekit_encryption::{Action, EncryptionPolicy, METADATA_PROPERTY};
 use tablekit_testkit::fixtures;

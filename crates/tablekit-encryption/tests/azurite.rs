@@ -7,8 +7,8 @@ use std::error::Error as StdError;
 use std::sync::Arc;
 
 use tablekit_azure::RequestKind;
-use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Entity, ErrorKind, Keys, OperationKind};
 use tablekit_encryption::{AesKeyWrap, EncryptionPolicy, KeyRing, METADATA_PROPERTY, OVERHEAD};
 use tablekit_testkit::fixtures::{self, assert_requests, measured};

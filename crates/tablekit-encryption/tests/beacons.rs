@@ -10,8 +10,8 @@ use std::error::Error as StdError;
 
 use common::{TABLE, aes, assert_failure, field, metadata_fields};
 use tablekit_azure::{RequestKind, Table};
-use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys};
 use tablekit_derive::TableEntity;
 use tablekit_encryption::{BeaconKey, EncryptionPolicy, METADATA_PROPERTY, StandardBeacon};

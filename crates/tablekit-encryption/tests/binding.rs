@@ -5,7 +5,7 @@ mod common;
 
 use common::{TABLE, aes, assert_failure, field, keys, metadata_fields};
 use tablekit_core::Error;
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_encryption::{EncryptionPolicy, METADATA_PROPERTY};
 
 fn employee() -> Properties {

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{TABLE, aes, assert_failure, field, metadata_fields};
 use tablekit_core::Keys;
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_encryption::{
     EncryptionPolicy, KeyEncryptionKey, KeyRing, METADATA_PROPERTY, WrappedKey,
 };

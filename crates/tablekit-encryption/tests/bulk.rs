@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{Counting, aes};
 use tablekit_azure::{BulkOptions, OperationOutcome, Table};
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Entity, Error, ErrorKind, Limit};
 use tablekit_encryption::{EncryptionPolicy, KeyEncryptionKey};
 use tablekit_testkit::fixtures;

@@ -12,8 +12,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{Counting, TABLE, aes, assert_failure, field, keys, metadata_fields};
 use tablekit_azure::BulkOptions;
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, Error, Keys};
 use tablekit_encryption::{

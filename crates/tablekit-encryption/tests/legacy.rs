@@ -18,7 +18,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use tablekit_azure::{Account, Table};
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, Target};
 use tablekit_encryption::{
     AesKeyWrap, EncryptionPolicy, KeyRing, LEGACY_METADATA_1, LEGACY_METADATA_2, RsaOaepKey,

@@ -18,7 +18,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{TABLE, aes as aes_kek};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys};
 use tablekit_encryption::{
     AesKeyWrap, EncryptionPolicy, KeyEncryptionKey, KeyRing, LEGACY_METADATA_1, LEGACY_METADATA_2,

@@ -11,7 +11,7 @@ use common::{
     Counting, SECRET, TABLE, aes, assert_failure, employee, field, format_v1, keys,
     metadata_fields, policy, rsa, rsa_pem,
 };
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, ErrorKind, Keys, Limit};
 use tablekit_encryption::{
     AesKeyWrap, ContentKey, EncryptionPolicy, KeyEncryptionKey, KeyRing, METADATA_PROPERTY,

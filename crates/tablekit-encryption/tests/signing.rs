@@ -11,7 +11,7 @@ use rsa::pkcs8::DecodePrivateKey;
 use rsa::traits::PublicKeyParts as _;
 use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
 use tablekit_core::Error;
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_encryption::{
     BoxFuture, ContentKey, Ed25519SigningKey, EncryptionPolicy, HmacSigningKey, KeyEncryptionKey,
     METADATA_PROPERTY, RsaOaepKey, SigningKey, UnwrapError, WrappedKey,

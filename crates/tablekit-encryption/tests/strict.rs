@@ -6,8 +6,8 @@ mod common;
 
 use common::{Counting, aes, keys};
 use tablekit_azure::BulkOptions;
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::Properties;
 use tablekit_core::{Entity, Error, ErrorKind};
 use tablekit_encryption::EncryptionPolicy;
 use tablekit_testkit::fixtures;

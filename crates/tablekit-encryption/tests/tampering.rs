@@ -11,8 +11,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::{SECRET, TABLE, aes, assert_failure, employee, field, format_v1, keys, policy, rsa};
 use serde_json::Value;
-use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, OperationKind};
 use tablekit_encryption::{
     AesKeyWrap, BoxFuture, ContentKey, EncryptionPolicy, KeyEncryptionKey, KeyResolver, KeyRing,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{ContinuationToken, Progress, ProgressCallback, Query, Table};
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_core::{Entity, Keys, Result, Stored};
 
 use crate::spec::CopyId;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
+use tablekit_core::Properties;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::Properties;
 use tablekit_core::{AsEntity, ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result};
 
 /// How the source entity is written alongside its copy.

@@ -5,8 +5,8 @@
 use std::future::Future;
 
 use tablekit_azure::{Blob, Container, Table, UploadOptions};
+use tablekit_core::Properties;
 use tablekit_core::batch::BatchPlan;
-use tablekit_core::edm::Properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Stored};
 use tablekit_eventual::Steps;
 

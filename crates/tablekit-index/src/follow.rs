@@ -17,7 +17,7 @@ use tablekit_azure::{Deadline, track_landing};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{Queue, Table};
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_core::{ETag, Error, ErrorKind, Keys, Result, Stored};
 
 use crate::effects::Effects;

@@ -5,12 +5,13 @@
 use serde::de::DeserializeOwned;
 use tablekit_azure::{Query, Table};
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{EdmValue, Properties, to_properties};
+use tablekit_core::edm::to_properties;
 use tablekit_core::filter::Filter;
 use tablekit_core::{
     ENTITY_TYPE, ETag, Entity, Error, IntoKeys, Keys, OrUnknown, Result, Stored, TableEntity,
     Target,
 };
+use tablekit_core::{EdmValue, Properties};
 
 /// An entity type that shares partitions with others: its discriminator value (stored in the
 /// [`ENTITY_TYPE`] property) and the RowKey prefix that keeps its rows together. Its own keys

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::Properties;
+use tablekit_core::edm::from_properties;
 use tablekit_core::{ETag, Keys, Result, Stored};
 
 use crate::spec::{Family, IndexSpec, Layout};

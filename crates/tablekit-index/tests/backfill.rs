@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{directory, employee, measured, table};
 use tablekit_azure::{BulkOptions, Progress, RequestKind, Table};
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::Properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
 use tablekit_core::{Entity, Error, Keys, Result};
 use tablekit_index::{

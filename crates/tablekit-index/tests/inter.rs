@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use common::{Directory, EmailCard, Employee, directory, employee, measured, table};
 use tablekit_azure::{Queue, RequestKind, Table};
+use tablekit_core::Properties;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::{Properties, to_properties};
+use tablekit_core::edm::to_properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
 use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys};
 use tablekit_eventual::{HandlerRetry, WorkerOptions};

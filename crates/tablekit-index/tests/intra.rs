@@ -6,7 +6,7 @@ mod common;
 use common::{Directory, Employee, directory, employee, measured, table};
 use futures::TryStreamExt as _;
 use tablekit_azure::RequestKind;
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_core::filter::{Filter, ROW_KEY};
 use tablekit_core::{ETag, Entity, Error, ErrorKind, IfMatch, Keys, QueryShape};
 use tablekit_index::{IndexRead as _, IntraPartitionIndex};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Employee, employee, measured, table};
 use tablekit_azure::{RequestKind, Table};
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_core::filter::Filter;
 use tablekit_core::{ErrorKind, IfMatch, Keys, Stored};
 use tablekit_eventual::{HandlerRetry, WorkerOptions};

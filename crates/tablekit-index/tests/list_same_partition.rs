@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use common::{Employee, employee, measured, table};
 use tablekit_azure::{RequestKind, Table, TypedTable};
+use tablekit_core::Properties;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::Properties;
 use tablekit_core::{Entity, Error, ErrorKind, IfMatch, Keys, Stored};
 use tablekit_index::{ListSpec, SamePartitionList};
 

@@ -4,7 +4,8 @@ use std::fmt;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::Properties;
+use tablekit_core::edm::from_properties;
 use tablekit_core::{Error, IntoKeys, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, ResourceKind, Result, Target};
 
 /// Blob metadata naming the PartitionKey of the entity a blob was uploaded for.

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 use tablekit_azure::{BlobCondition, Container, Deadline, Table, UploadOptions, track_landing};
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{Properties, to_properties};
+use tablekit_core::edm::to_properties;
 use tablekit_core::{
     AsEntity, ETag, Entity, Error, ErrorKind, IfMatch, IntoKeys, Keys, NameKind, Result, Target,
 };

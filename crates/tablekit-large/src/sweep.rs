@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_core::{Error, Keys, Result};
 use tracing::Instrument as _;
 

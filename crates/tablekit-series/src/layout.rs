@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
-use tablekit_core::edm::EdmValue;
+use tablekit_core::EdmValue;
 use tablekit_core::limits::{MAX_USER_PROPERTIES, validate_property_name};
 use tablekit_core::{Error, Limit, NameKind, Result};
 

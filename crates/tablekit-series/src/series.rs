@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::time::Instant;
 
 use tablekit_azure::{Table, track_landing};
-use tablekit_core::edm::Properties;
+use tablekit_core::Properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::keys::utf16_bytes;
 use tablekit_core::limits::{MAX_ENTITY_BYTES, MAX_USER_PROPERTIES};
 use tablekit_core::{
     ETag, Entity, Error, IfMatch, Keys, Limit, NameKind, Result, RowKey, Stored, Target,
 };
+use tablekit_core::{EdmValue, Properties};
 use uuid::Uuid;
 
 /// The property every shard carries with the number of shards of its logical entity

@@ -6,7 +6,7 @@ mod common;
 
 use tablekit::TableEntity;
 use tablekit_azure::RequestKind;
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Entity, ErrorKind, IfMatch, Stored};
 use tablekit_series::{ADDS_KEPT, ADDS_PROPERTY, Series, SeriesLayout};
 

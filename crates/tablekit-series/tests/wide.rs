@@ -10,8 +10,8 @@ use std::ops::Bound;
 
 use tablekit::TableEntity;
 use tablekit_azure::{RequestKind, Table};
-use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Filter;
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Entity, Error, ErrorKind, IfMatch, IntoKeys, Limit, Result};
 use tablekit_series::{WideEntities, WideStored};
 

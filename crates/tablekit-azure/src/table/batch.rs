@@ -8,8 +8,8 @@ use std::time::Instant;
 use azure_core::Method;
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
+use tablekit_core::Properties;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
 use tablekit_core::wire::{
     EncodedTransaction, PartResponse, encode, error_from_response, parse_response,

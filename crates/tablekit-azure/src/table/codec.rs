@@ -8,8 +8,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{StreamExt as _, TryStreamExt as _};
 use serde::de::DeserializeOwned;
+use tablekit_core::Properties;
 use tablekit_core::batch::{BatchPlan, Operation, OperationKind};
-use tablekit_core::edm::{Properties, from_properties, parse_entity};
+use tablekit_core::edm::{from_properties, parse_entity};
 use tablekit_core::filter::Filter;
 use tablekit_core::{Entity, IfMatch, Keys, Result, Stored, Target};
 

@@ -4,8 +4,9 @@ use azure_core::Method;
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use tablekit_core::Properties;
 use tablekit_core::batch::{Operation, OperationKind};
-use tablekit_core::edm::{Properties, parse_entity};
+use tablekit_core::edm::parse_entity;
 use tablekit_core::wire::entity_path;
 use tablekit_core::{AsEntity, ETag, Error, ErrorKind, IfMatch, IntoKeys, Result, Stored, Target};
 

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::TryStreamExt as _;
 use tablekit::azure::{BulkOptions, Table};
+use tablekit::core::EdmValue;
 use tablekit::core::batch::Operation;
-use tablekit::core::edm::{EdmValue, parse_datetime};
+use tablekit::core::edm::parse_datetime;
 use tablekit::core::{Entity, Keys, Properties};
 use tablekit_testkit::TestStorage;
 

@@ -5,7 +5,7 @@
 //! annotations. See [`write_entity`] for the type mapping.
 
 mod adapters;
-mod bag;
+pub(crate) mod bag;
 mod de;
 mod fields;
 pub(crate) mod markers;
@@ -15,10 +15,12 @@ mod ser;
 pub(crate) mod value;
 
 pub use adapters::{Binary, json};
-pub use bag::{Properties, PropertyTypeError};
+// Named at the crate root (`tablekit_core::Properties`): one path per type.
+pub(crate) use bag::Properties;
 pub use read::{from_properties, to_properties};
 pub use ser::EntityStats;
-pub use value::{EdmType, EdmValue, max_datetime, min_datetime};
+pub(crate) use value::{EdmType, EdmValue};
+pub use value::{max_datetime, min_datetime};
 // The JSON wire format of entities, for tablekit's own crates: not a public API.
 #[doc(hidden)]
 pub use fields::field_names;

@@ -79,7 +79,8 @@ impl fmt::Display for CmpOp {
 ///
 /// # Example
 /// ```
-/// use tablekit_core::filter::{Filter, QueryShape};
+/// use tablekit_core::QueryShape;
+/// use tablekit_core::filter::Filter;
 /// let f = Filter::eq("PartitionKey", "Sales").and(Filter::ge("RowKey", "S"));
 /// assert_eq!(f.render().unwrap(), "(PartitionKey eq 'Sales') and (RowKey ge 'S')");
 /// assert_eq!(f.shape(), QueryShape::Range);

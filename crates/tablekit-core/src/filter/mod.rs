@@ -11,6 +11,5 @@ mod property;
 mod render;
 mod shape;
 
-pub use crate::query_shape::QueryShape;
 pub use ast::{CmpOp, Filter, PARTITION_KEY, ROW_KEY, RawFilter};
 pub use property::{FilterValue, Property, Untyped};

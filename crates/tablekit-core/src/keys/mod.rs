@@ -9,7 +9,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
 
-pub use crate::address::{Keys, PartitionKey, RowKey};
+// Named at the crate root (`tablekit_core::Keys`): one path per type.
+pub(crate) use crate::address::{Keys, PartitionKey, RowKey};
 use crate::error::{Error, KeyKind, Limit, Result};
 use crate::limits::MAX_KEY_BYTES;
 

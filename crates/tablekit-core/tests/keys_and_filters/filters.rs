@@ -4,8 +4,9 @@ use std::ops::Bound;
 
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
+use tablekit_core::Keys;
 use tablekit_core::filter::{CmpOp, Filter};
-use tablekit_core::keys::{CompoundKey, DOTNET_MAX_TICKS, Keys, from_dotnet_ticks};
+use tablekit_core::keys::{CompoundKey, DOTNET_MAX_TICKS, from_dotnet_ticks};
 use tablekit_core::{EdmValue, Error, NameKind};
 use uuid::Uuid;
 

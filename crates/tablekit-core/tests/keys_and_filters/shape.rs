@@ -3,9 +3,9 @@
 use std::ops::Bound;
 
 use proptest::prelude::*;
+use tablekit_core::Keys;
 use tablekit_core::QueryShape::{self, PartitionScan, Point, Range, TableScan};
 use tablekit_core::filter::Filter;
-use tablekit_core::keys::Keys;
 
 fn shape_of(text: &str) -> QueryShape {
     let parsed = Filter::parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));

@@ -12,7 +12,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tablekit_core::edm::{EdmValue, format_datetime};
+use tablekit_core::EdmValue;
+use tablekit_core::edm::format_datetime;
 use zeroize::Zeroizing;
 
 use super::{

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tablekit_core::edm::{EdmValue, Properties};
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Keys, Target};
 use tablekit_encryption::{
     AesKeyWrap, BoxFuture, ContentKey, EncryptionPolicy, KeyEncryptionKey, RsaOaepKey, UnwrapError,

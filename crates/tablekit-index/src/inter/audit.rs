@@ -6,8 +6,9 @@ use std::ops::Bound;
 
 use futures::TryStreamExt as _;
 use tablekit_azure::{BulkOptions, OperationOutcome, track_landing};
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::edm::from_properties;
 use tablekit_core::filter::{Filter, PARTITION_KEY, ROW_KEY};
 use tablekit_core::keys::prefix_range;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Result, Stored};

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::Properties;
+use tablekit_core::edm::from_properties;
 use tablekit_core::{Entity, Error, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::Properties;
+use tablekit_core::edm::from_properties;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Result, Target};
 
 use super::{CopyJob, InterPartitionIndex};

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::Properties;
+use tablekit_core::edm::from_properties;
 use tablekit_core::{ETag, Error, ErrorKind, IfMatch, Keys, Result, Stored, Target};
 use tracing::Instrument as _;
 

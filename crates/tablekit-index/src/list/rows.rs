@@ -3,8 +3,8 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tablekit_azure::Table;
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::Properties;
 use tablekit_core::filter::Filter;
 use tablekit_core::keys::utf16_bytes;
 use tablekit_core::{ETag, Entity, Error, IfMatch, Keys, Limit, Result, Stored, Target};

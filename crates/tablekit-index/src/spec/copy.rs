@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tablekit_core::edm::{Properties, field_names, to_properties};
+use tablekit_core::Properties;
+use tablekit_core::edm::{field_names, to_properties};
 use tablekit_core::keys::{KeyEncoder, validate_key};
 use tablekit_core::limits::{MAX_KEY_BYTES, validate_property_name};
 use tablekit_core::{Error, KeyKind, Result};

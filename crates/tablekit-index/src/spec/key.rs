@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 use std::ops::{Bound, Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
-use tablekit_core::edm::{EdmValue, Properties};
 use tablekit_core::filter::Property;
+use tablekit_core::{EdmValue, Properties};
 use tablekit_core::{Error, Result};
 
 /// A key component before it is written as text: integers are zero-padded to a copy's width,

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tablekit_azure::{BlobCondition, Container, Table, UploadOptions};
+use tablekit_core::Properties;
 use tablekit_core::batch::{BatchPlan, Operation};
-use tablekit_core::edm::{Properties, from_properties};
+use tablekit_core::edm::from_properties;
 use tablekit_core::{Entity, Error, Keys, ResourceKind, Result, Stored, Target};
 use tablekit_eventual::{Handler, Job, Steps};
 

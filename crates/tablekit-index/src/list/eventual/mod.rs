@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tablekit_azure::{Container, Queue, Table};
+use tablekit_core::Properties;
 use tablekit_core::batch::Operation;
-use tablekit_core::edm::{Properties, from_properties, to_properties};
+use tablekit_core::edm::{from_properties, to_properties};
 use tablekit_core::{ETag, Entity, Error, IfMatch, IntoKeys, Keys, Result, TableEntity, Target};
 use tablekit_eventual::{JobQueue, Worker, WorkerOptions};
 
