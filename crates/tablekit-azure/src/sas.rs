@@ -227,7 +227,8 @@ impl TableSas {
     /// (version 2018-11-09 and later): permissions, start, expiry, `/table/{account}/{table}`
     /// (table name lower-cased), identifier, IP, protocol, version, then the start and end
     /// PartitionKey and RowKey, separated by newlines.
-    pub fn string_to_sign(&self, account: &str) -> String {
+    #[cfg(test)]
+    pub(crate) fn string_to_sign(&self, account: &str) -> String {
         self.string_to_sign_as(account, SAS_VERSION)
     }
 
@@ -394,7 +395,7 @@ impl AccountSas {
     /// The string the signature covers (account SAS, versions before 2020-12-06): account,
     /// permissions, services, resource types, start, expiry, IP, protocol, version, each
     /// followed by a newline.
-    pub fn string_to_sign(&self, account: &str) -> String {
+    pub(crate) fn string_to_sign(&self, account: &str) -> String {
         format!(
             "{account}\n{}\n{}\n{}\n{}\n{}\n\n{}\n{SAS_VERSION}\n",
             self.permissions,
