@@ -1,6 +1,6 @@
 //! The throttle model in front of a real Azurite: what it admits never exceeds its budget,
 //! partitions are throttled apart, a transaction costs its operations and a query the entities
-//! it returned, and refusals look like the service's. Assertions are on counts; where time
+//! it scanned, and refusals look like the service's. Assertions are on counts; where time
 //! enters, it is measured around a run and bounds what the model may have admitted.
 
 #![cfg(feature = "azure")]
@@ -8,6 +8,7 @@
 #[allow(unused_imports)] // Only the client is used here.
 mod support;
 
+use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use support::Client;
@@ -210,6 +211,64 @@ async fn a_query_is_charged_the_entities_it_returned_after_its_response() {
     let stats = throttle.stats();
     assert_eq!(stats.admitted_in("empty"), 1);
     assert_eq!((stats.admitted_entities, stats.throttled), (31, 2));
+    p.table.clear_throttle();
+    table.delete_table().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_filtered_query_is_charged_every_entity_it_scanned_not_only_those_it_returned() {
+    let p = proxied(no_retries());
+    let table = created_table(&p, "throttlescan").await;
+    let plan = BatchPlan::atomic((0..30_i32).map(|i| {
+        let e = Entity::try_new("s", format!("{i:03}"), Properties::new().with("N", i)).unwrap();
+        Operation::insert(&e).unwrap()
+    }))
+    .unwrap();
+    table.submit(&plan).await.unwrap();
+    let throttle = p
+        .table
+        .set_throttle(per_partition(1_000.0, Duration::from_secs(10)));
+    let query = |filter: Filter| table.query::<Properties>().filter(filter);
+    let in_s = |more: Filter| Filter::partition("s").and(more);
+
+    // One entity matches: the service read the partition's 30 to find it.
+    let found = query(in_s(Filter::eq("N", 7))).collect().await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(throttle.stats().admitted_in("s"), 30);
+
+    // A page that stops at its size covered the range through its last entity: N ≥ 10, two
+    // to a page, is rows 000 to 011.
+    throttle.reset_stats();
+    let page = query(in_s(Filter::ge("N", 10)))
+        .with_page_size(2)
+        .page()
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert!(page.continuation.is_some());
+    assert_eq!(throttle.stats().admitted_in("s"), 12);
+
+    // Key conditions bound the scan, with or without another condition.
+    throttle.reset_stats();
+    let rows =
+        |from: &str, to: &str| Filter::row_range("s", Bound::Included(from), Bound::Excluded(to));
+    assert_eq!(query(rows("010", "015")).collect().await.unwrap().len(), 5);
+    assert_eq!(
+        throttle.stats().admitted_in("s"),
+        5,
+        "keys alone: what it returned"
+    );
+    throttle.reset_stats();
+    let one = query(rows("010", "020").and(Filter::eq("N", 12)))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        throttle.stats().admitted_in("s"),
+        10,
+        "the ten rows of the range"
+    );
     p.table.clear_throttle();
     table.delete_table().await.unwrap();
 }

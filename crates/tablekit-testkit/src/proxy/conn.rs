@@ -17,6 +17,7 @@ use super::intercept::{Answer, Intercept, RequestInfo, next_id, server_timeout};
 use super::multipart;
 use super::page::{QueryPage, reframe_head, rewrite_head};
 use super::plan::Plan;
+use super::scan;
 use super::stats::Counters;
 use super::{Fault, Throttle, synthetic};
 
@@ -65,6 +66,9 @@ enum Relay {
         /// The table queried, whose partitions the entities are charged in.
         table: String,
         pinned: Option<String>,
+        /// The key conditions bounding the entities the query scans, when it may scan more
+        /// than it returns (see [`cost::scan_bounds`]).
+        scan: Option<String>,
     },
     /// An entity query's page, held back (up to a limit), counted for the interceptor, and
     /// cut after `split` entities when that is set.
@@ -328,6 +332,7 @@ impl Connection {
                 throttle,
                 table,
                 pinned,
+                scan: cost::scan_bounds(request.path_and_query().1),
             },
             _ => Relay::Stream,
         };
@@ -433,6 +438,7 @@ impl Connection {
                     throttle,
                     table,
                     pinned,
+                    scan,
                 },
             ) = (response.is_interim(), &relay)
             {
@@ -441,12 +447,35 @@ impl Connection {
                 spill.flush().await?;
                 // Charged before the client sees the page, so stats read after it count it.
                 let cost = match spill.held_body() {
-                    Some(raw) => cost::query_cost(
-                        response.status,
-                        &payload(raw, response.body),
-                        pinned.as_deref(),
-                    )
-                    .in_table(table),
+                    Some(raw) => {
+                        let body = payload(raw, response.body);
+                        let returned = cost::query_cost(response.status, &body, pinned.as_deref());
+                        let continued = response
+                            .header("x-ms-continuation-nextpartitionkey")
+                            .is_some();
+                        // A page that stops early covered the range through its last entity.
+                        let through = if continued {
+                            cost::last_keys(&body).map(Some)
+                        } else {
+                            Some(None)
+                        };
+                        match (scan, through, response.status) {
+                            (Some(bounds), Some(through), 200) => {
+                                // A scan that cannot be counted is charged what it returned.
+                                match scan::scanned(shared.upstream, request, bounds, through).await
+                                {
+                                    Ok(scanned) => cost::with_scanned(
+                                        returned,
+                                        &cost::entity_count(&body),
+                                        &scanned,
+                                    ),
+                                    Err(_) => returned,
+                                }
+                            }
+                            _ => returned,
+                        }
+                        .in_table(table)
+                    }
                     // Too large to hold: it has reached the client already, uncounted.
                     None => Cost::account(1),
                 };

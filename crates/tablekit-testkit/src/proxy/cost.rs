@@ -44,6 +44,14 @@ impl Cost {
         self
     }
 
+    /// This cost and `other`'s, partition by partition.
+    pub(crate) fn plus(mut self, other: &Cost) -> Self {
+        for (pk, n) in &other.parts {
+            self.add(pk.clone(), *n);
+        }
+        self
+    }
+
     /// Every entity, which is what the account is charged.
     pub(crate) fn total(&self) -> u64 {
         self.parts.iter().map(|(_, n)| n).sum()
@@ -87,7 +95,7 @@ pub(crate) enum Class {
     Insert,
     /// `POST …/$batch`: every operation in the multipart body counts.
     Batch,
-    /// `GET …/Table()`: charged the entities returned, after the response. `pinned` is the
+    /// `GET …/Table()`: charged the entities scanned, after the response. `pinned` is the
     /// partition the filter restricts the query to, when it names exactly one.
     Query { pinned: Option<String> },
 }
@@ -153,22 +161,175 @@ pub(crate) fn query_cost(status: u16, body: &[u8], pinned: Option<&str>) -> Cost
             .or_else(|| pinned.map(str::to_owned))
     };
     let mut cost = Cost::default();
-    match json.get("value").and_then(Value::as_array) {
-        Some(entities) => {
-            for entity in entities {
-                cost.add(partition_of(entity), units_of(entity));
-            }
-        }
-        // A single entity rather than a page.
-        None if json.get("PartitionKey").is_some() => {
-            cost.add(partition_of(&json), units_of(&json));
-        }
-        None => {}
+    for entity in entities_of(&json) {
+        cost.add(partition_of(entity), units_of(entity));
     }
     if cost.total() == 0 {
         return empty();
     }
     cost
+}
+
+/// The key conditions that bound what a filtered query scans, when the query may scan entities
+/// it does not return: the filter's top-level `and` terms that compare `PartitionKey` or
+/// `RowKey` with a string (joined with `and`; empty when there are none, so the scan runs
+/// through the table). `None` when every entity scanned is returned: no filter, or a filter of
+/// key conditions only.
+pub(crate) fn scan_bounds(query: &str) -> Option<String> {
+    let filter = filter_of(query)?;
+    let terms = conjuncts(&filter);
+    let keys: Vec<&str> = terms.iter().copied().filter(|t| is_key_term(t)).collect();
+    if keys.len() == terms.len() {
+        return None;
+    }
+    Some(
+        keys.iter()
+            .map(|t| format!("({t})"))
+            .collect::<Vec<_>>()
+            .join(" and "),
+    )
+}
+
+/// The `$top`, `$filter` and `$select` options are the query's own; everything else in its
+/// query string (continuation, signature) carries over to a scan of the same range.
+pub(crate) fn is_query_option(name: &str) -> bool {
+    matches!(
+        percent_decode(name, true).as_str(),
+        "$top" | "$filter" | "$select"
+    )
+}
+
+/// The top-level `and` terms of a filter, outer parentheses removed.
+fn conjuncts(filter: &str) -> Vec<&str> {
+    let filter = strip_parens(filter.trim());
+    let mut terms = Vec::new();
+    let (mut depth, mut start, mut in_literal) = (0usize, 0, false);
+    let bytes = filter.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            // A doubled quote inside a literal toggles twice: the literal goes on.
+            b'\'' => in_literal = !in_literal,
+            b'(' if !in_literal => depth += 1,
+            b')' if !in_literal => depth = depth.saturating_sub(1),
+            b' ' if !in_literal && depth == 0 => {
+                let rest = &bytes[i + 1..];
+                if rest.len() > 4
+                    && rest[..3].eq_ignore_ascii_case(b"and")
+                    && matches!(rest[3], b' ' | b'(')
+                {
+                    terms.push(filter[start..i].trim());
+                    start = i + 4;
+                    i += 4;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    terms.push(filter[start..].trim());
+    terms.retain(|t| !t.is_empty());
+    if terms.len() < 2 {
+        return terms;
+    }
+    // A term may be a parenthesised conjunction of its own.
+    terms.into_iter().flat_map(conjuncts).collect()
+}
+
+/// `s` without parentheses that enclose all of it.
+fn strip_parens(mut s: &str) -> &str {
+    while let Some(inner) = s.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+        // `(a) and (b)` starts and ends with parentheses that are not a pair.
+        let (mut depth, mut in_literal) = (0usize, false);
+        let pair = inner.bytes().all(|b| {
+            match b {
+                b'\'' => in_literal = !in_literal,
+                b'(' if !in_literal => depth += 1,
+                b')' if !in_literal => {
+                    if depth == 0 {
+                        return false;
+                    }
+                    depth -= 1;
+                }
+                _ => {}
+            }
+            true
+        });
+        if !pair {
+            break;
+        }
+        s = inner.trim();
+    }
+    s
+}
+
+/// A comparison of `PartitionKey` or `RowKey` with a string, which bounds a scan.
+fn is_key_term(term: &str) -> bool {
+    let ranged = |op: &str| {
+        ["eq", "gt", "ge", "lt", "le"]
+            .iter()
+            .any(|o| op.eq_ignore_ascii_case(o))
+    };
+    let key = |k: &str| k == "PartitionKey" || k == "RowKey";
+    matches!(
+        filter_tokens(term).as_slice(),
+        [Token::Word(k), Token::Word(op), Token::Literal(_)]
+            | [Token::Literal(_), Token::Word(op), Token::Word(k)]
+            if key(k) && ranged(op)
+    )
+}
+
+/// A filter that ends a scan at the entity with keys `(pk, rk)`, included.
+pub(crate) fn through(pk: &str, rk: &str) -> String {
+    let (pk, rk) = (pk.replace('\'', "''"), rk.replace('\'', "''"));
+    format!("(PartitionKey lt '{pk}' or (PartitionKey eq '{pk}' and RowKey le '{rk}'))")
+}
+
+/// The entities of a query response (a page's `value`, or a single entity), if it has any.
+fn entities_of(json: &Value) -> Vec<&Value> {
+    match json.get("value").and_then(Value::as_array) {
+        Some(entities) => entities.iter().collect(),
+        None if json.get("PartitionKey").is_some() => vec![json],
+        None => Vec::new(),
+    }
+}
+
+/// The keys of the last entity of a query response, when it has them.
+pub(crate) fn last_keys(body: &[u8]) -> Option<(String, String)> {
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let last = *entities_of(&json).last()?;
+    let key = |k: &str| last.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some((key("PartitionKey")?, key("RowKey")?))
+}
+
+/// One per entity of a query response, in its partition.
+pub(crate) fn entity_count(body: &[u8]) -> Cost {
+    let mut cost = Cost::default();
+    if let Ok(json) = serde_json::from_slice::<Value>(body) {
+        for entity in entities_of(&json) {
+            let pk = entity.get("PartitionKey").and_then(Value::as_str);
+            cost.add(pk.map(str::to_owned), 1);
+        }
+    }
+    cost
+}
+
+/// What a query costs that returned `returned` (its entities' units, see [`query_cost`]; their
+/// number, one each, is `returned_count`) and scanned `scanned` (one per entity): each entity it
+/// scanned and did not return costs one more, in its partition.
+pub(crate) fn with_scanned(mut returned: Cost, returned_count: &Cost, scanned: &Cost) -> Cost {
+    for (pk, n) in scanned.partitions() {
+        let kept = returned_count
+            .partitions()
+            .find(|(p, _)| *p == pk)
+            .map_or(0, |(_, n)| n);
+        let extra = n.saturating_sub(kept);
+        if extra > 0 {
+            returned.add(Some(pk.to_owned()), extra);
+        }
+    }
+    returned
 }
 
 /// The last non-empty segment of a path.
@@ -448,6 +609,74 @@ mod tests {
             Cost::account(1)
         );
         assert_eq!(query_cost(200, b"not json", None), Cost::account(1));
+    }
+
+    #[test]
+    fn a_scan_is_bounded_by_the_filters_top_level_key_conditions() {
+        let bounds = |filter: &str| scan_bounds(&format!("$filter={filter}&$top=5"));
+        // Key conditions only: every entity scanned is returned.
+        for keys_only in [
+            "PartitionKey eq 'a'",
+            "(PartitionKey eq 'a') and (RowKey ge 'b' and RowKey lt 'c')",
+            "((PartitionKey eq 'a'))",
+        ] {
+            assert_eq!(bounds(keys_only), None, "{keys_only}");
+        }
+        assert_eq!(scan_bounds("$top=5"), None, "no filter");
+        assert_eq!(
+            bounds("PartitionKey eq 'a' and N eq 7"),
+            Some("(PartitionKey eq 'a')".into())
+        );
+        assert_eq!(
+            bounds("(PartitionKey eq 'a') and ((RowKey ge 'b') and (Name eq 'x'))"),
+            Some("(PartitionKey eq 'a') and (RowKey ge 'b')".into())
+        );
+        // An `or` or a `not` bounds nothing: the scan runs through the table.
+        for unbounded in [
+            "PartitionKey eq 'a' or PartitionKey eq 'b'",
+            "not (PartitionKey eq 'a')",
+            "Name eq 'x'",
+            "PartitionKey ne 'a'",
+        ] {
+            assert_eq!(bounds(unbounded), Some(String::new()), "{unbounded}");
+        }
+        // Words inside literals are not operators; a literal may hold a doubled quote.
+        assert_eq!(
+            bounds("PartitionKey eq 'x and y' and Note eq 'it''s (and) more'"),
+            Some("(PartitionKey eq 'x and y')".into())
+        );
+        assert_eq!(
+            bounds("PartitionKey%20eq%20%27a%27%20and%20N%20eq%207"),
+            Some("(PartitionKey eq 'a')".into()),
+            "as sent, percent-encoded"
+        );
+        assert!(is_query_option("%24filter") && is_query_option("$top"));
+        assert!(!is_query_option("NextPartitionKey") && !is_query_option("sig"));
+    }
+
+    #[test]
+    fn a_scanned_query_costs_its_returned_units_and_one_per_other_entity_read() {
+        let big = format!(
+            r#"{{"PartitionKey":"a","RowKey":"2","N":"{}"}}"#,
+            "x".repeat(2_000)
+        );
+        let page = format!(r#"{{"value":[{{"PartitionKey":"a","RowKey":"1"}},{big}]}}"#);
+        let returned = query_cost(200, page.as_bytes(), None);
+        assert_eq!(returned, Cost::partition("a", 3), "1 and 2 KiB units");
+        let counted = entity_count(page.as_bytes());
+        assert_eq!(counted, Cost::partition("a", 2));
+        assert_eq!(last_keys(page.as_bytes()), Some(("a".into(), "2".into())));
+        let mut scanned = Cost::partition("a", 10);
+        scanned.add(Some("b".into()), 4);
+        let cost = with_scanned(returned, &counted, &scanned);
+        let mut parts: Vec<_> = cost.partitions().collect();
+        parts.sort_unstable();
+        assert_eq!(parts, [("a", 11), ("b", 4)], "3 units + 8 more read in a");
+        assert_eq!(
+            through("O'B", "r"),
+            "(PartitionKey lt 'O''B' or (PartitionKey eq 'O''B' and RowKey le 'r'))"
+        );
+        assert_eq!(last_keys(br#"{"value":[]}"#), None);
     }
 
     #[test]

@@ -87,6 +87,8 @@ pub(crate) struct ResponseHead {
     pub(crate) body: Body,
     /// Upstream will close the connection after this response.
     pub(crate) close: bool,
+    /// Header fields, names in lower case.
+    headers: Vec<(String, String)>,
 }
 
 impl ResponseHead {
@@ -116,7 +118,16 @@ impl ResponseHead {
             status,
             body,
             close,
+            headers: fields.headers,
         })
+    }
+
+    /// The first value of header `name` (lower case).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A 1xx response other than 101: the final response still follows.

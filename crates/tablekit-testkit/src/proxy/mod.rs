@@ -10,6 +10,7 @@ mod intercept;
 mod multipart;
 mod page;
 mod plan;
+mod scan;
 mod stats;
 mod synthetic;
 mod throttle;
@@ -187,9 +188,12 @@ impl FaultProxy {
     /// - a transaction (`POST …/$batch`): 1 per operation, in the partition its request line
     ///   (or, for an insert, its entity) names;
     /// - a query (`GET …/T()`): admitted while its partition (if the filter names exactly one)
-    ///   and the account hold a token; then charged 1 per entity returned, in each entity's
-    ///   partition, when the response arrives — the buckets may go into debt, which refuses
-    ///   later requests. A page without entities costs 1;
+    ///   and the account hold a token; then charged, when the response arrives, each entity
+    ///   returned in its KiB units and each other entity it scanned 1, in each entity's
+    ///   partition — the buckets may go into debt, which refuses later requests. A filter that
+    ///   tests properties other than the keys scans its key range from where the page starts
+    ///   through its last entity (or the range's end): the proxy asks upstream for those keys,
+    ///   with the query's own credentials. A page without entities costs 1;
     /// - anything else (tables, queues, blobs): 1 against the account.
     ///
     /// A bucket admits a cost when it holds that many tokens — or, for a cost larger than the
