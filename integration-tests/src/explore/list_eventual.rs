@@ -30,6 +30,19 @@ fn list(account: &Account, names: &Names) -> EventualList<Employee> {
     EventualList::separate(table.clone(), table, spec(), queue).with_clock_skew_allowance(SKEW)
 }
 
+/// The account of the workers: another process, with the default (Azure's) budgets, not the
+/// writer's starved one.
+fn workers(account: &Account) -> Account {
+    account
+        .with_settings(
+            account
+                .settings()
+                .clone()
+                .with_throughput(ThroughputPolicy::default()),
+        )
+        .expect("settings")
+}
+
 /// Every employee of `ids` is listed under its last name, or a job for it is queued or
 /// poisoned.
 async fn check_listed(direct: &Account, names: &Names, ids: &[u32]) -> Result<(), String> {
@@ -117,16 +130,7 @@ impl Scenario for GovernedInsert {
 
     async fn operate(&self, names: &Names, account: &Account) -> Outcome {
         let list = list(account, names);
-        // The worker is another process, with the default (Azure's) budgets.
-        let worker_account = account
-            .with_settings(
-                account
-                    .settings()
-                    .clone()
-                    .with_throughput(ThroughputPolicy::default()),
-            )
-            .expect("settings");
-        let worker = self::list(&worker_account, names).worker(worker_options());
+        let worker = self::list(&workers(account), names).worker(worker_options());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let inserts = async {
             let mut result = Ok(tablekit_core::ETag::new(""));
@@ -154,7 +158,7 @@ impl Scenario for GovernedInsert {
         account: &Account,
         _report: Option<&Outcome>,
     ) -> Result<(), String> {
-        list(account, names)
+        list(&workers(account), names)
             .worker(worker_options())
             .drain()
             .await
