@@ -15,17 +15,10 @@
 //! 4. **Probe.** While requests keep waiting for it, the rate grows by `probe` per second
 //!    (compounded), up to `probe_limit` × the target, until the next throttling answer.
 //!
-//! Requests wait in line, first come first served: one the bucket cannot pay for now takes its
-//! tokens at once (the level goes into debt) and waits until the refill has paid off the debt
-//! of everything ahead of it and its own need; a request that comes later finds that debt and
-//! waits behind it, whatever its size. One that leaves the line unadmitted (its deadline, its
-//! caller gone) gives its tokens back to those behind it.
-//!
 //! A probe that finds no more capacity costs the requests in flight when the service starts
 //! refusing (one to a few), and [`PROBE_REQUESTS`] keeps probes that many requests apart; a
 //! budget that grew (autoscale) is found by the next probe and a few seconds of growth.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::ThroughputPolicy;
@@ -64,12 +57,6 @@ pub(super) struct Budget {
     paused_until: Option<Instant>,
     /// `policy.recovery`, in seconds.
     recovery: f64,
-    /// The requests in line, by ticket (tickets grow in the order requests join a line), each
-    /// with the tokens `committed` before it joined.
-    line: BTreeMap<u64, f64>,
-    /// Tokens taken by admissions and by requests joining the line, counted from when the
-    /// line was last empty.
-    committed: f64,
 }
 
 impl Budget {
@@ -99,8 +86,6 @@ impl Budget {
             refilled: now,
             paused_until: None,
             recovery: policy.recovery.as_secs_f64(),
-            line: BTreeMap::new(),
-            committed: 0.0,
         }
     }
 
@@ -211,24 +196,8 @@ impl Budget {
         refill.max(paused)
     }
 
-    /// Takes `cost` tokens for a request admitted now (the level may go negative: debt the
-    /// refill pays off first, before anyone who comes later).
+    /// Takes `cost` tokens (the level may go negative: debt the refill pays off first).
     pub(super) fn take(
-        &mut self,
-        cost: f64,
-        now: Instant,
-        requests: u64,
-        policy: &ThroughputPolicy,
-    ) {
-        if self.rate(now).is_finite() {
-            self.committed += cost;
-        }
-        self.owe(cost, now, requests, policy);
-    }
-
-    /// Takes `cost` tokens owed for what was already sent (a query's entities, counted when it
-    /// is answered): debt that delays the requests in line as well as later ones.
-    pub(super) fn owe(
         &mut self,
         cost: f64,
         now: Instant,
@@ -241,91 +210,6 @@ impl Budget {
             self.level -= cost;
             self.own += 1;
         }
-    }
-
-    /// A request of `cost` arrives: takes its tokens and returns zero when the budget can pay
-    /// now (as [`wait_for`](Self::wait_for) and [`take`](Self::take)); else puts it in line
-    /// as `ticket` — its tokens taken now, so that a request that comes later waits behind
-    /// it — and returns how long until its turn at the present rate (see
-    /// [`wait_in_line`](Self::wait_in_line)).
-    pub(super) fn enter(
-        &mut self,
-        ticket: u64,
-        cost: f64,
-        now: Instant,
-        requests: u64,
-        policy: &ThroughputPolicy,
-    ) -> Duration {
-        let wait = self.wait_for(cost, now, requests, policy);
-        if !wait.is_zero() {
-            if self.line.is_empty() {
-                self.committed = 0.0;
-            }
-            self.line.insert(ticket, self.committed);
-        }
-        self.take(cost, now, requests, policy);
-        wait
-    }
-
-    /// How long until `ticket` (in line for `cost`, see [`enter`](Self::enter)) is admitted:
-    /// until the refill has paid off what was taken before it joined and its own need (its
-    /// cost, at most a full bucket). Zero: now, and it leaves the line. A cut or a pause
-    /// delays it; what comes after it does not.
-    pub(super) fn wait_in_line(
-        &mut self,
-        ticket: u64,
-        cost: f64,
-        now: Instant,
-        requests: u64,
-        policy: &ThroughputPolicy,
-    ) -> Duration {
-        let paused = self
-            .paused_until
-            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
-        self.advance(now, requests, policy);
-        let Some(&before) = self.line.get(&ticket) else {
-            return paused;
-        };
-        let rate = self.rate(now);
-        let mut wait = paused;
-        if rate.is_finite() {
-            self.refill(now, policy.burst);
-            // The level had nothing been taken since this ticket joined but its own tokens.
-            let level = self.level + (self.committed - before);
-            let need = cost.max(1.0).min(self.depth(now, policy.burst));
-            let short = need - level;
-            if short > 0.0 {
-                self.short_at = Some(now);
-                wait = wait.max(Duration::from_secs_f64((short / rate).min(3_600.0)));
-            }
-        }
-        if wait.is_zero() {
-            self.line.remove(&ticket);
-        }
-        wait
-    }
-
-    /// Gives back the `cost` tokens of `ticket`, which leaves the line (or was admitted and is
-    /// not sent): those behind it move up. Returns whether any request was behind it.
-    pub(super) fn leave(&mut self, ticket: u64, cost: f64, now: Instant, burst: Duration) -> bool {
-        self.line.remove(&ticket);
-        if !self.rate(now).is_finite() {
-            return false;
-        }
-        let mut behind = false;
-        for (_, before) in self.line.range_mut(ticket + 1..) {
-            *before -= cost;
-            behind = true;
-        }
-        self.refill(now, burst);
-        self.committed -= cost;
-        self.level = (self.level + cost).min(self.depth(now, burst));
-        behind
-    }
-
-    /// Whether requests wait in line.
-    pub(super) fn has_line(&self) -> bool {
-        !self.line.is_empty()
     }
 
     /// Whether a cut was made less than `cooldown` before `now`: a refusal now belongs to the
@@ -390,7 +274,7 @@ impl Budget {
             let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
             self.level + rate * dt >= self.depth(now, burst)
         };
-        unpaused && full && self.cut.is_none() && self.boost == 1.0 && self.line.is_empty()
+        unpaused && full && self.cut.is_none() && self.boost == 1.0
     }
 }
 

@@ -131,8 +131,6 @@ struct State {
     lookups: u32,
     /// Requests admitted so far: a probe waits for enough of them (see `budget`).
     requests: u64,
-    /// The last ticket given to a request joining a budget's line.
-    tickets: u64,
 }
 
 /// Partitions are looked up this many times between sweeps of idle entries.
@@ -151,9 +149,7 @@ impl State {
                 .max(policy.probe_after);
             self.partitions.retain(|_, s| {
                 let quiet = now.saturating_duration_since(s.touched);
-                s.budget.has_line()
-                    || quiet < idle
-                    || (quiet < FORGET_AFTER && !s.budget.is_at_rest(now, policy.burst))
+                quiet < idle || (quiet < FORGET_AFTER && !s.budget.is_at_rest(now, policy.burst))
             });
         }
         // Looked up before inserting: no allocation for a partition already known (a bulk
@@ -168,26 +164,6 @@ impl State {
             .expect("inserted above when missing");
         scope.touched = now;
         scope
-    }
-
-    fn ticket(&mut self) -> u64 {
-        self.tickets += 1;
-        self.tickets
-    }
-
-    /// Counts a request admitted by both its budgets.
-    fn admitted(
-        &mut self,
-        partition: Option<&str>,
-        cost: f64,
-        policy: &ThroughputPolicy,
-        now: Instant,
-    ) {
-        if let Some(pk) = partition {
-            self.partition(pk, policy, now).sent.add(cost as u64, now);
-        }
-        self.account.sent.add(cost as u64, now);
-        self.requests += 1;
     }
 
     /// Whether the refusal of partition `pk` is the partition's own: it has no budget (the
@@ -258,8 +234,6 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 pub(crate) struct Governor {
     policy: ThroughputPolicy,
     state: Mutex<State>,
-    /// Wakes the waiting requests when one left a line unadmitted: those behind it moved up.
-    moved_up: tokio::sync::Notify,
 }
 
 impl Governor {
@@ -271,10 +245,8 @@ impl Governor {
                 partitions: HashMap::new(),
                 lookups: 0,
                 requests: 0,
-                tickets: 0,
             }),
             policy,
-            moved_up: tokio::sync::Notify::new(),
         }
     }
 
@@ -289,29 +261,23 @@ impl Governor {
 
     /// Waits until `charge` fits its budgets and takes it, but not past `until`: returns the
     /// time waited, or `None` (having taken nothing) as soon as the budgets cannot hold it by
-    /// then. Requests are admitted first come, first served: one that waits holds its place
-    /// in its partition's line, then in the account's (see [`Waiter`]); dropping the future
-    /// gives its place back.
+    /// then.
     pub(crate) async fn admit(&self, charge: &Charge, until: Option<Instant>) -> Option<Duration> {
         if !self.governs(charge) {
             return Some(Duration::ZERO);
         }
         let start = Instant::now();
-        let mut waiter = Waiter::new(self, charge, until);
         loop {
-            // Listening before the step: a request ahead that leaves after it still wakes us.
-            let moved_up = self.moved_up.notified();
-            let mut moved_up = std::pin::pin!(moved_up);
-            moved_up.as_mut().enable();
-            match waiter.step(Instant::now()) {
-                Step::Admitted => return Some(start.elapsed()),
-                Step::Refused => return None,
-                // Never spin: a wait shorter than the timer's resolution is rounded up.
-                Step::Wait(wait) => {
-                    let _ =
-                        tokio::time::timeout(wait.max(Duration::from_millis(1)), moved_up).await;
-                }
+            let now = Instant::now();
+            let wait = self.try_admit(charge, now, true);
+            if wait.is_zero() {
+                return Some(start.elapsed());
             }
+            if until.is_some_and(|until| now + wait > until) {
+                return None;
+            }
+            // Never spin: a wait shorter than the timer's resolution is rounded up.
+            tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         }
     }
 
@@ -345,11 +311,13 @@ impl Governor {
             wait = wait.max(scope.budget.wait_for(cost, now, requests, policy));
             if take && wait.is_zero() {
                 scope.budget.take(cost, now, requests, policy);
+                scope.sent.add(cost as u64, now);
             }
         }
         if take && wait.is_zero() {
             state.account.budget.take(cost, now, requests, policy);
-            state.admitted(charge.partition_key(), cost, policy, now);
+            state.account.sent.add(cost as u64, now);
+            state.requests += 1;
         }
         wait
     }
@@ -372,7 +340,7 @@ impl Governor {
         if let Some(pk) = pk {
             let scope = state.partition(pk, policy, now);
             if take {
-                scope.budget.owe(n as f64, now, requests, policy);
+                scope.budget.take(n as f64, now, requests, policy);
             }
             scope.meter.add(n, now);
             let rate = scope.meter.rate(now);
@@ -380,7 +348,7 @@ impl Governor {
         }
         let account = &mut state.account;
         if take {
-            account.budget.owe(n as f64, now, requests, policy);
+            account.budget.take(n as f64, now, requests, policy);
         }
         account.meter.add(n, now);
         let rate = account.meter.rate(now);
@@ -487,205 +455,6 @@ impl Governor {
         for scope in state.partitions.values_mut() {
             scope.meter = Window::new(self.policy.window, now);
         }
-    }
-}
-
-/// One request waiting for its budgets ([`Governor::admit`] without the clock: a test steps
-/// it on a simulated one).
-///
-/// Each budget admits first come, first served. A request the budget cannot pay for now joins
-/// its line, its tokens taken at once (the bucket goes into debt), and is admitted once the
-/// refill has paid off everything taken before it and its own need; a request that comes later
-/// finds that debt and waits behind it, however small. So under a saturated budget a request
-/// waits for what came before it — about the line's length × one request's share — never for
-/// an unbounded run of later ones. A request first waits in its partition's line, then, its
-/// partition's tokens taken, in the account's: one waiting for a busy partition does not hold
-/// up the account's line for the others.
-///
-/// A request that leaves a line unadmitted — refused at its deadline, or dropped by its caller
-/// — gives its tokens back (those of its partition too, if it got past it): the requests behind
-/// it move up and are woken to see it. Nothing is left taken for a request that was not sent.
-#[derive(Debug)]
-pub(crate) struct Waiter<'a> {
-    governor: &'a Governor,
-    charge: &'a Charge,
-    until: Option<Instant>,
-    place: Place,
-}
-
-/// Where a [`Waiter`] stands. Tickets are those of the budgets' lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// In no line yet.
-    New,
-    /// In its partition's line.
-    Partition(u64),
-    /// Past its partition's budget (its ticket there, `None`: no partition), its tokens taken;
-    /// not yet in the account's line.
-    Passed(Option<u64>),
-    /// Past its partition's budget, in the account's line (the second ticket).
-    Account(Option<u64>, u64),
-    /// Admitted or refused: holds nothing.
-    Done,
-}
-
-/// What a [`Waiter`] is to do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// Admitted: its budgets were charged.
-    Admitted,
-    /// Its budgets cannot admit it before its deadline: nothing is left charged.
-    Refused,
-    /// Step again after this long (or sooner).
-    Wait(Duration),
-}
-
-impl<'a> Waiter<'a> {
-    pub(crate) fn new(governor: &'a Governor, charge: &'a Charge, until: Option<Instant>) -> Self {
-        Self {
-            governor,
-            charge,
-            until,
-            place: Place::New,
-        }
-    }
-
-    /// Moves the request on at `now`: into its lines, from one to the next, to admission, or
-    /// out when it can no longer be admitted before its deadline.
-    pub(crate) fn step(&mut self, now: Instant) -> Step {
-        let policy = &self.governor.policy;
-        let pk = self.charge.partition_key();
-        let cost = f64::from(self.charge.upfront_cost());
-        let late = |wait: Duration| self.until.is_some_and(|until| now + wait > until);
-        let mut state = self.governor.lock();
-        let requests = state.requests;
-        let step = loop {
-            match self.place {
-                Place::New => {
-                    let mut wait = state.account.budget.wait_for(cost, now, requests, policy);
-                    if let Some(pk) = pk {
-                        let scope = state.partition(pk, policy, now);
-                        wait = wait.max(scope.budget.wait_for(cost, now, requests, policy));
-                    }
-                    if late(wait) {
-                        break Step::Refused;
-                    }
-                    let Some(pk) = pk else {
-                        self.place = Place::Passed(None);
-                        continue;
-                    };
-                    let ticket = state.ticket();
-                    let scope = state.partition(pk, policy, now);
-                    let wait = scope.budget.enter(ticket, cost, now, requests, policy);
-                    if !wait.is_zero() {
-                        self.place = Place::Partition(ticket);
-                        break Step::Wait(wait);
-                    }
-                    self.place = Place::Passed(Some(ticket));
-                }
-                Place::Partition(ticket) => {
-                    let scope = state.partition(pk.unwrap_or_default(), policy, now);
-                    let wait = scope
-                        .budget
-                        .wait_in_line(ticket, cost, now, requests, policy);
-                    let account = state.account.budget.wait_for(cost, now, requests, policy);
-                    if late(wait.max(account)) {
-                        break Step::Refused;
-                    }
-                    if !wait.is_zero() {
-                        break Step::Wait(wait);
-                    }
-                    self.place = Place::Passed(Some(ticket));
-                }
-                Place::Passed(partition) => {
-                    let account = &mut state.account.budget;
-                    if late(account.wait_for(cost, now, requests, policy)) {
-                        break Step::Refused;
-                    }
-                    let ticket = state.ticket();
-                    let wait = state
-                        .account
-                        .budget
-                        .enter(ticket, cost, now, requests, policy);
-                    if wait.is_zero() {
-                        break Step::Admitted;
-                    }
-                    self.place = Place::Account(partition, ticket);
-                    break Step::Wait(wait);
-                }
-                Place::Account(_, ticket) => {
-                    let account = &mut state.account.budget;
-                    let wait = account.wait_in_line(ticket, cost, now, requests, policy);
-                    if late(wait) {
-                        break Step::Refused;
-                    }
-                    if wait.is_zero() {
-                        break Step::Admitted;
-                    }
-                    break Step::Wait(wait);
-                }
-                Place::Done => break Step::Refused,
-            }
-        };
-        match step {
-            Step::Admitted => {
-                state.admitted(pk, cost, policy, now);
-                self.place = Place::Done;
-            }
-            Step::Refused => {
-                let moved_up = self.give_back(&mut state, now);
-                drop(state);
-                if moved_up {
-                    self.governor.moved_up.notify_waiters();
-                }
-            }
-            Step::Wait(_) => {}
-        }
-        step
-    }
-
-    /// Leaves the lines it is in, giving back the tokens it took. Returns whether any request
-    /// moved up.
-    fn give_back(&mut self, state: &mut State, now: Instant) -> bool {
-        let policy = &self.governor.policy;
-        let cost = f64::from(self.charge.upfront_cost());
-        let (partition, account) = match std::mem::replace(&mut self.place, Place::Done) {
-            Place::New | Place::Done => return false,
-            Place::Partition(ticket) => (Some(ticket), None),
-            Place::Passed(partition) => (partition, None),
-            Place::Account(partition, ticket) => (partition, Some(ticket)),
-        };
-        let mut moved_up = false;
-        if let Some(ticket) = account {
-            moved_up |= state.account.budget.leave(ticket, cost, now, policy.burst);
-        }
-        if let (Some(ticket), Some(pk)) = (partition, self.charge.partition_key()) {
-            let scope = state.partition(pk, policy, now);
-            moved_up |= scope.budget.leave(ticket, cost, now, policy.burst);
-        }
-        moved_up
-    }
-
-    /// Leaves at `now` without being admitted (as dropping it does). Returns whether any
-    /// request moved up (they are woken).
-    fn leave(&mut self, now: Instant) -> bool {
-        if matches!(self.place, Place::New | Place::Done) {
-            return false;
-        }
-        let moved_up = {
-            let mut state = self.governor.lock();
-            self.give_back(&mut state, now)
-        };
-        if moved_up {
-            self.governor.moved_up.notify_waiters();
-        }
-        moved_up
-    }
-}
-
-impl Drop for Waiter<'_> {
-    fn drop(&mut self) {
-        let _ = self.leave(Instant::now());
     }
 }
 
@@ -801,53 +570,6 @@ mod tests {
         assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
     }
 
-    /// Counts the times it is woken.
-    struct Wakes(std::sync::atomic::AtomicUsize);
-
-    impl futures::task::ArcWake for Wakes {
-        fn wake_by_ref(this: &std::sync::Arc<Self>) {
-            this.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_request_that_leaves_the_line_wakes_those_behind_it_at_once() {
-        use std::future::Future as _;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-
-        let g = Governor::new(
-            ThroughputPolicy::default()
-                .with_targets(1_000.0, 100.0)
-                .with_utilization(1.0),
-        );
-        // The account's bucket is spent: turns come every 100 ms.
-        g.try_admit(&Charge::partition("t", "first", 100), Instant::now(), true);
-        let (ahead, behind) = (
-            Charge::partition("t", "a", 10),
-            Charge::partition("t", "b", 10),
-        );
-        let mut first = Box::pin(g.admit(&ahead, None));
-        let mut second = Box::pin(g.admit(&behind, None));
-        let woken = Arc::new(Wakes(AtomicUsize::new(0)));
-        let waker = futures::task::waker(woken.clone());
-        let mut cx = std::task::Context::from_waker(&waker);
-        assert!(first.as_mut().poll(&mut cx).is_pending());
-        let before = woken.0.load(Ordering::SeqCst);
-        assert!(second.as_mut().poll(&mut cx).is_pending());
-        // The one ahead is dropped (its caller gave up): the one behind is woken now, not
-        // at the turn it was told (200 ms on).
-        drop(first);
-        assert!(
-            woken.0.load(Ordering::SeqCst) > before,
-            "woken when it moved up"
-        );
-        assert!(
-            second.as_mut().poll(&mut cx).is_pending(),
-            "its turn is in 100 ms"
-        );
-    }
-
     #[test]
     fn a_partition_that_carries_the_accounts_traffic_is_blamed_for_its_refusal() {
         // One partition read alone (the service serves it 200 entities/s, tablekit was not
@@ -882,7 +604,3 @@ mod tests {
 /// The adaptation against a simulated service, on a simulated clock: no timing, no requests.
 #[cfg(test)]
 mod simulation;
-
-/// The order waiting requests are admitted in, on a simulated clock.
-#[cfg(test)]
-mod order;

@@ -13,9 +13,7 @@ use tablekit_core::{Error, Result};
 /// partition and one of the account; a query is admitted while its buckets hold a token and
 /// is charged by the entities it returned. A request the buckets cannot pay for waits until
 /// they can: that wait is latency, not an error, and is counted in
-/// [`MetricsSnapshot::budget_wait`](crate::MetricsSnapshot::budget_wait). Waiting requests are
-/// admitted first come, first served, in their partition's line and then in the account's: a
-/// request waits for those that came before it, never for a later one, however small.
+/// [`MetricsSnapshot::budget_wait`](crate::MetricsSnapshot::budget_wait).
 ///
 /// With [`adaptive`](Self::adaptive) on, the budgets learn what the service serves, whatever
 /// the targets say (Azure's are "up to"; a Cosmos DB account's throughput changes with
