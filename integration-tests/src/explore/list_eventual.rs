@@ -158,8 +158,11 @@ impl Scenario for GovernedInsert {
         account: &Account,
         _report: Option<&Outcome>,
     ) -> Result<(), String> {
+        // A job whose insert may still land waits out that deadline: polling for it every
+        // second instead of every 100 ms keeps the recovery's requests (each one a fault point)
+        // few.
         list(&workers(account), names)
-            .worker(worker_options())
+            .worker(worker_options().with_idle_backoff_max(Duration::from_secs(1)))
             .drain()
             .await
             .map(|_| ())
