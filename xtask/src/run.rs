@@ -492,6 +492,19 @@ pub(crate) fn explore(args: &[String]) -> Result<(), String> {
     let dir = install.dir().to_string_lossy().into_owned();
     let bless = args.iter().any(|a| a == "--bless-docs");
     let table = workspace_root().join("target/explore/table.md");
+    // The `cli.*` scenarios run the `tablekit` binary beside the explorer's: build it first,
+    // as `cargo test` does for the suite.
+    cargo(
+        &[
+            "build",
+            "--quiet",
+            "-p",
+            "tablekit-cli",
+            "--bin",
+            "tablekit",
+        ],
+        &[],
+    )?;
     let mut cmd: Vec<String> = [
         "run",
         "--quiet",
