@@ -494,17 +494,7 @@ pub(crate) fn explore(args: &[String]) -> Result<(), String> {
     let table = workspace_root().join("target/explore/table.md");
     // The `cli.*` scenarios run the `tablekit` binary beside the explorer's: build it first,
     // as `cargo test` does for the suite.
-    cargo(
-        &[
-            "build",
-            "--quiet",
-            "-p",
-            "tablekit-cli",
-            "--bin",
-            "tablekit",
-        ],
-        &[],
-    )?;
+    build_tool(false)?;
     let mut cmd: Vec<String> = [
         "run",
         "--quiet",
@@ -566,21 +556,26 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let install = install::ensure()?;
     let dir = install.dir().to_string_lossy().into_owned();
     // Workload 10 runs the `tablekit` binary that sits beside the bench's: the same profile.
-    cargo(
-        &[
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "tablekit-cli",
-            "--bin",
-            "tablekit",
-        ],
-        &[],
-    )?;
+    build_tool(true)?;
     let mut cmd = vec!["run", "--release", "--quiet", "-p", "tablekit-bench", "--"];
     cmd.extend(args.iter().map(String::as_str));
     cargo(&cmd, &[("TABLEKIT_AZURITE_DIR", dir.as_str())])
+}
+
+/// Builds the `tablekit` tool, in the release profile or the dev one.
+fn build_tool(release: bool) -> Result<(), String> {
+    let mut args = vec![
+        "build",
+        "--quiet",
+        "-p",
+        "tablekit-cli",
+        "--bin",
+        "tablekit",
+    ];
+    if release {
+        args.insert(1, "--release");
+    }
+    cargo(&args, &[])
 }
 
 /// The mdBook version the book is built with.
