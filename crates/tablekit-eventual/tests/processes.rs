@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use tablekit_azure::Account;
-use tablekit_eventual::{JobQueue, Worker, WorkerOptions, shutdown_signal};
+use tablekit_core::Stored;
+use tablekit_eventual::{Handler, JobQueue, Steps, Worker, WorkerOptions, shutdown_signal};
 use tablekit_testkit::TestStorage;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
-use common::{ArchiveEmployee, Archiver, archive_tables, ids_in, job_queue, seed};
+use common::{ArchiveEmployee, Archiver, Employee, archive_tables, ids_in, job_queue, seed};
 
 /// Set in a child: `<mode> <queue> <Current table> <Archive table>`.
 const CHILD_ENV: &str = "TABLEKIT_EVENTUAL_CHILD";
@@ -50,9 +51,18 @@ async fn worker_child() {
             .unwrap()
             .with_settings(patient())
             .unwrap();
-    let handler = Archiver {
-        current: account.table(current).unwrap(),
-        archive: account.table(archive).unwrap(),
+    let handler = Paced {
+        tables: Archiver {
+            current: account.table(current).unwrap(),
+            archive: account.table(archive).unwrap(),
+        },
+        // A signal must find handlers half way through their writes, so that a stop that
+        // did not let them finish would show (an employee in both tables).
+        pause: if mode == "signal" {
+            Duration::from_millis(200)
+        } else {
+            Duration::ZERO
+        },
     };
     let options = WorkerOptions::default()
         .with_visibility_timeout(Duration::from_secs(3))
@@ -72,9 +82,40 @@ async fn worker_child() {
     }
     .unwrap();
     println!(
-        "CHILD_REPORT processed={} released={} poisoned={}",
-        report.processed, report.released, report.poisoned
+        "CHILD_REPORT processed={} released={} poisoned={} failed_attempts={} queue_errors={} lost_receipts={}",
+        report.processed,
+        report.released,
+        report.poisoned,
+        report.failed_attempts,
+        report.queue_errors,
+        report.lost_receipts
     );
+}
+
+/// The archive handler of `common`, pausing for `pause` between its write to Archive and its
+/// delete from Current.
+struct Paced {
+    tables: Archiver,
+    pause: Duration,
+}
+
+impl Handler<ArchiveEmployee> for Paced {
+    async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> tablekit_core::Result<()> {
+        let keys = (job.department, job.employee_id);
+        let Some(employee): Option<Stored<Employee>> =
+            steps.get(&self.tables.current, keys).await?
+        else {
+            return Ok(());
+        };
+        steps
+            .upsert_replace(&self.tables.archive, &employee.value)
+            .await?;
+        tokio::time::sleep(self.pause).await;
+        steps
+            .delete(&self.tables.current, &employee.value, employee.if_match())
+            .await?;
+        Ok(())
+    }
 }
 
 fn spawn_worker(mode: &str, queue: &JobQueue<ArchiveEmployee>, tables: &Archiver) -> Child {
@@ -114,6 +155,9 @@ struct WorkerReportLine {
     processed: u64,
     released: u64,
     poisoned: u64,
+    failed_attempts: u64,
+    queue_errors: u64,
+    lost_receipts: u64,
 }
 
 impl WorkerReportLine {
@@ -132,6 +176,9 @@ impl WorkerReportLine {
             processed: field("processed"),
             released: field("released"),
             poisoned: field("poisoned"),
+            failed_attempts: field("failed_attempts"),
+            queue_errors: field("queue_errors"),
+            lost_receipts: field("lost_receipts"),
         }
     }
 }
@@ -217,6 +264,10 @@ async fn four_worker_processes_share_one_queue() {
 async fn sigterm_stops_a_worker_gracefully_between_jobs() {
     let account = common::account_with(patient());
     let (tables, queue) = scenario(&account, 200).await;
+    // A put whose response was lost (a timeout under load) is retried and enqueues its job
+    // twice, as `JobQueue::enqueue` documents. The checks below allow for those duplicates
+    // and for nothing else.
+    let duplicates = queue.approximate_len().await.unwrap() - 200;
     let mut child = spawn_worker("signal", &queue, &tables);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     while let Some(line) = lines.next_line().await.unwrap() {
@@ -245,21 +296,40 @@ async fn sigterm_stops_a_worker_gracefully_between_jobs() {
     // handlers already running finished (the grace period is 30 s).
     assert!(report.released <= 16, "{report:?}");
 
-    // Every job the worker started, it finished: nobody is in both tables, and each employee
-    // still in Current still has its message.
+    // Every job the worker started, it finished — unless one of its requests failed for
+    // good, which the report counts: nobody is in both tables, and each employee still in
+    // Current still has its message and no other job's message is left.
     let current = ids_in(&tables.current).await;
     let archived = ids_in(&tables.archive).await;
-    assert!(current.is_disjoint(&archived));
-    assert_eq!(current.len() + archived.len(), 200);
-    assert!(!current.is_empty(), "stopped before the end");
-    assert_eq!(queue.approximate_len().await.unwrap(), current.len());
+    let queued = queue.approximate_len().await.unwrap();
+    let failures = report.failed_attempts + report.queue_errors + report.lost_receipts;
+    let state = format!(
+        "{report:?}; {} in Current, {} in Archive, {} in both, {queued} queued, \
+         {duplicates} enqueued twice",
+        current.len(),
+        archived.len(),
+        current.intersection(&archived).count()
+    );
+    assert!(
+        current.intersection(&archived).count() as u64 <= failures,
+        "{state}"
+    );
+    assert_eq!(current.union(&archived).count(), 200, "{state}");
+    assert!(!current.is_empty(), "stopped before the end: {state}");
+    assert!(
+        queued >= current.len() && queued <= current.len() + duplicates + failures as usize,
+        "{state}"
+    );
 
     let options = common::quick_options().with_concurrency(16);
     let rest = Worker::new(queue.clone(), tables.clone(), options)
         .drain()
         .await
         .unwrap();
-    assert_eq!(rest.processed as usize, current.len());
+    assert!(
+        (current.len()..=queued).contains(&(rest.processed as usize)),
+        "{rest:?} after {state}"
+    );
     assert_all_archived(&tables, &queue, 200).await;
     common::cleanup(&queue, &tables).await;
 }
