@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::governor::{Charge, Governor, ThroughputPolicy};
+use crate::governor::{Charge, Governor, Refusal, ThroughputPolicy};
 
 /// Partitions listed in [`MetricsSnapshot::hottest_partitions`].
 const HOTTEST: usize = 5;
@@ -317,11 +317,11 @@ impl Metrics {
     }
 
     /// The answer to a charged request: counts what it served, or adapts to a refusal.
-    pub(crate) fn answered(&self, charge: &Charge, throttled: Option<Option<Duration>>) {
+    pub(crate) fn answered(&self, charge: &Charge, throttled: Option<Refusal>) {
         match throttled {
             None => self.served(charge.partition_key(), charge.upfront_cost().into(), false),
-            Some(hint) => {
-                if self.governor.throttled(charge, hint) {
+            Some(refusal) => {
+                if self.governor.throttled(charge, refusal) {
                     add(&self.counters.budget_cuts, 1);
                 }
             }
@@ -404,7 +404,7 @@ impl Metrics {
             add(&self.counters.throttled, 1);
         }
         // The answers the governor takes for throttling: 429, 503 and 500 OperationTimedOut.
-        if crate::governor::throttling_hint(error, Duration::ZERO).is_some() {
+        if crate::governor::throttling(error, Duration::ZERO).is_some() {
             add(&self.counters.throttled_responses, 1);
         }
     }

@@ -295,6 +295,8 @@ mod tests {
         let hinted = |ms: u64| Error::Throttled {
             status: 429,
             code: None,
+            message: String::new(),
+            scope: tablekit_core::ThrottleScope::Unspecified,
             retry_after: Some(Duration::from_millis(ms)),
             ids: tablekit_core::RequestIds::default(),
         };

@@ -9,7 +9,7 @@ use azure_core::headers::Headers;
 use azure_core::{Context, Pipeline, Request};
 use azure_storage::clients::ServiceType;
 use bytes::Bytes;
-use tablekit_core::{Error, RequestIds, ResourceKind, Result, Target};
+use tablekit_core::{Error, RequestIds, ResourceKind, Result, Target, ThrottleScope};
 use tracing::Instrument as _;
 
 use crate::account::Account;
@@ -27,6 +27,9 @@ pub(crate) struct ResponseNotes {
     refused: AtomicBool,
     /// The service's id of the request (`x-ms-request-id`), when it answered.
     request_id: Mutex<Option<String>>,
+    /// The message of a throttling answer's body (the SDK's error does not read the Table
+    /// service's JSON errors): it tells an account over its target from a partition.
+    message: Mutex<Option<String>>,
 }
 
 /// The header carrying the client's id of a request.
@@ -56,6 +59,21 @@ impl ResponseNotes {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hint);
         }
+    }
+
+    /// Keeps the message of a throttling answer's body.
+    pub(crate) fn record_message(&self, message: Option<String>) {
+        *self
+            .message
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = message;
+    }
+
+    fn message(&self) -> Option<String> {
+        self.message
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn retry_after(&self) -> Option<Duration> {
@@ -379,11 +397,10 @@ impl Account {
                 }
             };
             metrics.error(&error);
-            let throttling =
-                crate::governor::throttling_hint(&error, settings.retry.max_retry_after);
-            let hint = throttling.flatten();
-            if let Some(hint) = throttling {
-                metrics.answered(charge, Some(hint));
+            let throttling = crate::governor::throttling(&error, settings.retry.max_retry_after);
+            let hint = throttling.and_then(|refusal| refusal.hint);
+            if let Some(refusal) = throttling {
+                metrics.answered(charge, Some(refusal));
             } else if error.status().is_some() {
                 // Answered, so the service did the work of reading it.
                 metrics.answered(charge, None);
@@ -458,9 +475,23 @@ async fn attempt(
         Ok(response) => response,
         Err(e) => {
             let mut error = map_error(e, target);
-            if let Error::Throttled { retry_after, .. } = &mut error {
+            if let Error::Throttled {
+                status,
+                code,
+                message,
+                scope,
+                retry_after,
+                ..
+            } = &mut error
+            {
                 if retry_after.is_none() {
                     *retry_after = notes.retry_after();
+                }
+                if message.is_empty() {
+                    if let Some(read) = notes.message() {
+                        *scope = ThrottleScope::of_answer(*status, code.as_deref(), &read);
+                        *message = read;
+                    }
                 }
             }
             return Err(failed(error));

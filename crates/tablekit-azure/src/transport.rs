@@ -230,6 +230,11 @@ impl Policy for Transport {
         }
         let bytes = response.bytes().await.map_err(io)?;
         self.metrics.received(bytes.len());
+        if matches!(u16::from(status), 429 | 500 | 503) {
+            if let Some(notes) = ctx.get::<Arc<ResponseNotes>>() {
+                notes.record_message(tablekit_core::wire::error_message(&bytes));
+            }
+        }
         let stream = futures::stream::once(async move { Ok::<_, azure_core::Error>(bytes) });
         Ok(Response::new(status, headers, Box::pin(stream)))
     }

@@ -199,12 +199,16 @@ pub enum Error {
         target: Target,
     },
     /// The service is throttling or timed out (HTTP 503, 500 OperationTimedOut, 429).
-    #[error("throttled by the service (HTTP {status}{}){ids}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    #[error("throttled by the service (HTTP {status}{}){}{ids}", code.as_deref().map(|c| format!(", {c}")).unwrap_or_default(), if message.is_empty() { String::new() } else { format!(": {message}") })]
     Throttled {
         /// The HTTP status.
         status: u16,
         /// The service's error code.
         code: Option<String>,
+        /// The service's message (empty when it gave none).
+        message: String,
+        /// Which of the service's targets the answer says was exceeded.
+        scope: ThrottleScope,
         /// How long the service asked us to wait, if it said.
         retry_after: Option<Duration>,
         /// The request's ids, to follow it into the service's logs.
@@ -529,6 +533,40 @@ impl fmt::Display for ConnectionFailure {
             ConnectionFailure::Dns => "host name not found",
             ConnectionFailure::Refused => "connection refused",
         })
+    }
+}
+
+/// Which scalability target a throttling answer ([`Error::Throttled`]) says was exceeded.
+///
+/// Azure Table storage answers both a partition and an account over its target with
+/// `503 ServerBusy`, and tells them apart only in the message: "… is over the account limit"
+/// for the account (operations per second, ingress or egress), "The server is busy." for the
+/// server holding the partition. Its other throttling answer, `500 OperationTimedOut`, and the
+/// Cosmos DB Table API's `429 TooManyRequests` do not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ThrottleScope {
+    /// The storage account as a whole is over its target.
+    Account,
+    /// The partition addressed (or the server holding it) is over its target.
+    Partition,
+    /// The answer does not say.
+    Unspecified,
+}
+
+impl ThrottleScope {
+    /// The scope a throttling answer with `status`, `code` and `message` names.
+    pub fn of_answer(status: u16, code: Option<&str>, message: &str) -> Self {
+        if status != 503 || code.is_some_and(|c| c != "ServerBusy") {
+            return ThrottleScope::Unspecified;
+        }
+        if message.contains("over the account limit") {
+            ThrottleScope::Account
+        } else if message.starts_with("The server is busy") {
+            ThrottleScope::Partition
+        } else {
+            ThrottleScope::Unspecified
+        }
     }
 }
 
@@ -891,6 +929,8 @@ mod tests {
             Error::Throttled {
                 status: 503,
                 code: None,
+                message: String::new(),
+                scope: ThrottleScope::Unspecified,
                 retry_after: None,
                 ids: RequestIds::default(),
             },

@@ -29,7 +29,7 @@ pub use edm::value::{EdmType, EdmValue};
 pub use entity::{ENTITY_TYPE, ETag, Entity, IfMatch, OrUnknown, Stored};
 pub use error::{
     BoxError, ConnectionFailure, Error, ErrorKind, KeyKind, Limit, NameKind, RequestIds,
-    ResourceKind, Result, Target,
+    ResourceKind, Result, Target, ThrottleScope,
 };
 pub use query_shape::QueryShape;
 pub use table_entity::{AsEntity, IntoKeys, TableEntity};

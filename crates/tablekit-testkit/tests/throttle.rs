@@ -15,7 +15,7 @@ use support::Client;
 use tablekit_azure::{RetryPolicy, Settings, Table};
 use tablekit_core::batch::{BatchPlan, Operation};
 use tablekit_core::filter::Filter;
-use tablekit_core::{Entity, Error, Keys, Properties};
+use tablekit_core::{Entity, Error, Keys, Properties, ThrottleScope};
 use tablekit_testkit::fixtures::{Proxied, proxied};
 use tablekit_testkit::{Fault, ThrottleMode, ThrottleModel, unique_table_name};
 use tokio::task::JoinSet;
@@ -43,12 +43,25 @@ fn per_partition(rate: f64, burst: Duration) -> ThrottleModel {
         .with_burst(burst)
 }
 
-/// Asserts that `result` is the model's refusal as the client sees it: 503 `ServerBusy`.
+/// Asserts that `result` is the model's refusal of a partition as the client sees it:
+/// 503 `ServerBusy` naming the partition.
 #[track_caller]
 fn assert_server_busy<T: std::fmt::Debug>(result: &Result<T, Error>) {
+    assert_refused_for(result, ThrottleScope::Partition);
+}
+
+/// Asserts that `result` is a 503 `ServerBusy` whose message names `scope`.
+#[track_caller]
+fn assert_refused_for<T: std::fmt::Debug>(result: &Result<T, Error>, scope: ThrottleScope) {
     match result {
-        Err(Error::Throttled { status, code, .. }) => {
+        Err(Error::Throttled {
+            status,
+            code,
+            scope: named,
+            ..
+        }) => {
             assert_eq!((*status, code.as_deref()), (503, Some("ServerBusy")));
+            assert_eq!(*named, scope, "{result:?}");
         }
         other => panic!("expected 503 ServerBusy, got {other:?}"),
     }
@@ -380,4 +393,27 @@ async fn the_same_partition_key_in_two_tables_is_two_partitions_with_two_budgets
     for table in [first, second] {
         table.delete_table().await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_refusal_names_the_account_or_the_partition_as_the_service_does() {
+    let p = proxied(no_retries());
+    let table = created_table(&p, "throttlescope").await;
+    // The account 5 deep and refilling one entity in 20 s; partitions unlimited.
+    p.table.set_throttle(
+        ThrottleModel::default()
+            .with_per_partition(f64::INFINITY)
+            .with_per_account(0.05)
+            .with_burst(Duration::from_secs(100)),
+    );
+    table.submit(&inserts("a", 5)).await.unwrap();
+    let refused = table.insert(&entity("b", "1")).await;
+    assert_refused_for(&refused, ThrottleScope::Account);
+    let shown = refused.unwrap_err().to_string();
+    assert!(
+        shown.contains("over the account limit"),
+        "the service's message is shown: {shown}"
+    );
+    p.table.clear_throttle();
+    table.delete_table().await.unwrap();
 }

@@ -3,18 +3,29 @@
 
 use std::time::Duration;
 
-use tablekit_core::Error;
+use tablekit_core::{Error, ThrottleScope};
 
-/// The governor's reading of a failed attempt: `Some(hint)` when the answer is a throttling
-/// answer (with the wait the service asked for, capped at `max_hint`), `None` otherwise.
+/// A throttling answer as the governor reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The wait the service asked for, capped.
+    pub(crate) hint: Option<Duration>,
+    /// Which target the answer says was exceeded.
+    pub(crate) scope: ThrottleScope,
+}
+
+/// The governor's reading of a failed attempt: `Some` when the answer is a throttling answer
+/// (with the wait the service asked for, capped at `max_hint`, and the target it names),
+/// `None` otherwise.
 ///
 /// Throttling answers are `429 TooManyRequests` (the Cosmos DB Table API), `503 ServerBusy`
 /// and `500 OperationTimedOut` (Azure Table storage answers a partition or an account over its
 /// scalability targets with either). Other 500s are failures of the service, not of the rate.
-pub(crate) fn throttling_hint(error: &Error, max_hint: Duration) -> Option<Option<Duration>> {
+pub(crate) fn throttling(error: &Error, max_hint: Duration) -> Option<Refusal> {
     let Error::Throttled {
         status,
         code,
+        scope,
         retry_after,
         ..
     } = error
@@ -26,7 +37,10 @@ pub(crate) fn throttling_hint(error: &Error, max_hint: Duration) -> Option<Optio
         500 => code.as_deref() == Some("OperationTimedOut"),
         _ => false,
     };
-    throttling.then(|| retry_after.map(|hint| hint.min(max_hint)))
+    throttling.then(|| Refusal {
+        hint: retry_after.map(|hint| hint.min(max_hint)),
+        scope: *scope,
+    })
 }
 
 #[cfg(test)]
@@ -52,23 +66,24 @@ mod tests {
         let max = Duration::from_secs(2);
         let hint = Some(Duration::from_millis(300));
         assert_eq!(
-            throttling_hint(&answer(429, "TooManyRequests", hint), max),
+            throttling(&answer(429, "TooManyRequests", hint), max).map(|r| r.hint),
             Some(hint)
         );
         assert_eq!(
-            throttling_hint(&answer(503, "ServerBusy", None), max),
+            throttling(&answer(503, "ServerBusy", None), max).map(|r| r.hint),
             Some(None)
         );
         assert_eq!(
-            throttling_hint(&answer(500, "OperationTimedOut", None), max),
+            throttling(&answer(500, "OperationTimedOut", None), max).map(|r| r.hint),
             Some(None),
             "Azure Table storage throttles with 500 OperationTimedOut too"
         );
         assert_eq!(
-            throttling_hint(
+            throttling(
                 &answer(429, "TooManyRequests", Some(Duration::from_secs(60))),
                 max
-            ),
+            )
+            .map(|r| r.hint),
             Some(Some(max)),
             "the hint is capped"
         );
@@ -84,7 +99,7 @@ mod tests {
             (502, "BadGateway"),
         ] {
             assert_eq!(
-                throttling_hint(&answer(status, code, None), max),
+                throttling(&answer(status, code, None), max),
                 None,
                 "{status} {code}"
             );

@@ -12,11 +12,12 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-pub(crate) use answer::throttling_hint;
+pub(crate) use answer::{Refusal, throttling};
 pub use policy::ThroughputPolicy;
 
 use budget::Budget;
 use meter::Window;
+use tablekit_core::ThrottleScope;
 
 /// The name a partition has in the meter and the budgets: `{table}/{partition key}` (neither
 /// can contain `/` before it). A partition of the service is a PartitionKey of one table.
@@ -357,11 +358,13 @@ impl Governor {
 
     /// A throttling answer to `charge`: cut the budget it hit and honour the server's hint.
     /// Returns whether a budget was cut.
-    pub(crate) fn throttled(&self, charge: &Charge, hint: Option<Duration>) -> bool {
-        self.throttled_at(charge, hint, Instant::now())
+    pub(crate) fn throttled(&self, charge: &Charge, refusal: Refusal) -> bool {
+        self.throttled_at(charge, refusal, Instant::now())
     }
 
-    fn throttled_at(&self, charge: &Charge, hint: Option<Duration>, now: Instant) -> bool {
+    /// The budget an answer blames: the one it names ([`ThrottleScope`]), else the one
+    /// [`State::blames_partition`] infers.
+    fn throttled_at(&self, charge: &Charge, refusal: Refusal, now: Instant) -> bool {
         if !self.governs(charge) {
             return false;
         }
@@ -371,20 +374,26 @@ impl Governor {
         let requests = state.requests;
         let mut cut = false;
         let mut blamed_partition = false;
-        if let Some(pk) = charge.partition_key() {
-            let scope = state.partition(pk, policy, now);
-            if let Some(hint) = hint {
-                scope.budget.pause(now + hint);
-            }
-            let partition_cooling = scope.budget.cooling(now, cooldown);
-            let before = scope.refused_at.replace(now);
-            // Both budgets were cut in this episode: nothing to decide.
-            if partition_cooling && state.account.budget.cooling(now, cooldown) {
-                return false;
-            }
-            if state.blames_partition(pk, before, policy, now) {
-                blamed_partition = true;
-                if policy.adaptive {
+        let account_scoped = refusal.scope == ThrottleScope::Account;
+        match charge.partition_key() {
+            Some(pk) if !account_scoped => {
+                let scope = state.partition(pk, policy, now);
+                if let Some(hint) = refusal.hint {
+                    scope.budget.pause(now + hint);
+                }
+                let partition_cooling = scope.budget.cooling(now, cooldown);
+                let before = scope.refused_at.replace(now);
+                blamed_partition = match refusal.scope {
+                    ThrottleScope::Partition => true,
+                    _ => {
+                        // Both budgets were cut in this episode: nothing to decide.
+                        if partition_cooling && state.account.budget.cooling(now, cooldown) {
+                            return false;
+                        }
+                        state.blames_partition(pk, before, policy, now)
+                    }
+                };
+                if blamed_partition && policy.adaptive {
                     let scope = state.partition(pk, policy, now);
                     let measured = (scope.meter.rate(now), scope.sent.rate(now));
                     cut = scope
@@ -392,8 +401,11 @@ impl Governor {
                         .decrease(now, measured, requests, policy, cooldown);
                 }
             }
-        } else if let Some(hint) = hint {
-            state.account.budget.pause(now + hint);
+            _ => {
+                if let Some(hint) = refusal.hint {
+                    state.account.budget.pause(now + hint);
+                }
+            }
         }
         if !blamed_partition && policy.adaptive {
             let account = &mut state.account;
@@ -490,6 +502,52 @@ fn note_heat(scope: &mut Scope, rate: f64, target: f64, warn_at: f64, pk: Option
 mod tests {
     use super::*;
 
+    /// A throttling answer that does not name its target.
+    const UNSAID: Refusal = Refusal {
+        hint: None,
+        scope: ThrottleScope::Unspecified,
+    };
+
+    #[test]
+    fn an_answer_that_names_its_target_cuts_that_budget() {
+        // Ten partitions served alike, none twice the mean: without a word from the
+        // service, a first refusal of one of them is blamed on the account.
+        let policy = ThroughputPolicy::default().with_targets(200.0, 2_000.0);
+        let at = |t0: Instant, ms| t0 + Duration::from_millis(ms);
+        let served = |g: &Governor, t0| {
+            for i in 0..10 {
+                g.served_at(Some(&partition_name("t", &format!("p{i}"))), 90, false, t0);
+            }
+        };
+        let refused = Charge::partition("t", "p3", 100);
+        let said = |scope| Refusal { hint: None, scope };
+
+        let g = Governor::new(policy.clone());
+        let t0 = Instant::now();
+        served(&g, t0);
+        assert!(g.throttled_at(&refused, UNSAID, at(t0, 100)));
+        let limit = |g: &Governor, pk: Option<&str>| g.lock().limit_at(pk, at(t0, 100));
+        assert!(limit(&g, None) < 2_000.0 * 0.95, "unsaid: the account's");
+        assert_eq!(limit(&g, Some("t/p3")), 200.0 * 0.95);
+
+        let g = Governor::new(policy.clone());
+        served(&g, t0);
+        assert!(g.throttled_at(&refused, said(ThrottleScope::Partition), at(t0, 100)));
+        assert!(
+            limit(&g, Some("t/p3")) < 200.0 * 0.95,
+            "the partition's, named"
+        );
+        assert_eq!(limit(&g, None), 2_000.0 * 0.95, "not the account's");
+
+        // A partition carrying the whole account's traffic would be blamed without a word;
+        // named, the account is.
+        let g = Governor::new(policy);
+        g.served_at(Some(&partition_name("t", "p3")), 190, false, t0);
+        assert!(g.throttled_at(&refused, said(ThrottleScope::Account), at(t0, 100)));
+        assert!(limit(&g, None) < 2_000.0 * 0.95, "the account's, named");
+        assert_eq!(limit(&g, Some("t/p3")), 200.0 * 0.95);
+    }
+
     #[test]
     fn heat_is_noted_once_per_episode() {
         let policy = ThroughputPolicy::default();
@@ -549,7 +607,7 @@ mod tests {
         g.served_at(Some(&partition_name("t", "p0")), 200, false, t0);
         let refused = Charge::partition("t", "p0", 100);
         let at = |ms| t0 + Duration::from_millis(ms);
-        assert!(g.throttled_at(&refused, None, at(100)));
+        assert!(g.throttled_at(&refused, UNSAID, at(100)));
         let limit = |pk: Option<&str>, ms| g.lock().limit_at(pk, at(ms));
         assert!(
             limit(None, 100) < 19_000.0,
@@ -566,7 +624,7 @@ mod tests {
                 at(2_000),
             );
         }
-        assert!(g.throttled_at(&refused, None, at(2_100)));
+        assert!(g.throttled_at(&refused, UNSAID, at(2_100)));
         assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
     }
 
@@ -579,7 +637,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
         g.served_at(Some(&partition_name("t", "scan")), 250, false, at(0));
-        assert!(g.throttled_at(&Charge::partition("t", "scan", 1), None, at(100)));
+        assert!(g.throttled_at(&Charge::partition("t", "scan", 1), UNSAID, at(100)));
         let limit = |pk: Option<&str>| g.lock().limit_at(pk, at(100));
         assert!(
             limit(Some("t/scan")) <= 0.7 * 0.95 * 250.0 + 1e-9,
@@ -596,7 +654,7 @@ mod tests {
             assert!(g.ready_in("A", "p", 100).is_zero());
             g.try_admit(&Charge::partition("A", "p", 100), Instant::now(), true);
         }
-        assert!(!g.throttled(&Charge::partition("A", "p", 1), None));
+        assert!(!g.throttled(&Charge::partition("A", "p", 1), UNSAID));
         assert_eq!(g.limit(None), f64::INFINITY);
     }
 }

@@ -18,9 +18,11 @@ use tablekit_core::{Error, Result};
 /// With [`adaptive`](Self::adaptive) on, the budgets learn what the service serves, whatever
 /// the targets say (Azure's are "up to"; a Cosmos DB account's throughput changes with
 /// autoscale). A throttling answer (503 Server Busy, 500 Operation Timed Out, 429) cuts the
-/// budget of the partition it hit — or the account's, when that partition was neither near its
+/// budget it names ([`tablekit_core::ThrottleScope`]: Azure's 503 says whether the account
+/// or the partition's server is over its target). An answer that does not say cuts the budget
+/// of the partition it hit — or the account's, when that partition was neither near its
 /// budget, nor carrying nearly all of the account's traffic, nor much busier than the other
-/// active partitions — to [`decrease`](Self::decrease) ×
+/// active partitions. The cut is to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
 /// there. Once requests have waited for it for [`probe_after`](Self::probe_after) and it

@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{Charge, Governor, ThroughputPolicy, partition_name};
+use tablekit_core::ThrottleScope;
+
+use super::{Charge, Governor, Refusal, ThroughputPolicy, partition_name};
 
 const TABLE: &str = "t";
 const TRANSACTION: u32 = 100;
@@ -51,8 +53,9 @@ impl Service {
         }
     }
 
-    /// Admits `cost` entities in `pk` if both buckets hold them; takes nothing otherwise.
-    fn admit(&mut self, pk: &str, cost: f64, now: Instant) -> bool {
+    /// Admits `cost` entities in `pk` if both buckets hold them; takes nothing otherwise and
+    /// names the bucket that was short, as Azure's answers do (the account's first).
+    fn admit(&mut self, pk: &str, cost: f64, now: Instant) -> Result<(), ThrottleScope> {
         let rate = self.per_partition;
         let partition = self.partitions.entry(pk.to_owned()).or_insert(Bucket {
             tokens: rate,
@@ -60,12 +63,15 @@ impl Service {
         });
         partition.refill(rate, now);
         self.account.refill(self.per_account, now);
-        if partition.tokens < cost || self.account.tokens < cost {
-            return false;
+        if self.account.tokens < cost {
+            return Err(ThrottleScope::Account);
+        }
+        if partition.tokens < cost {
+            return Err(ThrottleScope::Partition);
         }
         partition.tokens -= cost;
         self.account.tokens -= cost;
-        true
+        Ok(())
     }
 
     /// New rates from `now` on (the buckets keep what they hold, up to their new depth).
@@ -87,7 +93,7 @@ enum Slot {
     InFlight {
         pk: String,
         answered_at: Instant,
-        admitted: bool,
+        answer: Result<(), ThrottleScope>,
     },
 }
 
@@ -180,17 +186,23 @@ fn simulate(
             if let Slot::InFlight {
                 pk,
                 answered_at,
-                admitted,
+                answer,
             } = &slots[i].1
             {
                 if *answered_at > now {
                     continue;
                 }
                 let name = partition_name(TABLE, pk);
-                if *admitted {
-                    governor.served_at(Some(&name), u64::from(TRANSACTION), false, now);
-                } else {
-                    governor.throttled_at(&Charge::partition(TABLE, pk, TRANSACTION), None, now);
+                match *answer {
+                    Ok(()) => governor.served_at(Some(&name), u64::from(TRANSACTION), false, now),
+                    Err(scope) => {
+                        let refusal = Refusal { hint: None, scope };
+                        governor.throttled_at(
+                            &Charge::partition(TABLE, pk, TRANSACTION),
+                            refusal,
+                            now,
+                        );
+                    }
                 }
                 slots[i].1 = Slot::Idle;
             }
@@ -233,7 +245,8 @@ fn simulate(
                 let pk = pk.clone();
                 let charge = Charge::partition(TABLE, &pk, TRANSACTION);
                 if governor.try_admit(&charge, now, true).is_zero() {
-                    let admitted = service.admit(&pk, f64::from(TRANSACTION), now);
+                    let answer = service.admit(&pk, f64::from(TRANSACTION), now);
+                    let admitted = answer.is_ok();
                     Run::bump(&mut run.requests, slice, 1);
                     if admitted {
                         Run::bump(&mut run.admitted, slice, u64::from(TRANSACTION));
@@ -247,7 +260,7 @@ fn simulate(
                     slots[i].1 = Slot::InFlight {
                         pk,
                         answered_at: now + ROUND_TRIP,
-                        admitted,
+                        answer,
                     };
                 }
             }

@@ -456,11 +456,15 @@ pub(crate) fn clone_error(e: &Error) -> Error {
         Error::Throttled {
             status,
             code,
+            message,
+            scope,
             retry_after,
             ids,
         } => Error::Throttled {
             status: *status,
             code: code.clone(),
+            message: message.clone(),
+            scope: *scope,
             retry_after: *retry_after,
             ids: ids.clone(),
         },

@@ -12,5 +12,5 @@ mod status;
 
 pub use multipart::{EncodedTransaction, encode};
 pub use path::entity_path;
-pub use response::{PartResponse, parse_response};
+pub use response::{PartResponse, error_message, parse_response};
 pub use status::error_from_response;

@@ -71,6 +71,26 @@ pub fn parse_response(body: &str) -> Vec<PartResponse> {
     parts
 }
 
+/// The message of an error response's body: the Table service's JSON
+/// (`odata.error.message.value`) or the XML of the Queue and Blob services (`<Message>`).
+/// `None` for a body that has none.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?.trim();
+    let message = if text.starts_with('{') {
+        let json = serde_json::from_str::<serde_json::Value>(text).ok()?;
+        let error = &json["odata.error"];
+        error["message"]["value"]
+            .as_str()
+            .or_else(|| error["message"].as_str())?
+            .to_owned()
+    } else {
+        let (_, rest) = text.split_once("<Message>")?;
+        let (message, _) = rest.split_once("</Message>")?;
+        message.to_owned()
+    };
+    (!message.is_empty()).then_some(message)
+}
+
 fn read_error(payload: &str, part: &mut PartResponse) {
     let Ok(json) = serde_json::from_str::<serde_json::Value>(payload) else {
         if !payload.is_empty() {
@@ -97,6 +117,23 @@ fn read_error(payload: &str, part: &mut PartResponse) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_messages_are_read_from_json_and_xml_bodies() {
+        let json = br#"{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy.\nRequestId:1"}}}"#;
+        assert_eq!(
+            error_message(json).as_deref(),
+            Some("The server is busy.\nRequestId:1")
+        );
+        let xml = b"<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>ServerBusy</Code><Message>Egress is over the account limit.</Message></Error>";
+        assert_eq!(
+            error_message(xml).as_deref(),
+            Some("Egress is over the account limit.")
+        );
+        for none in [&b""[..], b"{}", b"<Error><Code>X</Code></Error>", b"\xff"] {
+            assert_eq!(error_message(none), None);
+        }
+    }
 
     #[test]
     fn success_parts_carry_etags() {

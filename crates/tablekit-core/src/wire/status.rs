@@ -2,7 +2,23 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, RequestIds, Target};
+use crate::error::{Error, RequestIds, Target, ThrottleScope};
+
+fn throttled(
+    status: u16,
+    code: Option<String>,
+    message: String,
+    retry_after: Option<Duration>,
+) -> Error {
+    Error::Throttled {
+        status,
+        scope: ThrottleScope::of_answer(status, code.as_deref(), &message),
+        code,
+        message,
+        retry_after,
+        ids: RequestIds::default(),
+    }
+}
 
 /// Maps an error response of the service to the matching [`Error`] variant.
 ///
@@ -60,18 +76,10 @@ pub fn error_from_response(
             message,
             ids: RequestIds::default(),
         },
-        429 | 503 => Error::Throttled {
-            status,
-            code,
-            retry_after,
-            ids: RequestIds::default(),
-        },
-        500 if code_is("OperationTimedOut") || code_is("InternalError") => Error::Throttled {
-            status,
-            code,
-            retry_after,
-            ids: RequestIds::default(),
-        },
+        429 | 503 => throttled(status, code, message, retry_after),
+        500 if code_is("OperationTimedOut") || code_is("InternalError") => {
+            throttled(status, code, message, retry_after)
+        }
         _ => Error::Service {
             target,
             status,
@@ -147,5 +155,68 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Unauthorized);
         let e = error_from_response(504, None, "gw".into(), t(), None);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn a_throttling_answer_names_the_target_its_message_names() {
+        let scope = |status: u16, code: &str, message: &str| match error_from_response(
+            status,
+            Some(code.into()),
+            message.into(),
+            Target::entity("Employees", keys()),
+            None,
+        ) {
+            Error::Throttled { scope, .. } => scope,
+            other => panic!("not throttled: {other}"),
+        };
+        // Azure's messages carry the request id and time on the lines after the text.
+        for account in [
+            "Operations per second is over the account limit.",
+            "Ingress is over the account limit.\nRequestId:0f3c\nTime:2026-11-27T10:00:00Z",
+            "Egress is over the account limit.",
+        ] {
+            assert_eq!(
+                scope(503, "ServerBusy", account),
+                ThrottleScope::Account,
+                "{account}"
+            );
+        }
+        assert_eq!(
+            scope(503, "ServerBusy", "The server is busy.\nRequestId:0f3c"),
+            ThrottleScope::Partition
+        );
+        for (status, code, message) in [
+            (503, "ServerBusy", ""),
+            (
+                500,
+                "OperationTimedOut",
+                "Operation could not be completed within the specified time.",
+            ),
+            (429, "TooManyRequests", "The request rate is too large."),
+            // Only a ServerBusy answer's message is read.
+            (
+                503,
+                "ServiceUnavailable",
+                "Operations per second is over the account limit.",
+            ),
+        ] {
+            assert_eq!(
+                scope(status, code, message),
+                ThrottleScope::Unspecified,
+                "{status} {code} {message}"
+            );
+        }
+        let shown = error_from_response(
+            503,
+            Some("ServerBusy".into()),
+            "The server is busy.".into(),
+            Target::table("T"),
+            None,
+        )
+        .to_string();
+        assert_eq!(
+            shown,
+            "throttled by the service (HTTP 503, ServerBusy): The server is busy."
+        );
     }
 }

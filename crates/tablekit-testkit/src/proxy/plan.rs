@@ -17,7 +17,8 @@ pub enum Fault {
     /// `InvalidInput`, 403 `AuthenticationFailed`, 404 `ResourceNotFound`, 408 and 500
     /// `OperationTimedOut`, 409 `EntityAlreadyExists`, 412 `UpdateConditionNotSatisfied`,
     /// 413 `RequestBodyTooLarge`, 503 `ServerBusy`, other 4xx `InvalidInput`, other 5xx
-    /// `InternalError`.
+    /// `InternalError`. The message of a 503 names neither the account nor a partition
+    /// (`tablekit_core::ThrottleScope::Unspecified`); the throttle model's refusals do.
     Status(u16),
     /// Forwards the request, reads the complete upstream response (so the operation took effect)
     /// and closes the client connection (with a reset, as [`Fault::Reset`]) without sending any

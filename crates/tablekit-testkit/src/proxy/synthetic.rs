@@ -25,7 +25,8 @@ fn error_for(status: u16) -> (&'static str, &'static str) {
             "The entity changed since its ETag was read",
         ),
         413 => ("RequestBodyTooLarge", "The request body is too large"),
-        503 => ("ServerBusy", "The server is busy; retry the request later"),
+        // Names neither the account nor a partition (see `throttled` for answers that do).
+        503 => ("ServerBusy", "Service unavailable; retry the request later"),
         // 400 and every 4xx without a more specific code.
         400..=499 => ("InvalidInput", "A request input is not valid"),
         _ => ("InternalError", "The server failed to process the request"),
@@ -76,7 +77,7 @@ pub(crate) fn response(status: u16, head_only: bool, close: bool) -> Vec<u8> {
 pub(crate) const THROTTLED_REQUEST_CHARGE: f64 = 1.25;
 
 /// The message of a `503 ServerBusy` for an account over its target.
-pub(crate) const ACCOUNT_BUSY: &str = "Operations per second are over the account's target.";
+pub(crate) const ACCOUNT_BUSY: &str = "Operations per second is over the account limit.";
 /// The message of a `503 ServerBusy` for a partition over its target.
 pub(crate) const PARTITION_BUSY: &str = "The server is busy.";
 
