@@ -132,6 +132,8 @@ struct State {
     lookups: u32,
     /// Requests admitted so far: a probe waits for enough of them (see `budget`).
     requests: u64,
+    /// The target the last throttling answer that named one named, and when it came.
+    named: Option<(ThrottleScope, Instant)>,
 }
 
 /// Partitions are looked up this many times between sweeps of idle entries.
@@ -246,6 +248,7 @@ impl Governor {
                 partitions: HashMap::new(),
                 lookups: 0,
                 requests: 0,
+                named: None,
             }),
             policy,
         }
@@ -362,7 +365,8 @@ impl Governor {
         self.throttled_at(charge, refusal, Instant::now())
     }
 
-    /// The budget an answer blames: the one it names ([`ThrottleScope`]), else the one
+    /// The budget an answer blames: the one it names ([`ThrottleScope`]), else the one the
+    /// last answer that named one named, less than [`REPEAT`] before, else the one
     /// [`State::blames_partition`] infers.
     fn throttled_at(&self, charge: &Charge, refusal: Refusal, now: Instant) -> bool {
         if !self.governs(charge) {
@@ -374,7 +378,22 @@ impl Governor {
         let requests = state.requests;
         let mut cut = false;
         let mut blamed_partition = false;
-        let account_scoped = refusal.scope == ThrottleScope::Account;
+        // An answer that does not name its target (Azure's 500 OperationTimedOut) is judged
+        // as the named ones around it: the service answers a partition over its target with
+        // 503 ServerBusy and 500 OperationTimedOut alike.
+        let named = match (refusal.scope, state.named) {
+            (ThrottleScope::Unspecified, Some((named, at)))
+                if now.saturating_duration_since(at) < REPEAT =>
+            {
+                named
+            }
+            (ThrottleScope::Unspecified, _) => ThrottleScope::Unspecified,
+            (named, _) => {
+                state.named = Some((named, now));
+                named
+            }
+        };
+        let account_scoped = named == ThrottleScope::Account;
         match charge.partition_key() {
             Some(pk) if !account_scoped => {
                 let scope = state.partition(pk, policy, now);
@@ -383,7 +402,7 @@ impl Governor {
                 }
                 let partition_cooling = scope.budget.cooling(now, cooldown);
                 let before = scope.refused_at.replace(now);
-                blamed_partition = match refusal.scope {
+                blamed_partition = match named {
                     ThrottleScope::Partition => true,
                     _ => {
                         // Both budgets were cut in this episode: nothing to decide.
@@ -546,6 +565,39 @@ mod tests {
         assert!(g.throttled_at(&refused, said(ThrottleScope::Account), at(t0, 100)));
         assert!(limit(&g, None) < 2_000.0 * 0.95, "the account's, named");
         assert_eq!(limit(&g, Some("t/p3")), 200.0 * 0.95);
+    }
+
+    #[test]
+    fn an_answer_that_names_no_target_is_judged_as_the_named_ones_just_before() {
+        let policy = ThroughputPolicy::default().with_targets(200.0, 2_000.0);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let g = Governor::new(policy);
+        for i in 0..10 {
+            g.served_at(Some(&partition_name("t", &format!("p{i}"))), 90, false, t0);
+        }
+        let named = Refusal {
+            hint: None,
+            scope: ThrottleScope::Partition,
+        };
+        let limit = |pk: Option<&str>, ms| g.lock().limit_at(pk, at(ms));
+        assert!(g.throttled_at(&Charge::partition("t", "p1", 100), named, at(100)));
+        // A 500 OperationTimedOut of another partition in the same second: that partition's.
+        assert!(g.throttled_at(&Charge::partition("t", "p2", 100), UNSAID, at(200)));
+        assert!(limit(Some("t/p2"), 200) < 200.0 * 0.95);
+        assert_eq!(limit(None, 200), 2_000.0 * 0.95, "not the account's");
+        // Long after the last named answer, the inference is back: the account's.
+        for i in 0..10 {
+            g.served_at(
+                Some(&partition_name("t", &format!("p{i}"))),
+                90,
+                false,
+                at(6_000),
+            );
+        }
+        assert!(g.throttled_at(&Charge::partition("t", "p4", 100), UNSAID, at(6_100)));
+        assert!(limit(None, 6_100) < 2_000.0 * 0.95);
+        assert_eq!(limit(Some("t/p4"), 6_100), 200.0 * 0.95);
     }
 
     #[test]
