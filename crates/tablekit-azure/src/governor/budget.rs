@@ -6,17 +6,22 @@
 //! 1. **Cut.** A throttling answer sets the rate to return to: `utilization` × the rate the
 //!    service admitted over the meter's window when that is clearly less than what was sent,
 //!    else 5 % below the present one (a straggler of an episode already answered); the rate
-//!    restarts at `decrease` × that.
+//!    restarts at `decrease` × that — or, when the refusal ended a probe that rose above it,
+//!    at the rate the probe started from: what the service admitted during the probe may
+//!    include a burst it had saved up, so it overstates what the service sustains.
 //! 2. **Ramp.** Over `recovery` the rate climbs linearly back to that rate.
-//! 3. **Hold.** It stays there until it has held requests back for `probe_after` and admitted
-//!    at least [`PROBE_REQUESTS`] requests since the cut. Before the first cut, half as many
+//! 3. **Hold.** It stays there until it has held requests back for its hold and admitted
+//!    at least [`PROBE_REQUESTS`] requests since the cut. The hold is `probe_after`, doubled
+//!    after each probe that found no more than the rate it started from (up to
+//!    [`MAX_HOLD_FACTOR`] × `probe_after`), and back to `probe_after` when a cut finds the
+//!    service's rate moved (more than 10 % above, or 20 % below, where the last probe started). Before the first cut, half as many
 //!    requests of the whole account are enough (one probe of a configured target serves every
 //!    partition's budget).
 //! 4. **Probe.** While requests keep waiting for it, the rate grows by `probe` per second
 //!    (compounded), up to `probe_limit` × the target, until the next throttling answer.
 //!
 //! A probe that finds no more capacity costs the requests in flight when the service starts
-//! refusing (one to a few), and [`PROBE_REQUESTS`] keeps probes that many requests apart; a
+//! refusing (one to a few), and [`PROBE_REQUESTS`] and the growing hold keep probes apart; a
 //! budget that grew (autoscale) is found by the next probe and a few seconds of growth.
 
 use std::time::{Duration, Instant};
@@ -27,6 +32,9 @@ use super::ThroughputPolicy;
 /// a probe that finds nothing costs about one refusal, so at most about one request in this
 /// many is refused while the service's capacity holds still.
 pub(super) const PROBE_REQUESTS: u64 = 100;
+
+/// The longest hold before a probe, in multiples of `probe_after`.
+pub(super) const MAX_HOLD_FACTOR: f64 = 4.0;
 
 #[derive(Debug, Clone)]
 pub(super) struct Budget {
@@ -43,6 +51,13 @@ pub(super) struct Budget {
     boost: f64,
     /// Seconds this budget held requests back since the last cut (or since it was made).
     held: f64,
+    /// Seconds it must have held requests back before it probes: `probe_after`, doubled after
+    /// each probe that found no more than the rate it started from (up to
+    /// [`MAX_HOLD_FACTOR`] × `probe_after`), back to `probe_after` once a cut finds the
+    /// service's rate moved.
+    probe_hold: f64,
+    /// The rate the last probe started from, and the hold before it.
+    last_probe: Option<(f64, f64)>,
     /// The account's count of admitted requests when this was made.
     counted: u64,
     /// Requests this budget admitted, and how many of them before the last cut.
@@ -77,6 +92,8 @@ impl Budget {
             cut: None,
             boost: 1.0,
             held: 0.0,
+            probe_hold: policy.probe_after.as_secs_f64(),
+            last_probe: None,
             counted: 0,
             own: 0,
             own_at_cut: 0,
@@ -127,7 +144,7 @@ impl Budget {
         if !pressed {
             return;
         }
-        let hold = policy.probe_after.as_secs_f64();
+        let hold = self.probe_hold;
         let before = self.held;
         self.held += dt;
         // The first probe is of the configured target, which the whole account relies on;
@@ -145,6 +162,9 @@ impl Budget {
                 now.saturating_duration_since(at).as_secs_f64() >= self.recovery
             });
             if ramped {
+                if self.boost <= 1.0 {
+                    self.last_probe = Some((self.base, hold));
+                }
                 self.boost = (self.boost * (1.0 + policy.probe).powf(growing))
                     .min(self.cap / self.base.max(f64::MIN_POSITIVE))
                     .max(1.0);
@@ -248,8 +268,24 @@ impl Budget {
         } else {
             0.95 * self.base.min(current)
         };
+        // A probe refused: the rate it started from held. What the service admitted during
+        // the probe may include a burst it had saved up, which overstates what it sustains,
+        // so the ramp climbs from that rate rather than from a fraction of the new one.
+        let probed_from = (self.boost > 1.0).then_some(self.base);
         self.base = base.clamp(self.floor, self.cap);
-        let from = (self.base * policy.decrease).max(self.floor);
+        // Probes that find nothing cost refusals and nothing else: after each, wait twice as
+        // long before the next, until a cut finds the service's rate moved.
+        let after = policy.probe_after.as_secs_f64();
+        self.probe_hold = match self.last_probe {
+            Some((start, hold)) if (0.8 * start..=1.1 * start).contains(&self.base) => {
+                (hold * 2.0).min(MAX_HOLD_FACTOR * after)
+            }
+            _ => after,
+        };
+        let from = match probed_from {
+            Some(before) if before < self.base => before,
+            _ => (self.base * policy.decrease).max(self.floor),
+        };
         self.cut = Some((from, now));
         self.boost = 1.0;
         self.held = 0.0;
@@ -352,6 +388,63 @@ mod tests {
             "{grown}"
         );
         assert!(b.rate(now + Duration::from_secs(600)) <= 100.0 * p.probe_limit);
+    }
+
+    /// Takes 5 entities every 10 ms (five times what a budget of 100/s admits, so requests
+    /// always wait) from `now` on, until the budget probes above its base; returns when.
+    fn probe_starts(b: &mut Budget, mut now: Instant, p: &ThroughputPolicy) -> Instant {
+        let base = b.base;
+        for _ in 0..6_000 {
+            now += Duration::from_millis(10);
+            b.wait_for(5.0, now, 0, p);
+            b.take(5.0, now, 0, p);
+            if b.rate(now) > base * 1.000_001 {
+                return now;
+            }
+        }
+        panic!("no probe within 60 s");
+    }
+
+    #[test]
+    fn a_refused_probe_ramps_back_from_the_rate_it_started_from() {
+        let p = ThroughputPolicy::default().with_utilization(1.0);
+        let t0 = Instant::now();
+        let cooldown = Duration::from_secs(1);
+        let mut b = Budget::new(100.0, &p, t0);
+        assert!(b.decrease(t0, (100.0, 150.0), 0, &p, cooldown));
+        let mut now = probe_starts(&mut b, t0, &p);
+        while b.rate(now) < 200.0 {
+            now += Duration::from_millis(10);
+            b.wait_for(5.0, now, 0, &p);
+            b.take(5.0, now, 0, &p);
+        }
+        // The service admitted 180/s over the window while the probe sent 200/s: more than
+        // it sustains when a burst it had saved paid for part of it. The ramp climbs from
+        // the probe's 100/s, not from 0.7 × 180.
+        assert!(b.decrease(now, (180.0, 200.0), 0, &p, cooldown));
+        assert!((b.rate(now) - 100.0).abs() < 1e-9, "{}", b.rate(now));
+        assert!((b.rate(now + Duration::from_secs(2)) - 180.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn probes_that_find_nothing_come_less_often_until_the_rate_moves() {
+        let p = ThroughputPolicy::default().with_utilization(1.0);
+        let t0 = Instant::now();
+        let cooldown = Duration::from_secs(1);
+        let mut b = Budget::new(100.0, &p, t0);
+        assert!(b.decrease(t0, (100.0, 150.0), 0, &p, cooldown));
+        let mut now = t0;
+        let mut holds = Vec::new();
+        for served in [100.0, 100.0, 100.0, 100.0, 50.0, 50.0] {
+            let cut_at = now;
+            now = probe_starts(&mut b, now, &p);
+            holds.push((now - cut_at).as_secs_f64().round() as u64);
+            // The probe is refused: the service sustains `served`.
+            now += Duration::from_millis(500);
+            assert!(b.decrease(now, (served, 130.0), 0, &p, cooldown));
+        }
+        // The fifth cut found the service halved: the next probe comes after `probe_after`.
+        assert_eq!(holds, [4, 8, 16, 16, 16, 4]);
     }
 
     #[test]

@@ -25,8 +25,9 @@ use tablekit_core::{Error, Result};
 /// active partitions. The cut is to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
-/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) and it
-/// admitted 100 requests since the cut (before any cut: 50 requests of the whole account), it
+/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (doubled
+/// after each probe that found nothing more, up to 4×) and it admitted 100 requests since the
+/// cut (before any cut: 50 requests of the whole account), it
 /// probes: it grows by [`probe`](Self::probe) per second for as long as requests wait for it,
 /// up to [`probe_limit`](Self::probe_limit) × the target, until the service refuses again. So a
 /// budget configured too high comes down within a few refusals, one configured too low (or a
@@ -64,7 +65,8 @@ pub struct ThroughputPolicy {
     pub recovery: Duration,
     /// Time requests must have waited for a budget, after it climbed back, before it probes
     /// above the rate the service admitted (or, before any throttling answer, above the
-    /// target). Default 4 s.
+    /// target). Doubled after each probe that found nothing more, up to 4 × this, and back to
+    /// this when a cut finds the service's rate moved. Default 4 s.
     pub probe_after: Duration,
     /// Growth per second of a probing budget (compounded), while requests wait for it.
     /// Default 0.4. 0: never grow above what the service admitted or the target.
