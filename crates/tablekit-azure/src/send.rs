@@ -40,6 +40,14 @@ const CLIENT_REQUEST_ID: &str = "x-ms-client-request-id";
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SendBy(pub(crate) Instant);
 
+/// The value behind `mutex`, also after a panic elsewhere poisoned it: the notes are plain
+/// values, whole after any write.
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl ResponseNotes {
     /// Reads the retry hint of a response: `x-ms-retry-after-ms` (milliseconds, the Cosmos DB
     /// Table API's), else `Retry-After` in whole seconds.
@@ -54,48 +62,30 @@ impl ResponseNotes {
                     .map(Duration::from_secs)
             });
         if let Some(hint) = hint {
-            *self
-                .retry_after
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hint);
+            *locked(&self.retry_after) = Some(hint);
         }
     }
 
     /// Keeps the message of a throttling answer's body.
     pub(crate) fn record_message(&self, message: Option<String>) {
-        *self
-            .message
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = message;
+        *locked(&self.message) = message;
     }
 
     fn message(&self) -> Option<String> {
-        self.message
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        locked(&self.message).clone()
     }
 
     fn retry_after(&self) -> Option<Duration> {
-        *self
-            .retry_after
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *locked(&self.retry_after)
     }
 
     /// The attempt goes on the wire now.
     pub(crate) fn sent(&self) {
-        *self
-            .sent_at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+        *locked(&self.sent_at) = Some(Instant::now());
     }
 
     fn sent_at(&self) -> Option<Instant> {
-        *self
-            .sent_at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *locked(&self.sent_at)
     }
 
     /// The attempt was not sent: it could have landed after its deadline.
@@ -105,17 +95,11 @@ impl ResponseNotes {
 
     /// The service answered with this request id.
     pub(crate) fn answered_as(&self, request_id: Option<String>) {
-        *self
-            .request_id
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = request_id;
+        *locked(&self.request_id) = request_id;
     }
 
     fn request_id(&self) -> Option<String> {
-        self.request_id
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        locked(&self.request_id).clone()
     }
 }
 

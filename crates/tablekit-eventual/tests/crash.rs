@@ -125,7 +125,15 @@ async fn crash_at(step: Step, fault: Fault) {
         JobQueue::new(observe.queue(queue.queue().name()).unwrap());
     assert_eq!(observed.approximate_len().await.unwrap(), 0);
     assert!(observed.peek_poisoned(1).await.unwrap().is_empty());
-    common::cleanup(&observed, &Archiver { current, archive }).await;
+    common::cleanup(
+        &observed,
+        &Archiver {
+            current,
+            archive,
+            pause: Duration::ZERO,
+        },
+    )
+    .await;
 }
 
 macro_rules! crash_tests {

@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use tablekit_azure::Account;
-use tablekit_core::Stored;
-use tablekit_eventual::{Handler, JobQueue, Steps, Worker, WorkerOptions, shutdown_signal};
+use tablekit_eventual::{JobQueue, Worker, WorkerOptions, shutdown_signal};
 use tablekit_testkit::TestStorage;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
-use common::{ArchiveEmployee, Archiver, Employee, archive_tables, ids_in, job_queue, seed};
+use common::{ArchiveEmployee, Archiver, archive_tables, ids_in, job_queue, seed};
 
 /// Set in a child: `<mode> <queue> <Current table> <Archive table>`.
 const CHILD_ENV: &str = "TABLEKIT_EVENTUAL_CHILD";
@@ -51,11 +50,9 @@ async fn worker_child() {
             .unwrap()
             .with_settings(patient())
             .unwrap();
-    let handler = Paced {
-        tables: Archiver {
-            current: account.table(current).unwrap(),
-            archive: account.table(archive).unwrap(),
-        },
+    let handler = Archiver {
+        current: account.table(current).unwrap(),
+        archive: account.table(archive).unwrap(),
         // A signal must find handlers half way through their writes, so that a stop that
         // did not let them finish would show (an employee in both tables).
         pause: if mode == "signal" {
@@ -90,32 +87,6 @@ async fn worker_child() {
         report.queue_errors,
         report.lost_receipts
     );
-}
-
-/// The archive handler of `common`, pausing for `pause` between its write to Archive and its
-/// delete from Current.
-struct Paced {
-    tables: Archiver,
-    pause: Duration,
-}
-
-impl Handler<ArchiveEmployee> for Paced {
-    async fn handle(&self, job: ArchiveEmployee, steps: &Steps) -> tablekit_core::Result<()> {
-        let keys = (job.department, job.employee_id);
-        let Some(employee): Option<Stored<Employee>> =
-            steps.get(&self.tables.current, keys).await?
-        else {
-            return Ok(());
-        };
-        steps
-            .upsert_replace(&self.tables.archive, &employee.value)
-            .await?;
-        tokio::time::sleep(self.pause).await;
-        steps
-            .delete(&self.tables.current, &employee.value, employee.if_match())
-            .await?;
-        Ok(())
-    }
 }
 
 fn spawn_worker(mode: &str, queue: &JobQueue<ArchiveEmployee>, tables: &Archiver) -> Child {

@@ -390,14 +390,20 @@ mod tests {
         assert!(b.rate(now + Duration::from_secs(600)) <= 100.0 * p.probe_limit);
     }
 
-    /// Takes 5 entities every 10 ms (five times what a budget of 100/s admits, so requests
-    /// always wait) from `now` on, until the budget probes above its base; returns when.
+    /// 10 ms later than `now`, a request of 5 entities waits for `b` and takes them: five
+    /// times what a budget of 100/s admits, so requests always wait. Returns the instant.
+    fn press(b: &mut Budget, now: Instant, p: &ThroughputPolicy) -> Instant {
+        let now = now + Duration::from_millis(10);
+        b.wait_for(5.0, now, 0, p);
+        b.take(5.0, now, 0, p);
+        now
+    }
+
+    /// Presses `b` from `now` on until it probes above its base; returns when.
     fn probe_starts(b: &mut Budget, mut now: Instant, p: &ThroughputPolicy) -> Instant {
         let base = b.base;
         for _ in 0..6_000 {
-            now += Duration::from_millis(10);
-            b.wait_for(5.0, now, 0, p);
-            b.take(5.0, now, 0, p);
+            now = press(b, now, p);
             if b.rate(now) > base * 1.000_001 {
                 return now;
             }
@@ -405,34 +411,36 @@ mod tests {
         panic!("no probe within 60 s");
     }
 
+    const COOLDOWN: Duration = Duration::from_secs(1);
+
+    /// A budget of 100/s (utilization 1) cut at `t0`: the service admitted 100 of 150 sent.
+    fn cut_at_100(t0: Instant) -> (ThroughputPolicy, Budget) {
+        let p = ThroughputPolicy::default().with_utilization(1.0);
+        let mut b = Budget::new(100.0, &p, t0);
+        assert!(b.decrease(t0, (100.0, 150.0), 0, &p, COOLDOWN));
+        (p, b)
+    }
+
     #[test]
     fn a_refused_probe_ramps_back_from_the_rate_it_started_from() {
-        let p = ThroughputPolicy::default().with_utilization(1.0);
         let t0 = Instant::now();
-        let cooldown = Duration::from_secs(1);
-        let mut b = Budget::new(100.0, &p, t0);
-        assert!(b.decrease(t0, (100.0, 150.0), 0, &p, cooldown));
+        let (p, mut b) = cut_at_100(t0);
         let mut now = probe_starts(&mut b, t0, &p);
         while b.rate(now) < 200.0 {
-            now += Duration::from_millis(10);
-            b.wait_for(5.0, now, 0, &p);
-            b.take(5.0, now, 0, &p);
+            now = press(&mut b, now, &p);
         }
         // The service admitted 180/s over the window while the probe sent 200/s: more than
         // it sustains when a burst it had saved paid for part of it. The ramp climbs from
         // the probe's 100/s, not from 0.7 × 180.
-        assert!(b.decrease(now, (180.0, 200.0), 0, &p, cooldown));
+        assert!(b.decrease(now, (180.0, 200.0), 0, &p, COOLDOWN));
         assert!((b.rate(now) - 100.0).abs() < 1e-9, "{}", b.rate(now));
         assert!((b.rate(now + Duration::from_secs(2)) - 180.0).abs() < 1e-9);
     }
 
     #[test]
     fn probes_that_find_nothing_come_less_often_until_the_rate_moves() {
-        let p = ThroughputPolicy::default().with_utilization(1.0);
         let t0 = Instant::now();
-        let cooldown = Duration::from_secs(1);
-        let mut b = Budget::new(100.0, &p, t0);
-        assert!(b.decrease(t0, (100.0, 150.0), 0, &p, cooldown));
+        let (p, mut b) = cut_at_100(t0);
         let mut now = t0;
         let mut holds = Vec::new();
         for served in [100.0, 100.0, 100.0, 100.0, 50.0, 50.0] {
@@ -441,7 +449,7 @@ mod tests {
             holds.push((now - cut_at).as_secs_f64().round() as u64);
             // The probe is refused: the service sustains `served`.
             now += Duration::from_millis(500);
-            assert!(b.decrease(now, (served, 130.0), 0, &p, cooldown));
+            assert!(b.decrease(now, (served, 130.0), 0, &p, COOLDOWN));
         }
         // The fifth cut found the service halved: the next probe comes after `probe_after`.
         assert_eq!(holds, [4, 8, 16, 16, 16, 4]);

@@ -521,6 +521,13 @@ fn note_heat(scope: &mut Scope, rate: f64, target: f64, warn_at: f64, pk: Option
 mod tests {
     use super::*;
 
+    /// Partitions `p{i}` of table "t", for each `i` of `ids`, served `n` entities at `at`.
+    fn serve_each(g: &Governor, ids: std::ops::Range<u32>, n: u64, at: Instant) {
+        for i in ids {
+            g.served_at(Some(&partition_name("t", &format!("p{i}"))), n, false, at);
+        }
+    }
+
     /// A throttling answer that does not name its target.
     const UNSAID: Refusal = Refusal {
         hint: None,
@@ -533,24 +540,19 @@ mod tests {
         // service, a first refusal of one of them is blamed on the account.
         let policy = ThroughputPolicy::default().with_targets(200.0, 2_000.0);
         let at = |t0: Instant, ms| t0 + Duration::from_millis(ms);
-        let served = |g: &Governor, t0| {
-            for i in 0..10 {
-                g.served_at(Some(&partition_name("t", &format!("p{i}"))), 90, false, t0);
-            }
-        };
         let refused = Charge::partition("t", "p3", 100);
         let said = |scope| Refusal { hint: None, scope };
 
         let g = Governor::new(policy.clone());
         let t0 = Instant::now();
-        served(&g, t0);
+        serve_each(&g, 0..10, 90, t0);
         assert!(g.throttled_at(&refused, UNSAID, at(t0, 100)));
         let limit = |g: &Governor, pk: Option<&str>| g.lock().limit_at(pk, at(t0, 100));
         assert!(limit(&g, None) < 2_000.0 * 0.95, "unsaid: the account's");
         assert_eq!(limit(&g, Some("t/p3")), 200.0 * 0.95);
 
         let g = Governor::new(policy.clone());
-        served(&g, t0);
+        serve_each(&g, 0..10, 90, t0);
         assert!(g.throttled_at(&refused, said(ThrottleScope::Partition), at(t0, 100)));
         assert!(
             limit(&g, Some("t/p3")) < 200.0 * 0.95,
@@ -573,9 +575,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
         let g = Governor::new(policy);
-        for i in 0..10 {
-            g.served_at(Some(&partition_name("t", &format!("p{i}"))), 90, false, t0);
-        }
+        serve_each(&g, 0..10, 90, t0);
         let named = Refusal {
             hint: None,
             scope: ThrottleScope::Partition,
@@ -587,14 +587,7 @@ mod tests {
         assert!(limit(Some("t/p2"), 200) < 200.0 * 0.95);
         assert_eq!(limit(None, 200), 2_000.0 * 0.95, "not the account's");
         // Long after the last named answer, the inference is back: the account's.
-        for i in 0..10 {
-            g.served_at(
-                Some(&partition_name("t", &format!("p{i}"))),
-                90,
-                false,
-                at(6_000),
-            );
-        }
+        serve_each(&g, 0..10, 90, at(6_000));
         assert!(g.throttled_at(&Charge::partition("t", "p4", 100), UNSAID, at(6_100)));
         assert!(limit(None, 6_100) < 2_000.0 * 0.95);
         assert_eq!(limit(Some("t/p4"), 6_100), 200.0 * 0.95);
@@ -653,9 +646,7 @@ mod tests {
         let g = Governor::new(ThroughputPolicy::default());
         let t0 = Instant::now();
         // 100 partitions served 20 entities each; "p0" had two transactions (200).
-        for i in 1..100 {
-            g.served_at(Some(&partition_name("t", &format!("p{i}"))), 20, false, t0);
-        }
+        serve_each(&g, 1..100, 20, t0);
         g.served_at(Some(&partition_name("t", "p0")), 200, false, t0);
         let refused = Charge::partition("t", "p0", 100);
         let at = |ms| t0 + Duration::from_millis(ms);
@@ -668,14 +659,7 @@ mod tests {
         assert_eq!(limit(Some("t/p0"), 100), 2_000.0 * 0.95);
         // Refused again 2 s later, still twice as busy as the others: its own.
         g.served_at(Some(&partition_name("t", "p0")), 200, false, at(2_000));
-        for i in 1..100 {
-            g.served_at(
-                Some(&partition_name("t", &format!("p{i}"))),
-                20,
-                false,
-                at(2_000),
-            );
-        }
+        serve_each(&g, 1..100, 20, at(2_000));
         assert!(g.throttled_at(&refused, UNSAID, at(2_100)));
         assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
     }

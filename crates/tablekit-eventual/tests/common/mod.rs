@@ -81,6 +81,9 @@ impl Job for ArchiveEmployee {
 pub struct Archiver {
     pub current: Table,
     pub archive: Table,
+    /// A pause between the write to Archive and the delete from Current (usually none), so
+    /// that a test can find handlers half way.
+    pub pause: Duration,
 }
 
 impl Handler<ArchiveEmployee> for Archiver {
@@ -90,6 +93,9 @@ impl Handler<ArchiveEmployee> for Archiver {
             return Ok(());
         };
         steps.upsert_replace(&self.archive, &employee.value).await?;
+        if !self.pause.is_zero() {
+            tokio::time::sleep(self.pause).await;
+        }
         steps
             .delete(&self.current, &employee.value, employee.if_match())
             .await?;
@@ -102,6 +108,7 @@ pub async fn archive_tables(account: &Account) -> Archiver {
     Archiver {
         current: table_on(account, "Current").await,
         archive: table_on(account, "Archive").await,
+        pause: Duration::ZERO,
     }
 }
 
