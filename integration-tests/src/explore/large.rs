@@ -232,7 +232,7 @@ impl Scenario for Put {
     }
 
     fn invariant(&self) -> &'static str {
-        "the entity reads back, verified, one writer's whole value — the put's on Ok (or a concurrent put's, when one ran), the old one or the new one after an error — never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left"
+        "the entity reads back, verified, one writer's whole value — the upsert's on Ok (or a concurrent upsert's, when one ran), the old one or the new one after an error — never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left"
     }
 
     fn settings(&self) -> Settings {
@@ -474,7 +474,7 @@ impl Scenario for Delete {
     }
 
     fn invariant(&self) -> &'static str {
-        "Ok ⇒ the entity and its blob are gone (or a concurrent put's value, written after the delete, is there whole); an error ⇒ the old value whole or nothing; never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left"
+        "Ok ⇒ the entity and its blob are gone (or a concurrent upsert's value, written after the delete, is there whole); an error ⇒ the old value whole or nothing; never a reference to a missing blob, and after a sweep past the store's grace no unreferenced blob is left"
     }
 
     fn settings(&self) -> Settings {
@@ -646,7 +646,7 @@ impl Scenario for Sweep {
     }
 
     fn invariant(&self) -> &'static str {
-        "with a put in flight, the entity never references a missing blob — the sweep leaves the put's young blob alone — and every unreferenced blob past the grace is deleted by the sweep or, after an error, by the next one"
+        "with an upsert in flight, the entity never references a missing blob — the sweep leaves the upsert's young blob alone — and every unreferenced blob past the grace is deleted by the sweep or, after an error, by the next one"
     }
 
     fn settings(&self) -> Settings {
