@@ -14,8 +14,8 @@
 //!    at least [`PROBE_REQUESTS`] requests since the cut. The hold is `probe_after`, doubled
 //!    after each probe that found no more than the rate it started from (up to
 //!    [`MAX_HOLD_FACTOR`] × `probe_after`), and back to `probe_after` when a cut finds the
-//!    service's rate moved (more than 10 % above, or 20 % below, where the last probe started). Before the first cut, half as many
-//!    requests of the whole account are enough (one probe of a configured target serves every
+//!    service's rate moved (outside [`UNMOVED`] × where the last probe started). Before the
+//!    first cut, half as many requests of the whole account are enough (one probe of a configured target serves every
 //!    partition's budget).
 //! 4. **Probe.** While requests keep waiting for it, the rate grows by `probe` per second
 //!    (compounded), up to `probe_limit` × the target, until the next throttling answer.
@@ -35,6 +35,10 @@ pub(super) const PROBE_REQUESTS: u64 = 100;
 
 /// The longest hold before a probe, in multiples of `probe_after`.
 pub(super) const MAX_HOLD_FACTOR: f64 = 4.0;
+
+/// A rate to return to within this range × where the last probe started: the probe found
+/// nothing, and the service's rate did not move.
+pub(super) const UNMOVED: std::ops::RangeInclusive<f64> = 0.8..=1.1;
 
 #[derive(Debug, Clone)]
 pub(super) struct Budget {
@@ -277,7 +281,7 @@ impl Budget {
         // long before the next, until a cut finds the service's rate moved.
         let after = policy.probe_after.as_secs_f64();
         self.probe_hold = match self.last_probe {
-            Some((start, hold)) if (0.8 * start..=1.1 * start).contains(&self.base) => {
+            Some((start, hold)) if UNMOVED.contains(&(self.base / start)) => {
                 (hold * 2.0).min(MAX_HOLD_FACTOR * after)
             }
             _ => after,

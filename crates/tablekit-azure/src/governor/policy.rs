@@ -20,9 +20,9 @@ use tablekit_core::{Error, Result};
 /// autoscale). A throttling answer (503 Server Busy, 500 Operation Timed Out, 429) cuts the
 /// budget it names ([`tablekit_core::ThrottleScope`]: Azure's 503 says whether the account
 /// or the partition's server is over its target). An answer that does not say is judged as
-/// the last one that did, within 5 s; without one, it cuts the budget of the partition it hit — or the account's, when that partition was neither near its
-/// budget, nor carrying nearly all of the account's traffic, nor much busier than the other
-/// active partitions. The cut is to [`decrease`](Self::decrease) ×
+/// the last one that did, within 5 s; without one, it cuts the budget of the partition it
+/// hit — or the account's, when that partition was neither near its budget, nor carrying
+/// nearly all of the account's traffic, nor much busier than the other active partitions. The cut is to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
 /// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (doubled
