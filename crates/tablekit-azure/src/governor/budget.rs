@@ -11,12 +11,14 @@
 //!    include a burst it had saved up, so it overstates what the service sustains.
 //! 2. **Ramp.** Over `recovery` the rate climbs linearly back to that rate.
 //! 3. **Hold.** It stays there until it has held requests back for its hold and admitted
-//!    at least [`PROBE_REQUESTS`] requests since the cut. The hold is `probe_after`, doubled
-//!    after each probe that found no more than the rate it started from (up to
-//!    [`MAX_HOLD_FACTOR`] × `probe_after`), and back to `probe_after` when a cut finds the
-//!    service's rate moved (outside [`UNMOVED`] × where the last probe started). Before the
-//!    first cut, half as many requests of the whole account are enough (one probe of a configured target serves every
-//!    partition's budget).
+//!    at least [`PROBE_REQUESTS`] requests since the cut. The hold is `probe_after`;
+//!    [`LONG_HOLD`] × `probe_after` after a probe that found no more than the rate it
+//!    started from, until a cut finds the service's rate moved (outside [`UNMOVED`] × where
+//!    the last probe started). Before the first cut, half as many requests of the whole
+//!    account are enough (one probe of a configured target serves every partition's budget).
+//!    A partition's budget probes only while no other partition of its table does, and one
+//!    never cut takes the rate a cut of another partition of its table set, when that is
+//!    higher ([`Budget::adopt`]).
 //! 4. **Probe.** While requests keep waiting for it, the rate grows by `probe` per second
 //!    (compounded), up to `probe_limit` × the target, until the next throttling answer.
 //!
@@ -31,10 +33,12 @@ use super::ThroughputPolicy;
 /// Requests a budget admits after a cut before it probes above the rate the service admitted:
 /// a probe that finds nothing costs about one refusal, so at most about one request in this
 /// many is refused while the service's capacity holds still.
-pub(super) const PROBE_REQUESTS: u64 = 100;
+pub(super) const PROBE_REQUESTS: u64 = 50;
 
-/// The longest hold before a probe, in multiples of `probe_after`.
-pub(super) const MAX_HOLD_FACTOR: f64 = 4.0;
+/// The hold before a probe after one that found nothing, in multiples of `probe_after`: long
+/// enough that such probes cost fewer refusals, short enough that a service which grew is
+/// found within about 10 s (the hold, then about 2 s of growth).
+pub(super) const LONG_HOLD: f64 = 1.5;
 
 /// A rate to return to within this range × where the last probe started: the probe found
 /// nothing, and the service's rate did not move.
@@ -55,13 +59,18 @@ pub(super) struct Budget {
     boost: f64,
     /// Seconds this budget held requests back since the last cut (or since it was made).
     held: f64,
-    /// Seconds it must have held requests back before it probes: `probe_after`, doubled after
-    /// each probe that found no more than the rate it started from (up to
-    /// [`MAX_HOLD_FACTOR`] × `probe_after`), back to `probe_after` once a cut finds the
-    /// service's rate moved.
+    /// Seconds it must have held requests back before it probes: `probe_after`, or
+    /// [`LONG_HOLD`] × that after a probe that found no more than the rate it started from,
+    /// until a cut finds the service's rate moved.
     probe_hold: f64,
-    /// The rate the last probe started from, and the hold before it.
-    last_probe: Option<(f64, f64)>,
+    /// The rate the last probe started from.
+    last_probe: Option<f64>,
+    /// Whether its rate was learned from another partition of its table ([`Budget::adopt`]):
+    /// it probes after its own requests, as after a cut.
+    adopted: bool,
+    /// Whether it may start a probe now: not while another partition of its table probes
+    /// (the governor sets it before each use).
+    may_probe: bool,
     /// The account's count of admitted requests when this was made.
     counted: u64,
     /// Requests this budget admitted, and how many of them before the last cut.
@@ -98,6 +107,8 @@ impl Budget {
             held: 0.0,
             probe_hold: policy.probe_after.as_secs_f64(),
             last_probe: None,
+            adopted: false,
+            may_probe: true,
             counted: 0,
             own: 0,
             own_at_cut: 0,
@@ -153,9 +164,10 @@ impl Budget {
         self.held += dt;
         // The first probe is of the configured target, which the whole account relies on;
         // later ones are this budget's own, paid for by its own requests.
-        let enough = match self.cut {
-            None => requests.saturating_sub(self.counted) >= PROBE_REQUESTS / 2,
-            Some(_) => self.own - self.own_at_cut >= PROBE_REQUESTS,
+        let enough = if self.cut.is_none() && !self.adopted {
+            requests.saturating_sub(self.counted) >= PROBE_REQUESTS / 2
+        } else {
+            self.own - self.own_at_cut >= PROBE_REQUESTS
         };
         if !enough {
             return;
@@ -167,7 +179,10 @@ impl Budget {
             });
             if ramped {
                 if self.boost <= 1.0 {
-                    self.last_probe = Some((self.base, hold));
+                    if !self.may_probe {
+                        return;
+                    }
+                    self.last_probe = Some(self.base);
                 }
                 self.boost = (self.boost * (1.0 + policy.probe).powf(growing))
                     .min(self.cap / self.base.max(f64::MIN_POSITIVE))
@@ -277,13 +292,11 @@ impl Budget {
         // so the ramp climbs from that rate rather than from a fraction of the new one.
         let probed_from = (self.boost > 1.0).then_some(self.base);
         self.base = base.clamp(self.floor, self.cap);
-        // Probes that find nothing cost refusals and nothing else: after each, wait twice as
-        // long before the next, until a cut finds the service's rate moved.
+        // Probes that find nothing cost refusals and nothing else: after one, wait longer
+        // before the next, until a cut finds the service's rate moved.
         let after = policy.probe_after.as_secs_f64();
         self.probe_hold = match self.last_probe {
-            Some((start, hold)) if UNMOVED.contains(&(self.base / start)) => {
-                (hold * 2.0).min(MAX_HOLD_FACTOR * after)
-            }
+            Some(start) if UNMOVED.contains(&(self.base / start)) => LONG_HOLD * after,
             _ => after,
         };
         let from = match probed_from {
@@ -300,6 +313,41 @@ impl Budget {
         true
     }
 
+    /// Another partition of the same table was served `rate` before the service refused it:
+    /// the service's per-partition target (the same for every partition) is at least that.
+    /// A budget never cut itself that admits less takes it as its rate, as if cut there
+    /// without a ramp, and probes again only after its own requests. Never lowers a rate: a
+    /// partition's refusal may be its server's, which other partitions need not share.
+    /// Returns whether it took it.
+    pub(super) fn adopt(&mut self, rate: f64, now: Instant, burst: Duration) -> bool {
+        if self.cut.is_some() || self.base.is_infinite() || rate <= self.rate(now) {
+            return false;
+        }
+        // What the old rate earned so far stays in the bucket.
+        self.refill(now, burst);
+        self.base = rate.clamp(self.floor, self.cap);
+        self.boost = 1.0;
+        self.held = 0.0;
+        self.own_at_cut = self.own;
+        self.adopted = true;
+        true
+    }
+
+    /// Allows or forbids starting a probe: not while another partition of its table probes.
+    pub(super) fn allow_probe(&mut self, may: bool) {
+        self.may_probe = may;
+    }
+
+    /// Whether it probes above its rate now.
+    pub(super) fn probing(&self) -> bool {
+        self.boost > 1.0
+    }
+
+    /// The rate its ramp ends at: the configured rate, or the one the last cut set.
+    pub(super) fn base_rate(&self) -> f64 {
+        self.base
+    }
+
     /// Holds requests back until `until` (a server's retry hint).
     pub(super) fn pause(&mut self, until: Instant) {
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
@@ -314,7 +362,7 @@ impl Budget {
             let dt = now.saturating_duration_since(self.refilled).as_secs_f64();
             self.level + rate * dt >= self.depth(now, burst)
         };
-        unpaused && full && self.cut.is_none() && self.boost == 1.0
+        unpaused && full && self.cut.is_none() && !self.adopted && self.boost == 1.0
     }
 }
 
@@ -456,7 +504,7 @@ mod tests {
             assert!(b.decrease(now, (served, 130.0), 0, &p, COOLDOWN));
         }
         // The fifth cut found the service halved: the next probe comes after `probe_after`.
-        assert_eq!(holds, [4, 8, 16, 16, 16, 4]);
+        assert_eq!(holds, [4, 6, 6, 6, 6, 4]);
     }
 
     #[test]

@@ -125,10 +125,24 @@ impl Scope {
     }
 }
 
+/// What the partitions of one table share: the service's per-partition target is the same
+/// for all of them, so one probe of it serves every partition, and a rate one was served
+/// tells the others what they can ask for.
+#[derive(Debug, Default)]
+struct TableShare {
+    /// The partition probing above its rate (a [`partition_name`]), and since when: the
+    /// table's other partitions do not probe until its turn ends ([`probe_turn`]).
+    prober: Option<(String, Instant)>,
+    /// The rate the last cut of one of its partitions set, and when.
+    learned: Option<(f64, Instant)>,
+}
+
 #[derive(Debug)]
 struct State {
     account: Scope,
     partitions: HashMap<String, Scope>,
+    /// Per table (by name).
+    tables: HashMap<String, TableShare>,
     lookups: u32,
     /// Requests admitted so far: a probe waits for enough of them (see `budget`).
     requests: u64,
@@ -154,7 +168,23 @@ impl State {
                 let quiet = now.saturating_duration_since(s.touched);
                 quiet < idle || (quiet < FORGET_AFTER && !s.budget.is_at_rest(now, policy.burst))
             });
+            let recent = |at: &Instant| now.saturating_duration_since(*at) < FORGET_AFTER;
+            self.tables.retain(|_, t| {
+                t.learned.as_ref().is_some_and(|(_, at)| recent(at))
+                    || t.prober.as_ref().is_some_and(|(_, at)| recent(at))
+            });
         }
+        let (may_probe, learned) = match self.tables.get(table_of(pk)) {
+            None => (true, None),
+            Some(t) => (
+                t.prober.as_ref().is_none_or(|(prober, since)| {
+                    prober == pk || now.saturating_duration_since(*since) >= probe_turn(policy)
+                }),
+                t.learned
+                    .filter(|(_, at)| now.saturating_duration_since(*at) < FORGET_AFTER)
+                    .map(|(rate, _)| rate),
+            ),
+        };
         // Looked up before inserting: no allocation for a partition already known (a bulk
         // write's scheduler asks about each partition it considers).
         if !self.partitions.contains_key(pk) {
@@ -166,7 +196,54 @@ impl State {
             .get_mut(pk)
             .expect("inserted above when missing");
         scope.touched = now;
+        scope.budget.allow_probe(may_probe);
+        if let Some(rate) = learned {
+            scope.budget.adopt(rate, now, policy.burst);
+        }
         scope
+    }
+
+    /// What the partitions of partition `pk`'s table share (made when missing).
+    fn share_of(&mut self, pk: &str) -> &mut TableShare {
+        let table = table_of(pk);
+        if !self.tables.contains_key(table) {
+            self.tables.insert(table.to_owned(), TableShare::default());
+        }
+        self.tables
+            .get_mut(table)
+            .expect("inserted above when missing")
+    }
+
+    /// Partition `pk`'s budget may have started a probe: while it probes, it has its table's
+    /// turn (unless another's turn is still running).
+    fn note_probe(&mut self, pk: &str, policy: &ThroughputPolicy, now: Instant) {
+        if !self.partitions.get(pk).is_some_and(|s| s.budget.probing()) {
+            return;
+        }
+        let share = self.share_of(pk);
+        let free = share.prober.as_ref().is_none_or(|(prober, since)| {
+            prober != pk && now.saturating_duration_since(*since) >= probe_turn(policy)
+        });
+        if free {
+            share.prober = Some((pk.to_owned(), now));
+        }
+    }
+
+    /// Partition `pk`'s budget was cut: its table learns the rate the cut set, and its
+    /// probe, if it had the turn, is over.
+    fn note_cut(&mut self, pk: &str, now: Instant) {
+        let Some(rate) = self.partitions.get(pk).map(|s| s.budget.base_rate()) else {
+            return;
+        };
+        let share = self.share_of(pk);
+        share.learned = Some((rate, now));
+        if share
+            .prober
+            .as_ref()
+            .is_some_and(|(prober, _)| prober == pk)
+        {
+            share.prober = None;
+        }
     }
 
     /// Whether the refusal of partition `pk` is the partition's own: it has no budget (the
@@ -226,6 +303,14 @@ impl State {
     }
 }
 
+/// How long one partition's probe has its table to itself ([`TableShare`]): long enough to
+/// grow to `probe_limit` × its rate and hear the refusal that ends it. A probe that was
+/// refused ends its turn at once.
+fn probe_turn(policy: &ThroughputPolicy) -> Duration {
+    let growth = policy.probe_limit.max(1.0).ln() / policy.probe.ln_1p().max(1e-3);
+    Duration::from_secs_f64(growth.min(60.0)) + policy.window
+}
+
 /// A partition refused again within this long is over its own budget.
 const REPEAT: Duration = Duration::from_secs(5);
 
@@ -246,6 +331,7 @@ impl Governor {
             state: Mutex::new(State {
                 account: Scope::new(policy.per_account, &policy, now),
                 partitions: HashMap::new(),
+                tables: HashMap::new(),
                 lookups: 0,
                 requests: 0,
                 named: None,
@@ -317,6 +403,7 @@ impl Governor {
                 scope.budget.take(cost, now, requests, policy);
                 scope.sent.add(cost as u64, now);
             }
+            state.note_probe(pk, policy, now);
         }
         if take && wait.is_zero() {
             state.account.budget.take(cost, now, requests, policy);
@@ -349,6 +436,9 @@ impl Governor {
             scope.meter.add(n, now);
             let rate = scope.meter.rate(now);
             note_heat(scope, rate, policy.per_partition, policy.warn_at, Some(pk));
+            if take {
+                state.note_probe(pk, policy, now);
+            }
         }
         let account = &mut state.account;
         if take {
@@ -418,6 +508,9 @@ impl Governor {
                     cut = scope
                         .budget
                         .decrease(now, measured, requests, policy, cooldown);
+                    if cut {
+                        state.note_cut(pk, now);
+                    }
                 }
             }
             _ => {
@@ -591,6 +684,80 @@ mod tests {
         assert!(g.throttled_at(&Charge::partition("t", "p4", 100), UNSAID, at(6_100)));
         assert!(limit(None, 6_100) < 2_000.0 * 0.95);
         assert_eq!(limit(Some("t/p4"), 6_100), 200.0 * 0.95);
+    }
+
+    #[test]
+    fn partitions_of_a_table_probe_one_at_a_time_and_take_the_rate_one_was_served() {
+        // Told 100/s per partition (95 used); the service serves more.
+        let g = Governor::new(ThroughputPolicy::default().with_targets(100.0, 100_000.0));
+        let t0 = Instant::now();
+        let table_t: Vec<String> = (0..3)
+            .map(|i| partition_name("t", &format!("p{i}")))
+            .collect();
+        let other = partition_name("u", "p0");
+        let limit = |pk: &str, now| g.lock().limit_at(Some(pk), now);
+        // Every partition asks for 500 entities/s: its requests always wait.
+        let mut now = t0;
+        let mut press = |until: Duration| {
+            while now < t0 + until {
+                now += Duration::from_millis(10);
+                for pk in table_t.iter().chain([&other]) {
+                    let (table, key) = pk.split_once('/').unwrap();
+                    g.try_admit(&Charge::partition(table, key, 5), now, true);
+                }
+            }
+            now
+        };
+        let now = press(Duration::from_secs(8));
+        let probing: Vec<&String> = table_t.iter().filter(|pk| limit(pk, now) > 95.0).collect();
+        assert_eq!(probing.len(), 1, "one probe per table: {probing:?}");
+        assert!(
+            limit(&other, now) > 95.0,
+            "another table's partition probes on its own"
+        );
+        let prober = probing[0].clone();
+        assert!(
+            limit(&prober, now) >= 150.0 / 0.9,
+            "{}",
+            limit(&prober, now)
+        );
+
+        // The service serves the prober 150/s and refuses it: the others take 0.95 × 150.
+        g.served_at(Some(&prober), 150, false, now);
+        let refused = Charge::partition("t", prober.split_once('/').unwrap().1, 5);
+        let said = Refusal {
+            hint: None,
+            scope: ThrottleScope::Partition,
+        };
+        assert!(g.throttled_at(&refused, said, now));
+        let learned = g.lock().partitions[&prober].budget.base_rate();
+        assert!((learned - 0.95 * 150.0).abs() < 1e-9, "{learned}");
+        // Taken when a partition is next asked about.
+        for pk in table_t.iter().filter(|pk| **pk != prober) {
+            assert_eq!(limit(pk, now), 95.0, "{pk}");
+            g.ready_in_at("t", pk.split_once('/').unwrap().1, 1, now);
+            assert_eq!(limit(pk, now), learned, "{pk}");
+        }
+        let new = partition_name("t", "p9");
+        assert_eq!(g.ready_in_at("t", "p9", 1, now), Duration::ZERO);
+        assert_eq!(
+            limit(&new, now),
+            learned,
+            "a new partition of the table starts there"
+        );
+        assert!(
+            limit(&other, now) > learned,
+            "another table's partition keeps its own"
+        );
+        // A lower rate learned later never lowers a partition that was not cut itself.
+        let later = now + Duration::from_secs(2);
+        g.served_at(Some(&new), 50, false, later);
+        let refused = Charge::partition("t", "p9", 5);
+        assert!(g.throttled_at(&refused, said, later));
+        assert!(g.lock().partitions[&new].budget.base_rate() < learned);
+        let bystander = &table_t[usize::from(prober == table_t[0])];
+        g.ready_in_at("t", bystander.split_once('/').unwrap().1, 1, later);
+        assert_eq!(limit(bystander, later), learned);
     }
 
     #[test]

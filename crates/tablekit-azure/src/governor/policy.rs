@@ -25,11 +25,14 @@ use tablekit_core::{Error, Result};
 /// nearly all of the account's traffic, nor much busier than the other active partitions. The cut is to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
-/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (doubled
-/// after each probe that found nothing more, up to 4×) and it admitted 100 requests since the
-/// cut (before any cut: 50 requests of the whole account), it
+/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (1.5× that
+/// after a probe that found nothing more) and it admitted 50 requests since the cut (before
+/// any cut: 25 requests of the whole account), it
 /// probes: it grows by [`probe`](Self::probe) per second for as long as requests wait for it,
-/// up to [`probe_limit`](Self::probe_limit) × the target, until the service refuses again. So a
+/// up to [`probe_limit`](Self::probe_limit) × the target, until the service refuses again.
+/// The partitions of a table probe one at a time, and one never cut takes the rate a cut of
+/// another partition of its table set when that is higher (the service's per-partition
+/// target is the same for all of them). So a
 /// budget configured too high comes down within a few refusals, one configured too low (or a
 /// service that scaled up) is found by probing, and a probe that finds nothing new costs the
 /// requests in flight when the service starts refusing (one to a few). A `Retry-After` or
@@ -65,8 +68,8 @@ pub struct ThroughputPolicy {
     pub recovery: Duration,
     /// Time requests must have waited for a budget, after it climbed back, before it probes
     /// above the rate the service admitted (or, before any throttling answer, above the
-    /// target). Doubled after each probe that found nothing more, up to 4 × this, and back to
-    /// this when a cut finds the service's rate moved. Default 4 s.
+    /// target). 1.5 × this after a probe that found nothing more, and back to this when a cut
+    /// finds the service's rate moved. Default 4 s.
     pub probe_after: Duration,
     /// Growth per second of a probing budget (compounded), while requests wait for it.
     /// Default 0.4. 0: never grow above what the service admitted or the target.
