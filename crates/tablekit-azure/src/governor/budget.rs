@@ -6,9 +6,12 @@
 //! 1. **Cut.** A throttling answer sets the rate to return to: `utilization` × the rate the
 //!    service admitted over the meter's window when that is clearly less than what was sent,
 //!    else 5 % below the present one (a straggler of an episode already answered); the rate
-//!    restarts at `decrease` × that — or, when the refusal ended a probe that rose above it,
-//!    at the rate the probe started from: what the service admitted during the probe may
-//!    include a burst it had saved up, so it overstates what the service sustains.
+//!    restarts at `decrease` × that. A refusal that ends a probe is judged against the rate
+//!    the probe started from, because what the service admitted during the probe may include
+//!    a burst it had saved up, which overstates what it sustains: up to 10 % above that rate
+//!    ([`UNMOVED`]), the probe found nothing, and the rate to return to is the one it started
+//!    from; above, the service grew, and the rate restarts at the probe's start instead of
+//!    `decrease` × the new one.
 //! 2. **Ramp.** Over `recovery` the rate climbs linearly back to that rate.
 //! 3. **Hold.** It stays there until it has held requests back for its hold and admitted
 //!    at least [`PROBE_REQUESTS`] requests since the cut. The hold is `probe_after`;
@@ -288,9 +291,17 @@ impl Budget {
             0.95 * self.base.min(current)
         };
         // A probe refused: the rate it started from held. What the service admitted during
-        // the probe may include a burst it had saved up, which overstates what it sustains,
-        // so the ramp climbs from that rate rather than from a fraction of the new one.
+        // the probe may include a burst it had saved up, which overstates what it sustains.
+        // When that is at most the top of [`UNMOVED`] × the rate the probe started from, the
+        // probe found nothing: back to that rate, through the usual dip — the probe spent the
+        // service's saved burst, and riding at that rate with its bucket empty is refused
+        // again. When it is more, the service grew: the ramp climbs from that rate rather than
+        // from a fraction of the new one. When it is less, the service shrank: the usual cut.
         let probed_from = (self.boost > 1.0).then_some(self.base);
+        let base = match probed_from {
+            Some(start) if (start..=start * UNMOVED.end()).contains(&base) => start,
+            _ => base,
+        };
         self.base = base.clamp(self.floor, self.cap);
         // Probes that find nothing cost refusals and nothing else: after one, wait longer
         // before the next, until a cut finds the service's rate moved.
@@ -487,6 +498,23 @@ mod tests {
         assert!(b.decrease(now, (180.0, 200.0), 0, &p, COOLDOWN));
         assert!((b.rate(now) - 100.0).abs() < 1e-9, "{}", b.rate(now));
         assert!((b.rate(now + Duration::from_secs(2)) - 180.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_probe_that_found_nothing_returns_below_where_it_started() {
+        let t0 = Instant::now();
+        let (p, mut b) = cut_at_100(t0);
+        let mut now = probe_starts(&mut b, t0, &p);
+        while b.rate(now) < 150.0 {
+            now = press(&mut b, now, &p);
+        }
+        // The service admitted 105/s over the window: no more than it sustained before the
+        // probe, plus some of the burst it had saved up meanwhile, which the probe spent.
+        // Back to the rate the probe started from, through a dip that lets the service's
+        // bucket fill again (riding at that rate with the bucket empty is refused again).
+        assert!(b.decrease(now, (105.0, 150.0), 0, &p, COOLDOWN));
+        assert!((b.rate(now) - 0.7 * 100.0).abs() < 1e-9, "{}", b.rate(now));
+        assert!((b.rate(now + Duration::from_secs(2)) - 100.0).abs() < 1e-9);
     }
 
     #[test]
