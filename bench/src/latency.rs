@@ -22,8 +22,8 @@ use crate::workloads::{Result, err};
 
 /// Reads in flight measured.
 pub(crate) const IN_FLIGHT: [usize; 3] = [1, 16, 64];
-/// Runs per side and concurrency; the gate takes tablekit's best run against the raw SDK's
-/// best, so one run slowed by the machine does not decide it.
+/// Runs per side and concurrency; the gate takes tablekit's best run (lowest p99) against the
+/// raw SDK's best, so one run slowed by the machine does not decide it.
 const RUNS: usize = 3;
 /// The throttle model's budget of one partition (entities/s), as in workload 9.
 const PER_PARTITION: f64 = 200.0;
@@ -69,18 +69,29 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    fn best(runs: &[Percentiles], pick: fn(&Percentiles) -> f64) -> f64 {
-        runs.iter().map(pick).fold(f64::INFINITY, f64::min)
+    /// A side's best run: the one with the lowest p99. Its p50 is compared as well, not the
+    /// lowest p50 of any run: with many reads in flight, a run in which some reads stalled
+    /// (the emulator paused) has a worse p99 and a *better* p50 — the reads left running
+    /// share the emulator among fewer — so the lowest p50 would pick the worst run.
+    fn best(runs: &[Percentiles]) -> Option<&Percentiles> {
+        runs.iter().min_by(|a, b| a.p99.total_cmp(&b.p99))
     }
 
-    /// tablekit's best p50 over the raw SDK's best p50.
+    fn ratio(&self, pick: fn(&Percentiles) -> f64) -> f64 {
+        match (Self::best(&self.tablekit), Self::best(&self.raw_sdk)) {
+            (Some(t), Some(r)) => pick(t) / pick(r),
+            _ => f64::NAN,
+        }
+    }
+
+    /// The p50 of tablekit's best run over that of the raw SDK's best run.
     pub(crate) fn p50_ratio(&self) -> f64 {
-        Self::best(&self.tablekit, |p| p.p50) / Self::best(&self.raw_sdk, |p| p.p50)
+        self.ratio(|p| p.p50)
     }
 
-    /// tablekit's best p99 over the raw SDK's best p99.
+    /// The p99 of tablekit's best run over that of the raw SDK's best run.
     pub(crate) fn p99_ratio(&self) -> f64 {
-        Self::best(&self.tablekit, |p| p.p99) / Self::best(&self.raw_sdk, |p| p.p99)
+        self.ratio(|p| p.p99)
     }
 }
 
@@ -242,9 +253,9 @@ async fn throttled(table: &Table, endpoint: &str, n: usize) -> Result<ThrottledR
     })
 }
 
-/// tablekit's best p50 at most this many times the raw SDK's best, at each concurrency.
+/// The p50 of tablekit's best run at most this many times the raw SDK's, at each concurrency.
 const MAX_P50_RATIO: f64 = 1.25;
-/// tablekit's best p99 at most this many times the raw SDK's best.
+/// The p99 of tablekit's best run at most this many times the raw SDK's.
 const MAX_P99_RATIO: f64 = 1.5;
 
 /// Workload 12's gates: ratios to the raw SDK in the same run.
@@ -254,7 +265,7 @@ pub(crate) fn checks(l: &Latency) -> Vec<crate::report::Check> {
         .iter()
         .map(|row| crate::report::Check {
             criterion: format!(
-                "point-read latency at {} in flight: tablekit p50 ≤ {MAX_P50_RATIO}× and p99 ≤ {MAX_P99_RATIO}× the raw SDK's (best of {RUNS} runs each)",
+                "point-read latency at {} in flight: tablekit p50 ≤ {MAX_P50_RATIO}× and p99 ≤ {MAX_P99_RATIO}× the raw SDK's, each side's best of {RUNS} runs (lowest p99)",
                 row.in_flight
             ),
             measured: format!(
@@ -338,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn ratios_take_each_sides_best_run() {
+    fn ratios_compare_each_sides_run_with_the_lowest_p99() {
         let p = |p50: f64, p99: f64| Percentiles {
             p50,
             p99,
@@ -351,7 +362,16 @@ mod tests {
             tablekit: vec![p(2.0, 9.0), p(1.2, 4.0)],
             raw_sdk: vec![p(1.0, 5.0), p(1.1, 4.0)],
         };
-        assert!((row.p50_ratio() - 1.2).abs() < 1e-9);
+        assert!((row.p50_ratio() - 1.2 / 1.1).abs() < 1e-9);
         assert!((row.p99_ratio() - 1.0).abs() < 1e-9);
+        // Workload 12 at 64 in flight, as measured: the raw SDK's first run stalled (p99
+        // 694 ms) and had the lowest p50 of all. Its best run is the second.
+        let row = Row {
+            in_flight: 64,
+            tablekit: vec![p(48.13, 107.81), p(51.23, 102.73), p(51.22, 104.00)],
+            raw_sdk: vec![p(37.45, 693.93), p(48.41, 96.03), p(50.33, 100.65)],
+        };
+        assert!((row.p50_ratio() - 51.23 / 48.41).abs() < 1e-9);
+        assert!((row.p99_ratio() - 102.73 / 96.03).abs() < 1e-9);
     }
 }
