@@ -25,7 +25,7 @@ use tablekit_core::{Error, Result};
 /// nearly all of the account's traffic, nor much busier than the other active partitions. The cut is to [`decrease`](Self::decrease) ×
 /// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
-/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (1.5× that
+/// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (1.25× that
 /// after a probe that found nothing more) and it admitted 50 requests since the cut (before
 /// any cut: 25 requests of the whole account), it
 /// probes: it grows by [`probe`](Self::probe) per second for as long as requests wait for it,
@@ -68,7 +68,7 @@ pub struct ThroughputPolicy {
     pub recovery: Duration,
     /// Time requests must have waited for a budget, after it climbed back, before it probes
     /// above the rate the service admitted (or, before any throttling answer, above the
-    /// target). 1.5 × this after a probe that found nothing more, and back to this when a cut
+    /// target). 1.25 × this after a probe that found nothing more, and back to this when a cut
     /// finds the service's rate moved. Default 4 s.
     pub probe_after: Duration,
     /// Growth per second of a probing budget (compounded), while requests wait for it.
