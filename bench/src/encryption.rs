@@ -24,7 +24,13 @@ use tablekit_encryption::{
 
 use crate::measure::{Figure, process_cpu, timed};
 use crate::report::{Check, best_ratio, ratio};
-use crate::workloads::{RUNS, Result, Sizes, err, fresh_table, operations};
+use crate::workloads::{Result, Sizes, err, fresh_table, operations};
+
+/// Measured runs, each of the three loads in turn (in a rotating order), after a warm-up
+/// run: more than the other workloads' 5, because the gate compares two loads the emulator
+/// serves at nearly the same rate, and one fast run of either moves a best-of-5 by 8 %
+/// (measured: 0.88× to 0.95× in three full runs whose paired medians were 0.93× to 0.97×).
+const RUNS: usize = 9;
 
 /// The properties of the benchmark entity that are encrypted.
 const ENCRYPTED: [&str; 3] = ["Name", "Email", "Notes"];
@@ -245,25 +251,28 @@ async fn ciphertext(policy: &EncryptionPolicy, s: Sizes) -> Result<Vec<Operation
 }
 
 /// The check: what tablekit controls. The encrypted load keeps at least 0.9× the load of
-/// the same ciphertext sent without encryption work, best run against best run: the emulator's cost of the
-/// larger entities is the same for both, so the difference is the client's encryption. The
+/// the same ciphertext sent without encryption work, as the median of the ratios of runs made
+/// side by side: the emulator's cost of the larger entities is the same for both, so the
+/// difference is the client's encryption. Best run against best run (shown beside it) swung
+/// with single fast runs of the ciphertext load. The
 /// ratio to the plain load (the issue's 0.8× goal) is shown beside it: it also holds the
 /// emulator's own cost of the larger entities, which tablekit does not control.
 pub(crate) fn checks(e: &Encryption) -> Vec<Check> {
     let best = best_ratio(&e.encrypted, &e.ciphertext, false);
+    let paired = ratio(&e.encrypted, &e.ciphertext);
     vec![Check {
-        criterion: "encrypted bulk load ≥ 0.9× the same ciphertext loaded without encryption work (best of the runs of each)"
-            .into(),
+        criterion: format!(
+            "encrypted bulk load ≥ 0.9× the same ciphertext loaded without encryption work (median of {RUNS} paired runs)"
+        ),
         measured: format!(
-            "{best:.2}× (median of paired runs {:.2}×; {:.2}× the plain load, where the ciphertext \
+            "{paired:.2}× (best run against best run {best:.2}×; {:.2}× the plain load, where the ciphertext \
              alone loads at {:.2}× it; client CPU {:.1} vs {:.1} µs/entity)",
-            ratio(&e.encrypted, &e.ciphertext),
             ratio(&e.encrypted, &e.plain),
             ratio(&e.ciphertext, &e.plain),
             e.encrypted_cpu_us.median,
             e.plain_cpu_us.median
         ),
-        pass: best >= 0.9,
+        pass: paired >= 0.9,
     }]
 }
 
