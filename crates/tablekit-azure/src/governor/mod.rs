@@ -214,12 +214,10 @@ impl State {
             .expect("inserted above when missing")
     }
 
-    /// Partition `pk`'s budget may have started a probe: while it probes, it has its table's
-    /// turn (unless another's turn is still running).
+    /// Partition `pk`'s budget probes: it has its table's turn (unless another's turn is
+    /// still running). Called only for a probing budget: no lookup on the admission path
+    /// otherwise.
     fn note_probe(&mut self, pk: &str, policy: &ThroughputPolicy, now: Instant) {
-        if !self.partitions.get(pk).is_some_and(|s| s.budget.probing()) {
-            return;
-        }
         let share = self.share_of(pk);
         let free = share.prober.as_ref().is_none_or(|(prober, since)| {
             prober != pk && now.saturating_duration_since(*since) >= probe_turn(policy)
@@ -403,7 +401,9 @@ impl Governor {
                 scope.budget.take(cost, now, requests, policy);
                 scope.sent.add(cost as u64, now);
             }
-            state.note_probe(pk, policy, now);
+            if scope.budget.probing() {
+                state.note_probe(pk, policy, now);
+            }
         }
         if take && wait.is_zero() {
             state.account.budget.take(cost, now, requests, policy);
@@ -436,7 +436,7 @@ impl Governor {
             scope.meter.add(n, now);
             let rate = scope.meter.rate(now);
             note_heat(scope, rate, policy.per_partition, policy.warn_at, Some(pk));
-            if take {
+            if take && scope.budget.probing() {
                 state.note_probe(pk, policy, now);
             }
         }
