@@ -54,7 +54,9 @@ pub(super) const UNMOVED: std::ops::RangeInclusive<f64> = 0.8..=1.1;
 /// saved while the budget held below its capacity, which the probe spent: the throttle
 /// model admitted up to 1.2 × the start of probes that found nothing (measured, 100
 /// partitions, account budget 5–10 % below the capacity), and a doubled capacity shows as
-/// 2 × or more.
+/// 2 × or more. A probe right after a cut's dip, which lets the service save more, can pass
+/// the bound without growth, and growth below it is never learned from a refused probe: the
+/// client sees only what was admitted (see the Throughput chapter).
 pub(super) const FOUND_MORE: f64 = 1.25;
 
 #[derive(Debug, Clone)]
