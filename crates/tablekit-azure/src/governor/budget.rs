@@ -496,14 +496,20 @@ mod tests {
         (p, b)
     }
 
-    #[test]
-    fn a_refused_probe_ramps_back_from_the_rate_it_started_from() {
+    /// A budget cut at 100/s ([`cut_at_100`]) whose probe has grown it to `rate`; and when.
+    fn probed_to(rate: f64) -> (ThroughputPolicy, Budget, Instant) {
         let t0 = Instant::now();
         let (p, mut b) = cut_at_100(t0);
         let mut now = probe_starts(&mut b, t0, &p);
-        while b.rate(now) < 200.0 {
+        while b.rate(now) < rate {
             now = press(&mut b, now, &p);
         }
+        (p, b, now)
+    }
+
+    #[test]
+    fn a_refused_probe_ramps_back_from_the_rate_it_started_from() {
+        let (p, mut b, now) = probed_to(200.0);
         // The service admitted 180/s over the window while the probe sent 200/s: more than
         // it sustains when a burst it had saved paid for part of it. The ramp climbs from
         // the probe's 100/s, not from 0.7 × 180.
@@ -514,12 +520,7 @@ mod tests {
 
     #[test]
     fn a_probe_that_found_nothing_returns_below_where_it_started() {
-        let t0 = Instant::now();
-        let (p, mut b) = cut_at_100(t0);
-        let mut now = probe_starts(&mut b, t0, &p);
-        while b.rate(now) < 150.0 {
-            now = press(&mut b, now, &p);
-        }
+        let (p, mut b, now) = probed_to(150.0);
         // The service admitted 120/s over the window: no more than it sustained before the
         // probe, plus the burst it had saved up meanwhile, which the probe spent.
         // Back to the rate the probe started from, through a dip that lets the service's
