@@ -369,21 +369,14 @@ impl Governor {
         }
     }
 
-    /// How long until `cost` entities in partition `pk` of `table` fit the budgets (zero:
-    /// now), in whole milliseconds.
-    pub(crate) fn ready_in(&self, table: &str, pk: &str, cost: u32) -> Duration {
-        if !self.policy.is_governed() {
-            return Duration::ZERO;
-        }
-        self.ready_in_at(table, pk, cost, Instant::now())
-    }
-
-    fn ready_in_at(&self, table: &str, pk: &str, cost: u32, now: Instant) -> Duration {
+    /// How long after `now` `cost` entities in partition `pk` of `table` fit the budgets
+    /// (zero: at once), in whole milliseconds. A scheduler comparing partitions asks about
+    /// each at one instant.
+    pub(crate) fn ready_in_at(&self, table: &str, pk: &str, cost: u32, now: Instant) -> Duration {
         let wait = self.try_admit(&Charge::partition(table, pk, cost), now, false);
-        // In whole milliseconds, rounded up (no wait is shorter than the timer's resolution):
-        // a scheduler comparing partitions that all wait for the account's budget sees them
-        // tie, rather than the last one asked — a few microseconds later — win every time
-        // (and get every transaction, more at once than its partition serves).
+        // In whole milliseconds, rounded up: no wait is shorter than the timer's resolution,
+        // and partitions whose budgets differ by less than that tie, so that the scheduler's
+        // turn decides between them.
         let micros = wait.as_micros();
         Duration::from_millis(u64::try_from(micros.div_ceil(1_000)).unwrap_or(u64::MAX))
     }
@@ -782,11 +775,14 @@ mod tests {
     #[test]
     fn partitions_of_different_tables_have_budgets_of_their_own() {
         let g = Governor::new(ThroughputPolicy::default().with_targets(100.0, 10_000.0));
-        assert!(g.ready_in("A", "p", 95).is_zero());
+        assert!(g.ready_in_at("A", "p", 95, Instant::now()).is_zero());
         g.try_admit(&Charge::partition("A", "p", 95), Instant::now(), true);
-        assert!(!g.ready_in("A", "p", 95).is_zero(), "spent");
         assert!(
-            g.ready_in("B", "p", 95).is_zero(),
+            !g.ready_in_at("A", "p", 95, Instant::now()).is_zero(),
+            "spent"
+        );
+        assert!(
+            g.ready_in_at("B", "p", 95, Instant::now()).is_zero(),
             "another table's partition"
         );
         g.served(Some(&partition_name("A", "p")), 40, false);
@@ -854,7 +850,7 @@ mod tests {
     fn ungoverned_charges_never_wait() {
         let g = Governor::new(ThroughputPolicy::unlimited());
         for _ in 0..100 {
-            assert!(g.ready_in("A", "p", 100).is_zero());
+            assert!(g.ready_in_at("A", "p", 100, Instant::now()).is_zero());
             g.try_admit(&Charge::partition("A", "p", 100), Instant::now(), true);
         }
         assert!(!g.throttled(&Charge::partition("A", "p", 1), UNSAID));

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
@@ -393,13 +393,20 @@ impl PartitionQueues {
 
     /// The next unit to start, and its partition's slot: from the first partition in
     /// round-robin order that has work, fewer than `bound` in flight, and budget now (by
-    /// `ready_in`); failing that, the one whose budget is ready soonest. `None` when no
+    /// `ready_in`, asked about every partition at one instant); failing that, the one whose
+    /// budget is ready soonest, the first in that order of those that tie. `None` when no
     /// partition may start one.
     fn next(
         &mut self,
         bound: usize,
-        ready_in: impl Fn(&str, u32) -> Duration,
+        ready_in: impl Fn(&str, u32, Instant) -> Duration,
     ) -> Option<(usize, Unit)> {
+        // One instant for the whole search: partitions that all wait for the account's budget
+        // then tie, and the turn goes round. Asked at successive instants, a later partition
+        // waits a little less, so the search's end wins — a search over many partitions lasts
+        // long enough for that to happen at random, which hands one partition several
+        // transactions within a second, more than its own budget at the service pays for.
+        let now = Instant::now();
         let n = self.queues.len();
         let mut best: Option<(usize, Duration)> = None;
         for step in 0..n {
@@ -409,7 +416,7 @@ impl PartitionQueues {
             if *in_flight >= bound {
                 continue;
             }
-            let wait = ready_in(unit.partition_key().as_str(), unit.cost() as u32);
+            let wait = ready_in(unit.partition_key().as_str(), unit.cost() as u32, now);
             if wait.is_zero() {
                 best = Some((slot, wait));
                 break;
@@ -547,9 +554,9 @@ impl Table {
         loop {
             while running.len() < concurrency {
                 let governor = self.account.metrics().governor();
-                let Some((slot, unit)) = queues.next(per_partition, |pk, cost| {
+                let Some((slot, unit)) = queues.next(per_partition, |pk, cost, now| {
                     if governed {
-                        governor.ready_in(self.name(), pk, cost)
+                        governor.ready_in_at(self.name(), pk, cost, now)
                     } else {
                         Duration::ZERO
                     }
@@ -1033,5 +1040,52 @@ mod report_tests {
             ErrorKind::InvalidArgument
         );
         assert!(written.map(|e| e.is_some()).into_result().unwrap());
+    }
+}
+
+#[cfg(test)]
+mod scheduling_tests {
+    use super::*;
+    use crate::ThroughputPolicy;
+    use crate::governor::{Charge, Governor};
+
+    /// 100 operations of partition `pk` (caller indices from `first`).
+    fn unit(pk: &str, first: usize) -> Unit {
+        Unit::Deferred {
+            partition_key: PartitionKey::new(pk).unwrap(),
+            operations: (first..first + 100).map(|i| (i, None)).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn partitions_that_wait_for_the_account_take_turns() {
+        // 300 partitions of 2 transactions each; the account's budget is spent for minutes,
+        // so every partition waits as long as the others: the turn must go round.
+        let partitions = 300;
+        let units = (0..2)
+            .flat_map(|round| {
+                (0..partitions)
+                    .map(move |p| unit(&format!("p{p:03}"), 100 * (round * partitions + p)))
+            })
+            .collect();
+        let mut queues = PartitionQueues::new(units);
+        let g = Governor::new(ThroughputPolicy::default().with_targets(1e6, 1_000.0));
+        g.admit(&Charge::partition("t", "other", 1_000_000), None)
+            .await;
+        let mut order = Vec::new();
+        for _ in 0..2 * partitions {
+            let (slot, unit) = queues
+                .next(8, |pk, cost, now| g.ready_in_at("t", pk, cost, now))
+                .unwrap();
+            // Still waiting for the account: every turn was taken among equals.
+            let key = unit.partition_key().as_str();
+            assert!(g.ready_in_at("t", key, 100, Instant::now()) > Duration::from_secs(60));
+            order.push(unit.partition_key().as_str().to_owned());
+            queues.finished(slot);
+        }
+        let expected: Vec<String> = (0..2)
+            .flat_map(|_| (0..partitions).map(|p| format!("p{p:03}")))
+            .collect();
+        assert_eq!(order, expected);
     }
 }
