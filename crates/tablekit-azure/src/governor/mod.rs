@@ -198,7 +198,7 @@ impl State {
         scope.touched = now;
         scope.budget.allow_probe(may_probe);
         if let Some(rate) = learned {
-            scope.budget.adopt(rate, now, policy.burst);
+            scope.budget.adopt(rate, now, policy);
         }
         scope
     }
