@@ -30,7 +30,9 @@ use tablekit_core::{Error, Result};
 /// any cut: 25 requests of the whole account), it
 /// probes: it grows by [`probe`](Self::probe) per second for as long as requests wait for it,
 /// up to [`probe_limit`](Self::probe_limit) × the target, until the service refuses again.
-/// The partitions of a table probe one at a time, and one never cut takes the rate a cut of
+/// That refusal finds more only when the service admitted over 1.25 × what the probe's start
+/// and the burst it could have saved since it last refused explain (a probe spends that burst
+/// first); otherwise the budget returns to where the probe started. The partitions of a table probe one at a time, and one never cut takes the rate a cut of
 /// another partition of its table set when that is higher (the service's per-partition
 /// target is the same for all of them). So a
 /// budget configured too high comes down within a few refusals, one configured too low (or a
