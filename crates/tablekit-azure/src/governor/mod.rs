@@ -428,6 +428,9 @@ impl Governor {
             }
             scope.meter.add(n, now);
             let rate = scope.meter.rate(now);
+            // A partition's few large transactions make a cut's figure miss much when an
+            // answer comes late; the account's many answers make it miss little.
+            scope.budget.revise(rate, now, policy);
             note_heat(scope, rate, policy.per_partition, policy.warn_at, Some(pk));
             if take && scope.budget.probing() {
                 state.note_probe(pk, policy, now);
@@ -802,6 +805,42 @@ mod tests {
         assert!(first > Duration::ZERO);
         assert_eq!(first, later, "asked 30 µs apart, they tie");
         assert_eq!(first.subsec_micros() % 1_000, 0);
+    }
+
+    #[test]
+    fn answers_that_come_after_a_cut_count_toward_the_rate_it_set() {
+        // Told 400/s per partition (380 used); the service serves 200/s.
+        let g = Governor::new(ThroughputPolicy::default().with_targets(400.0, 100_000.0));
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let said = Refusal {
+            hint: None,
+            scope: ThrottleScope::Partition,
+        };
+        let base = |pk: &str| {
+            g.lock().partitions[&partition_name("t", pk)]
+                .budget
+                .base_rate()
+        };
+        // Each partition sends three 100-entity transactions at once; the service admits two
+        // and refuses the third, whose answer comes back before the second admitted one's.
+        for pk in ["p0", "p1"] {
+            for _ in 0..3 {
+                assert!(
+                    g.try_admit(&Charge::partition("t", pk, 100), t0, true)
+                        .is_zero()
+                );
+            }
+            g.served_at(Some(&partition_name("t", pk)), 100, false, ms(5));
+            assert!(g.throttled_at(&Charge::partition("t", pk, 100), said, ms(10)));
+            assert!((base(pk) - 95.0).abs() < 1e-9, "{}", base(pk));
+        }
+        // "p0"'s second answer comes within the cut's cooldown: 0.95 × 200.
+        g.served_at(Some(&partition_name("t", "p0")), 100, false, ms(40));
+        assert!((base("p0") - 190.0).abs() < 1e-9, "{}", base("p0"));
+        // "p1"'s comes after it: a new episode's answer, not the cut's.
+        g.served_at(Some(&partition_name("t", "p1")), 100, false, ms(1_100));
+        assert!((base("p1") - 95.0).abs() < 1e-9, "{}", base("p1"));
     }
 
     #[test]

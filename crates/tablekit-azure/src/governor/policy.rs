@@ -23,7 +23,9 @@ use tablekit_core::{Error, Result};
 /// the last one that did, within 5 s; without one, it cuts the budget of the partition it
 /// hit — or the account's, when that partition was neither near its budget, nor carrying
 /// nearly all of the account's traffic, nor much busier than the other active partitions. The cut is to [`decrease`](Self::decrease) ×
-/// the rate the service admitted over the last [`window`](Self::window); the budget climbs back
+/// the rate the service admitted over the last [`window`](Self::window) (for a partition, a
+/// refusal can come back before the admitted requests sent with it: their answers within the
+/// next `window` count too); the budget climbs back
 /// to [`utilization`](Self::utilization) × that rate over [`recovery`](Self::recovery) and holds
 /// there. Once requests have waited for it for [`probe_after`](Self::probe_after) (1.25× that
 /// after a probe that found nothing more) and it admitted 50 requests since the cut (before
