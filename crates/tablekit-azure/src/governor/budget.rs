@@ -6,7 +6,8 @@
 //! 1. **Cut.** A throttling answer sets the rate to return to: `utilization` × the rate the
 //!    service admitted over the meter's window when that is clearly less than what was sent,
 //!    else 5 % below the present one (a straggler of an episode already answered); the rate
-//!    restarts at `decrease` × that. A refusal that ends a probe is judged against the rate
+//!    restarts at `decrease` × that. For a partition, answers that arrive during the cut's
+//!    cooldown count too ([`Budget::revise`]). A refusal that ends a probe is judged against the rate
 //!    the probe started from and the burst the service could have saved since it last
 //!    refused (a shadow of its bucket, filled at the rate the budget believes it sustains),
 //!    because the probe spends that burst, and what the service admitted overstates what it
