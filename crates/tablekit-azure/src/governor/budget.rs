@@ -57,8 +57,9 @@ pub(super) const UNMOVED: std::ops::RangeInclusive<f64> = 0.8..=1.1;
 /// could have saved explain ([`Budget::decrease`]). The margin covers a start below what the
 /// service sustains, which saves more than the budget counts. Measured over 100 partitions:
 /// probes that found nothing were admitted up to 1.45 × their start, after a cut's dip and a
-/// hold had let the service save half a second of its rate; 0.94–1.0 × what that explains.
-/// A capacity that doubled shows as 2 × its old rate plus the burst of its new one.
+/// hold had let the service save half a second of its rate; in the simulation of the same
+/// model (`simulation.rs`), 0.86–0.98 × what the start and the saved burst explain. A
+/// capacity that doubled shows as 2 × its old rate plus the burst of its new one.
 pub(super) const FOUND_MORE: f64 = 1.25;
 
 #[derive(Debug, Clone)]
