@@ -58,6 +58,19 @@ pub(crate) fn test(long: bool) -> Result<(), String> {
     // of their own, so they run beside the tests at the lowest CPU priority, using the CPU
     // the tests leave idle while they wait on the emulator.
     let jobs = crate::suite::build(&envs)?;
+    // Each test binary starts an emulator of its own, the longest three at once: start one
+    // here first, so a broken installation fails once with its reason, and the time a start
+    // takes on this machine is in the log beside any test that gave up waiting for one.
+    let started = std::time::Instant::now();
+    Azurite::builder()
+        .with_install(install.clone())
+        .start()
+        .map_err(|e| format!("the test emulator does not start: {e}"))?
+        .stop();
+    eprintln!(
+        "xtask: an emulator started in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     // The public-API snapshots, the facade-feature builds and the MSRV build each use a
     // toolchain or a target directory of their own, so they run one after another beside the
     // tests, at the lowest CPU priority.

@@ -1,9 +1,11 @@
 //! Starting, waiting for and stopping an Azurite process.
 
-use std::fs::File;
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::install::AzuriteInstall;
@@ -46,15 +48,22 @@ pub enum AzuriteError {
         /// The last lines it printed, joined on one line.
         output: String,
     },
-    /// The ports did not accept connections in time.
+    /// The ports did not accept connections in time, in any attempt.
     #[error(
-        "Azurite did not accept connections on {ports:?} within {secs} s; its output: {output}"
+        "Azurite did not accept connections on {ports:?} within {secs} s ({attempts} attempt(s); \
+         in the last, the process {process}); its output: {output}"
     )]
     NotReady {
-        /// The ports waited on.
+        /// The ports waited on in the last attempt.
         ports: [u16; 3],
-        /// How long tablekit waited.
+        /// How long tablekit waited in each attempt.
         secs: u64,
+        /// How many emulators were started, each on fresh ports (one with fixed ports).
+        attempts: usize,
+        /// What the last emulator process was doing when given up on — its scheduler state
+        /// and the CPU time it had used, where the system tells (Linux) — to tell a busy
+        /// machine from a hung emulator.
+        process: String,
         /// The last lines it printed.
         output: String,
     },
@@ -166,7 +175,8 @@ impl AzuriteBuilder {
         self
     }
 
-    /// How long to wait for the ports to accept connections (default and maximum: 30 s).
+    /// How long to wait for the ports to accept connections in each start attempt (default
+    /// and maximum: 30 s).
     #[must_use]
     pub fn with_ready_timeout(mut self, timeout: Duration) -> Self {
         self.ready_timeout = Some(timeout.min(READY_TIMEOUT));
@@ -201,14 +211,15 @@ impl AzuriteBuilder {
     ///
     /// # Errors
     /// [`AzuriteError`] when Azurite is not installed, Node is missing, or the emulator exits or
-    /// does not become ready. With free ports a lost port race is retried with new ports.
+    /// does not become ready. With free ports, an emulator that exits (a lost port race) or is
+    /// not ready in time is stopped and the start retried on new ports, up to 4 attempts.
     pub fn start(self) -> Result<Azurite, AzuriteError> {
         let install = match self.install.clone() {
             Some(install) => install,
             None => AzuriteInstall::locate()?,
         };
         let mut last = None;
-        for _ in 0..START_ATTEMPTS {
+        for attempt in 1..=START_ATTEMPTS {
             let ports = match self.ports {
                 Some(ports) => ports,
                 None => free_ports()?,
@@ -216,7 +227,27 @@ impl AzuriteBuilder {
             match self.start_once(&install, ports) {
                 Ok(azurite) => return Ok(azurite),
                 // Another process may have taken a free port between our probe and Azurite's
-                // bind: try again with fresh ports. Fixed ports are not retried.
+                // bind; or this emulator stalled in its start-up, which a new one on a
+                // machine less busy a moment later may not. Try again with fresh ports.
+                // Fixed ports are not retried: what holds them still holds them.
+                Err(AzuriteError::NotReady {
+                    ports,
+                    secs,
+                    process,
+                    output,
+                    ..
+                }) => {
+                    last = Some(AzuriteError::NotReady {
+                        ports,
+                        secs,
+                        attempts: attempt,
+                        process,
+                        output,
+                    });
+                    if self.ports.is_some() {
+                        break;
+                    }
+                }
                 Err(e @ AzuriteError::Exited { .. }) if self.ports.is_none() => last = Some(e),
                 Err(e) => return Err(e),
             }
@@ -236,7 +267,6 @@ impl AzuriteBuilder {
             std::process::id(),
             crate::unique_queue_name("")
         );
-        let log_path = std::env::temp_dir().join(format!("{stem}.log"));
         let tls = if self.oauth {
             Some(TlsFiles::create(std::env::temp_dir().join(stem))?)
         } else {
@@ -271,10 +301,9 @@ impl AzuriteBuilder {
         if self.inherit_output {
             cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
         } else {
-            let log = File::create(&log_path)?;
-            cmd.stdout(log.try_clone()?).stderr(log);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        let child = match cmd.spawn() {
+        let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => {
                 if let Some(tls) = &tls {
@@ -289,11 +318,12 @@ impl AzuriteBuilder {
             queue: format!("{scheme}://127.0.0.1:{}/{ACCOUNT}", ports[1]),
             table: format!("{scheme}://127.0.0.1:{}/{ACCOUNT}", ports[2]),
         };
+        let output = (!self.inherit_output).then(|| Output::read(&mut child));
         let mut azurite = Azurite {
             child: Some(child),
             ports,
             endpoints,
-            log_path: (!self.inherit_output).then_some(log_path),
+            output,
             tls,
         };
         azurite.wait_ready(self.ready_timeout.unwrap_or(READY_TIMEOUT))?;
@@ -309,7 +339,8 @@ pub struct Azurite {
     child: Option<Child>,
     ports: [u16; 3],
     endpoints: Endpoints,
-    log_path: Option<PathBuf>,
+    /// What it prints, unless it prints to this process's terminal.
+    output: Option<Output>,
     tls: Option<TlsFiles>,
 }
 
@@ -417,25 +448,15 @@ impl Azurite {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Some(path) = self.log_path.take() {
-            let _ = std::fs::remove_file(path);
-        }
         if let Some(tls) = self.tls.take() {
             let _ = std::fs::remove_dir_all(tls.dir());
         }
     }
 
     fn output_tail(&self) -> String {
-        let Some(path) = &self.log_path else {
-            return "(printed to the terminal)".into();
-        };
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(4)..].join(" | ");
-        if tail.is_empty() {
-            "(nothing)".into()
-        } else {
-            tail
+        match &self.output {
+            Some(output) => output.tail(),
+            None => "(printed to the terminal)".into(),
         }
     }
 
@@ -454,6 +475,9 @@ impl Azurite {
         while !pending.is_empty() {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
+                    if let Some(output) = &self.output {
+                        output.drain(Duration::from_secs(2));
+                    }
                     let output = self.output_tail();
                     self.child = None;
                     self.kill();
@@ -465,24 +489,24 @@ impl Azurite {
             }
             if start.elapsed() > timeout {
                 let output = self.output_tail();
+                let process = (self.child.as_ref())
+                    .map_or_else(|| "is gone".to_owned(), |child| process_state(child.id()));
                 self.kill();
                 return Err(AzuriteError::NotReady {
                     ports: self.ports,
                     secs: timeout.as_secs(),
+                    attempts: 1,
+                    process,
                     output,
                 });
             }
             // A port that accepts connections may be another process's (one that took the
-            // port between our probe and the emulator's bind): with the emulator's output in
-            // a log, a port counts only once the emulator says it listens there itself.
-            let log = self
-                .log_path
-                .as_ref()
-                .map(|path| std::fs::read_to_string(path).unwrap_or_default());
+            // port between our probe and the emulator's bind): when the emulator's output is
+            // read here, a port counts only once the emulator says it listens there itself.
             pending.retain(|&port| {
-                if let Some(log) = &log {
+                if let Some(output) = &self.output {
                     let own = format!("successfully listening at {}:{port}", self.host());
-                    if !log.contains(&own) {
+                    if !output.contains(&own) {
                         return true;
                     }
                 }
@@ -500,6 +524,128 @@ impl Azurite {
 impl Drop for Azurite {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// What an emulator prints on its stdout and stderr, read from their pipes by a thread each
+/// and kept in memory — the last [`Output::KEPT`] lines, and every line saying where it
+/// listens — so that neither its readiness nor the report of its failure needs a writable
+/// disk. The threads end when the emulator exits and closes the pipes.
+#[derive(Debug, Clone, Default)]
+struct Output(Arc<Mutex<Printed>>);
+
+#[derive(Debug, Default)]
+struct Printed {
+    last: VecDeque<String>,
+    listening: Vec<String>,
+    /// Pipes still being read.
+    open: usize,
+}
+
+impl Output {
+    const KEPT: usize = 40;
+
+    /// Starts reading `child`'s stdout and stderr, which must be pipes.
+    fn read(child: &mut Child) -> Self {
+        let output = Self::default();
+        let pipes: [Option<Box<dyn Read + Send>>; 2] = [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ];
+        for pipe in pipes.into_iter().flatten() {
+            output.lock().open += 1;
+            let output = output.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(pipe);
+                let mut line = Vec::new();
+                while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                    output.push(String::from_utf8_lossy(&line).trim_end().to_owned());
+                    line.clear();
+                }
+                output.lock().open -= 1;
+            });
+        }
+        output
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Printed> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits, at most `timeout`, until both pipes are read to their end: once the emulator
+    /// has exited, what it printed last is then here.
+    fn drain(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.lock().open > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn push(&self, line: String) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let mut printed = self.lock();
+        if line.contains("listening at") {
+            printed.listening.push(line.clone());
+        }
+        if printed.last.len() == Self::KEPT {
+            printed.last.pop_front();
+        }
+        printed.last.push_back(line);
+    }
+
+    /// Whether a line printed so far contains `text`.
+    fn contains(&self, text: &str) -> bool {
+        let printed = self.lock();
+        (printed.listening.iter().chain(&printed.last)).any(|line| line.contains(text))
+    }
+
+    /// The last lines printed, joined on one line.
+    fn tail(&self) -> String {
+        let printed = self.lock();
+        let skip = printed.last.len().saturating_sub(4);
+        let tail: Vec<&str> = printed.last.iter().skip(skip).map(String::as_str).collect();
+        if tail.is_empty() {
+            "(nothing)".into()
+        } else {
+            tail.join(" | ")
+        }
+    }
+}
+
+/// What process `pid` is doing, in words: its scheduler state and the CPU time it has used,
+/// from `/proc/<pid>/stat` (Linux; elsewhere, only that it runs).
+fn process_state(pid: u32) -> String {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return "was still running".into();
+    };
+    // The command name (field 2) is in parentheses and may hold spaces: split after it.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return "was still running".into();
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = match fields.first().copied() {
+        Some("R") => "was running or waiting for a CPU",
+        Some("S") => "was sleeping (waiting for an event)",
+        Some("D") => "was waiting for the disk",
+        Some("T" | "t") => "was stopped",
+        Some("Z") => "had exited",
+        _ => "was still running",
+    };
+    // utime and stime, fields 14 and 15 of the whole line, in clock ticks of 1/100 s (the
+    // USER_HZ every Linux architecture tablekit builds for uses).
+    let ticks: Option<u64> = (fields.get(11).zip(fields.get(12)))
+        .and_then(|(u, s)| Some(u.parse::<u64>().ok()? + s.parse::<u64>().ok()?));
+    match ticks {
+        Some(t) => format!("{state} and had used {:.2} s of CPU", t as f64 / 100.0),
+        None => state.to_owned(),
     }
 }
 

@@ -81,6 +81,45 @@ fn child_owner_helper() {
     drop(azurite);
 }
 
+/// Run as a child by `an_emulator_starts_where_no_file_can_be_written`: start Azurite and
+/// report the table port's answer.
+#[cfg(target_os = "linux")]
+#[test]
+fn unwritable_temp_dir_helper() {
+    if std::env::var_os("TABLEKIT_TESTKIT_UNWRITABLE").is_none() {
+        return;
+    }
+    let azurite = Azurite::start().unwrap();
+    let [.., table] = azurite.ports();
+    let answered = std::net::TcpStream::connect(("127.0.0.1", table)).is_ok();
+    println!("STARTED answered={answered}");
+}
+
+/// Readiness is read from the emulator's own output through pipes, not from a log file: an
+/// emulator starts where no file can be written (a full disk, a read-only temp dir).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_emulator_starts_where_no_file_can_be_written() {
+    // Not even root can create a file in /proc/self.
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "unwritable_temp_dir_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TABLEKIT_TESTKIT_UNWRITABLE", "1")
+        .env("TMPDIR", "/proc/self")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("STARTED answered=true"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_killed_owner_leaves_no_emulator() {
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -149,16 +188,69 @@ fn an_emulator_that_exits_gives_its_output_not_a_hang() {
     );
 }
 
+/// A fake emulator that counts its starts in a file, spins the CPU for 300 ms, then never
+/// listens; and that file.
+fn stalling_install() -> (AzuriteInstall, std::path::PathBuf) {
+    let starts = std::env::temp_dir().join(tablekit_testkit::unique_queue_name("starts"));
+    let script = format!(
+        "require('fs').appendFileSync({:?}, 'x'); \
+         const end = Date.now() + 300; while (Date.now() < end) {{}} \
+         setInterval(() => {{}}, 1000);",
+        starts.display().to_string()
+    );
+    (fake_install(&script), starts)
+}
+
 #[test]
-fn an_emulator_that_never_listens_times_out() {
-    let install = fake_install("setInterval(() => {}, 1000);");
+fn an_emulator_that_never_listens_is_retried_on_new_ports_then_times_out_saying_what_it_did() {
+    let (install, starts) = stalling_install();
     let err = Azurite::builder()
         .with_install(install)
         .with_ready_timeout(Duration::from_secs(1))
         .start()
         .unwrap_err();
     let text = one_line(&err);
-    assert!(matches!(err, AzuriteError::NotReady { .. }), "{text}");
+    let started = std::fs::read_to_string(&starts).unwrap_or_default().len();
+    let _ = std::fs::remove_file(&starts);
+    let AzuriteError::NotReady {
+        attempts, process, ..
+    } = &err
+    else {
+        panic!("{text}");
+    };
+    assert_eq!((*attempts, started), (4, 4), "{text}");
+    if cfg!(target_os = "linux") {
+        // The spin shows as CPU time: a busy machine is told from a hung emulator.
+        let cpu: f64 = (process.split("used ").nth(1))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no CPU time in {text}"));
+        assert!((0.2..1.5).contains(&cpu), "{text}");
+    }
+}
+
+#[test]
+fn an_emulator_on_fixed_ports_that_never_listens_is_not_retried() {
+    let (install, starts) = stalling_install();
+    let ports: Vec<u16> = (0..3)
+        .map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        })
+        .collect();
+    let err = Azurite::builder()
+        .with_install(install)
+        .with_ports(ports[0], ports[1], ports[2])
+        .with_ready_timeout(Duration::from_secs(1))
+        .start()
+        .unwrap_err();
+    let text = one_line(&err);
+    let started = std::fs::read_to_string(&starts).unwrap_or_default().len();
+    let _ = std::fs::remove_file(&starts);
+    assert!(
+        matches!(err, AzuriteError::NotReady { attempts: 1, .. }) && started == 1,
+        "{started} starts: {text}"
+    );
 }
 
 #[test]
