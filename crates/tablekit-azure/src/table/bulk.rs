@@ -16,7 +16,7 @@ use tablekit_core::{ETag, Error, ErrorKind, PartitionKey, Properties, Result, Ta
 
 use super::Table;
 use super::batch::{ReadBack, clone_error};
-use super::codec::{Prepared, Tasks, join_all};
+use super::codec::{Head, Prepared, Tasks, join_all};
 use crate::progress::{Progress, ProgressCallback};
 
 /// What happened to one item of a write that reports per item — an operation of a
@@ -521,12 +521,10 @@ impl Table {
         options: BulkOptions,
     ) -> Result<BulkReport> {
         let total = operations.len();
-        // A codec checks the operations on the workers while they are planned here.
-        let prepared = self
-            .codec
-            .is_some()
-            .then(|| self.spawn_prepare(operations.clone()));
-        let plan = BatchPlan::best_effort(operations)?;
+        let plan = Arc::new(BatchPlan::best_effort(operations)?);
+        // A codec checks the operations on the workers, reading them from the plan: copying
+        // every body for the tasks cost more than planning first.
+        let prepared = (self.codec.is_some()).then(|| self.spawn_prepare(Arc::clone(&plan)));
         // `plan` is what outcomes are named and read-backs compared by; `sending` what goes
         // out, which a codec encodes. Limits apply to what is sent.
         let (sending, units) = self.units(&plan, prepared).await?;
@@ -684,7 +682,7 @@ impl Table {
         for (i, properties) in operations {
             indices.push(i);
             if let (Some(properties), Some(op)) = (properties, sending.plan.operation(i)) {
-                work.push((i, op.clone(), properties));
+                work.push((i, Head::of(op), properties));
             }
         }
         if !work.is_empty() {

@@ -60,6 +60,24 @@ fn join<T>(joined: std::result::Result<Result<T>, tokio::task::JoinError>) -> Re
 /// could not be encoded.
 pub(crate) type EncodedEach = Vec<(usize, Result<Operation>)>;
 
+/// What an operation is, without its body: what encoding its properties needs to build the
+/// operation to send.
+pub(crate) struct Head {
+    keys: Keys,
+    kind: OperationKind,
+    if_match: Option<IfMatch>,
+}
+
+impl Head {
+    pub(crate) fn of(op: &Operation) -> Self {
+        Self {
+            keys: op.keys().clone(),
+            kind: op.kind(),
+            if_match: op.if_match().cloned(),
+        }
+    }
+}
+
 /// An operation of a bulk write through a codec, checked before anything is sent.
 pub(crate) enum Prepared {
     /// Sent as it is: it has no properties (a delete), or the handle no codec.
@@ -312,31 +330,36 @@ impl Table {
             return Ok(None);
         };
         let written = parse_entity::<Properties>(body, Some("*"))?;
-        self.encode_parsed(op, written.value).await.map(Some)
+        self.encode_parsed(&Head::of(op), written.value)
+            .await
+            .map(Some)
     }
 
-    /// `op` with `properties` (its own, parsed) encoded by the handle's codec.
+    /// The operation `head` names, with `properties` (its own, parsed) encoded by the
+    /// handle's codec (as they are without one).
     pub(crate) async fn encode_parsed(
         &self,
-        op: &Operation,
+        head: &Head,
         properties: Properties,
     ) -> Result<Operation> {
-        let Some(codec) = &self.codec else {
-            return Ok(op.clone());
+        let Head {
+            keys,
+            kind,
+            if_match,
+        } = head;
+        let properties = match &self.codec {
+            Some(codec) => codec.encode(self.name(), keys, properties, *kind).await?,
+            None => properties,
         };
-        let keys = op.keys();
-        let encoded = codec
-            .encode(self.name(), keys, properties, op.kind())
-            .await?;
-        let entity = Entity::new(keys.clone(), encoded);
-        let if_match = || op.if_match().cloned().unwrap_or(IfMatch::Any);
-        match op.kind() {
+        let entity = Entity::new(keys.clone(), properties);
+        let if_match = || if_match.clone().unwrap_or(IfMatch::Any);
+        match kind {
             OperationKind::Insert => Operation::insert(&entity),
             OperationKind::Replace => Operation::replace(&entity, if_match()),
             OperationKind::Merge => Operation::merge(&entity, if_match()),
             OperationKind::UpsertReplace => Operation::upsert_replace(&entity),
             OperationKind::UpsertMerge => Operation::upsert_merge(&entity),
-            OperationKind::Delete => Ok(op.clone()),
+            OperationKind::Delete => Operation::delete(keys.clone(), if_match()),
         }
     }
 
@@ -357,42 +380,50 @@ impl Table {
         join_all(tasks).await
     }
 
-    /// Starts checking `operations` (a bulk write's, in caller order) with the handle's codec
-    /// on the workers, before the bulk write sends anything: each is encoded right away when
-    /// the codec cannot vouch for it without encoding it ([`EntityCodec::check_encode`]), else
-    /// kept for later with its properties parsed. [`join_all`] waits for the results, the
-    /// first refusal in caller order being the error.
-    pub(crate) fn spawn_prepare(&self, operations: Vec<Operation>) -> Tasks<Result<Vec<Prepared>>> {
-        self.spawn_on_workers(operations, |table, op| async move {
-            let (Some(codec), Some(body)) = (&table.codec, op.body()) else {
-                return Ok(Prepared::AsIs);
-            };
-            let written = parse_entity::<Properties>(body, Some("*"))?;
-            if codec.check_encode(table.name(), op.keys(), &written.value, op.kind())? {
-                Ok(Prepared::Later(written.value))
-            } else {
-                table
-                    .encode_parsed(&op, written.value)
-                    .await
-                    .map(Prepared::Encoded)
+    /// Starts checking the operations of `plan` (a bulk write's, by caller index) with the
+    /// handle's codec on the workers, before the bulk write sends anything: each is encoded
+    /// right away when the codec cannot vouch for it without encoding it
+    /// ([`EntityCodec::check_encode`]), else kept for later with its properties parsed.
+    /// [`join_all`] waits for the results, in caller order, the first refusal in caller order
+    /// being the error. The tasks share the plan: no operation is copied for them.
+    pub(crate) fn spawn_prepare(&self, plan: Arc<BatchPlan>) -> Tasks<Result<Vec<Prepared>>> {
+        let indices = (0..plan.len()).collect();
+        self.spawn_on_workers(indices, move |table, i| {
+            let plan = Arc::clone(&plan);
+            async move {
+                let Some(op) = plan.operation(i) else {
+                    return Ok(Prepared::AsIs);
+                };
+                let (Some(codec), Some(body)) = (&table.codec, op.body()) else {
+                    return Ok(Prepared::AsIs);
+                };
+                let written = parse_entity::<Properties>(body, Some("*"))?;
+                if codec.check_encode(table.name(), op.keys(), &written.value, op.kind())? {
+                    Ok(Prepared::Later(written.value))
+                } else {
+                    table
+                        .encode_parsed(&Head::of(op), written.value)
+                        .await
+                        .map(Prepared::Encoded)
+                }
             }
         })
     }
 
-    /// Encodes `operations` (caller index, operation, its properties parsed) on a task of
-    /// their own, so that the encoding (CPU work) overlaps what the calling task waits for,
-    /// with up to [`CODEC_CONCURRENCY`] at once for codecs that call a key store. Each result
-    /// is that operation's, in order. Dropping the returned task stops the encoding.
+    /// Encodes `operations` (caller index, what the operation is, its properties parsed) on a
+    /// task of their own, so that the encoding (CPU work) overlaps what the calling task waits
+    /// for, with up to [`CODEC_CONCURRENCY`] at once for codecs that call a key store. Each
+    /// result is that operation's, in order. Dropping the returned task stops the encoding.
     pub(crate) fn spawn_encode(
         &self,
-        operations: Vec<(usize, Operation, Properties)>,
+        operations: Vec<(usize, Head, Properties)>,
     ) -> Tasks<Result<EncodedEach>> {
         let table = self.clone();
         Tasks(vec![tokio::spawn(async move {
             Ok(futures::stream::iter(operations)
-                .map(|(i, op, properties)| {
+                .map(|(i, head, properties)| {
                     let table = &table;
-                    async move { (i, table.encode_parsed(&op, properties).await) }
+                    async move { (i, table.encode_parsed(&head, properties).await) }
                 })
                 .buffered(CODEC_CONCURRENCY)
                 .collect()
@@ -400,25 +431,23 @@ impl Table {
         })])
     }
 
-    /// Runs `each` over `operations`, in chunks of [`ENCODE_CHUNK`] on tasks of their own —
-    /// encoding is CPU work (encryption), which a multi-threaded runtime then spreads over its
-    /// workers — with up to [`CODEC_CONCURRENCY`] at once in a chunk, so that a codec calling a
-    /// remote key store overlaps its calls. The tasks start now; [`join_all`] collects their
-    /// results in order, and dropping them stops them.
-    fn spawn_on_workers<T, F, Fut>(
-        &self,
-        operations: Vec<Operation>,
-        each: F,
-    ) -> Tasks<Result<Vec<T>>>
+    /// Runs `each` over `items` (operations, or their indices in a plan), in chunks of
+    /// [`ENCODE_CHUNK`] on tasks of their own — encoding is CPU work (encryption), which a
+    /// multi-threaded runtime then spreads over its workers — with up to [`CODEC_CONCURRENCY`]
+    /// at once in a chunk, so that a codec calling a remote key store overlaps its calls. The
+    /// tasks start now; [`join_all`] collects their results in order, and dropping them stops
+    /// them.
+    fn spawn_on_workers<I, T, F, Fut>(&self, items: Vec<I>, each: F) -> Tasks<Result<Vec<T>>>
     where
+        I: Send + 'static,
         T: Send + 'static,
-        F: Fn(Table, Operation) -> Fut + Clone + Send + Sync + 'static,
+        F: Fn(Table, I) -> Fut + Clone + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<T>> + Send + 'static,
     {
-        let mut tasks = Tasks(Vec::with_capacity(operations.len().div_ceil(ENCODE_CHUNK)));
-        let mut rest = operations.into_iter().peekable();
+        let mut tasks = Tasks(Vec::with_capacity(items.len().div_ceil(ENCODE_CHUNK)));
+        let mut rest = items.into_iter().peekable();
         while rest.peek().is_some() {
-            let part: Vec<Operation> = rest.by_ref().take(ENCODE_CHUNK).collect();
+            let part: Vec<I> = rest.by_ref().take(ENCODE_CHUNK).collect();
             let (table, each) = (self.clone(), each.clone());
             tasks.0.push(tokio::spawn(async move {
                 futures::stream::iter(part)
