@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tablekit_testkit::{Azurite, AzuriteError, AzuriteInstall};
+use tablekit_testkit::{Azurite, AzuriteBuilder, AzuriteError, AzuriteInstall};
 
 fn alive(pid: u32) -> bool {
     // A zombie has no command line; it has exited for our purposes.
@@ -201,10 +201,11 @@ fn stalling_install() -> (AzuriteInstall, std::path::PathBuf) {
     (fake_install(&script), starts)
 }
 
-#[test]
-fn an_emulator_that_never_listens_is_retried_on_new_ports_then_times_out_saying_what_it_did() {
+/// Starts the [`stalling_install`] through `builder`, waiting 1 s: the error, its text, and
+/// how many emulators were started.
+fn start_stalling(builder: AzuriteBuilder) -> (AzuriteError, String, usize) {
     let (install, starts) = stalling_install();
-    let err = Azurite::builder()
+    let err = builder
         .with_install(install)
         .with_ready_timeout(Duration::from_secs(1))
         .start()
@@ -212,6 +213,12 @@ fn an_emulator_that_never_listens_is_retried_on_new_ports_then_times_out_saying_
     let text = one_line(&err);
     let started = std::fs::read_to_string(&starts).unwrap_or_default().len();
     let _ = std::fs::remove_file(&starts);
+    (err, text, started)
+}
+
+#[test]
+fn an_emulator_that_never_listens_is_retried_on_new_ports_then_times_out_saying_what_it_did() {
+    let (err, text, started) = start_stalling(Azurite::builder());
     let AzuriteError::NotReady {
         attempts, process, ..
     } = &err
@@ -231,22 +238,14 @@ fn an_emulator_that_never_listens_is_retried_on_new_ports_then_times_out_saying_
 
 #[test]
 fn an_emulator_on_fixed_ports_that_never_listens_is_not_retried() {
-    let (install, starts) = stalling_install();
     let ports: Vec<u16> = (0..3)
         .map(|_| {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         })
         .collect();
-    let err = Azurite::builder()
-        .with_install(install)
-        .with_ports(ports[0], ports[1], ports[2])
-        .with_ready_timeout(Duration::from_secs(1))
-        .start()
-        .unwrap_err();
-    let text = one_line(&err);
-    let started = std::fs::read_to_string(&starts).unwrap_or_default().len();
-    let _ = std::fs::remove_file(&starts);
+    let (err, text, started) =
+        start_stalling(Azurite::builder().with_ports(ports[0], ports[1], ports[2]));
     assert!(
         matches!(err, AzuriteError::NotReady { attempts: 1, .. }) && started == 1,
         "{started} starts: {text}"
