@@ -5,12 +5,11 @@
 //! anything that cannot be one transaction; [`BatchPlan::best_effort`] groups and splits, and
 //! then each resulting transaction is atomic on its own — not the plan as a whole.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::edm::{Properties, parse_entity, write_entity};
+use crate::edm::{Properties, parse_entity, to_entity_json};
 use crate::entity::IfMatch;
 use crate::error::{Error, Limit, Result};
 use crate::keys::{Keys, PartitionKey};
@@ -61,16 +60,6 @@ pub struct Operation {
     body: Option<Vec<u8>>,
 }
 
-/// The largest buffer [`SCRATCH`] keeps between bodies.
-const SCRATCH_KEPT: usize = 64 * 1024;
-
-thread_local! {
-    /// Where an operation's body is written before it is copied out at its exact size:
-    /// written into a vector of its own, a body of a few hundred bytes grew through several
-    /// reallocations and copies, and kept up to twice its size.
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
 impl Operation {
     fn with_body<T: Serialize + ?Sized>(
         kind: OperationKind,
@@ -78,22 +67,7 @@ impl Operation {
         value: &T,
         if_match: Option<IfMatch>,
     ) -> Result<Self> {
-        let body = SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut scratch) => {
-                scratch.clear();
-                let written = write_entity(&mut scratch, &keys, value).map(|_| scratch.to_vec());
-                // A body near the entity limit is not kept for the thread's lifetime.
-                if scratch.capacity() > SCRATCH_KEPT {
-                    *scratch = Vec::new();
-                }
-                written
-            }
-            // Serializing `value` built another operation on this thread.
-            Err(_) => {
-                let mut body = Vec::new();
-                write_entity(&mut body, &keys, value).map(|_| body)
-            }
-        })?;
+        let (body, _) = to_entity_json(&keys, value)?;
         Ok(Self {
             kind,
             keys,
@@ -366,41 +340,6 @@ impl BatchPlan {
 mod tests {
     use super::*;
     use crate::entity::{ETag, Entity};
-
-    /// Properties whose serialization builds another operation on the same thread, as a
-    /// `Serialize` impl may.
-    struct Nested(Properties);
-
-    impl Serialize for Nested {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-            let inner = Entity::new(Keys::new("inner", "1").unwrap(), self.0.clone());
-            let op = Operation::insert(&inner).map_err(serde::ser::Error::custom)?;
-            assert!(op.body().is_some());
-            self.0.serialize(s)
-        }
-    }
-
-    #[test]
-    fn bodies_are_their_entity_exactly_after_a_large_one_and_when_built_while_serializing() {
-        let keys = Keys::new("p", "r").unwrap();
-        let small = Properties::new().with("Name", "Ann").with("Age", 41);
-        // A body over the buffer kept between bodies (UTF-8), each string under 64 KiB (UTF-16).
-        let large = (0..4).fold(Properties::new(), |p, i| {
-            p.with(format!("Notes{i}"), "x".repeat(SCRATCH_KEPT / 3))
-        });
-        let expected = |props: &Properties| crate::edm::to_entity_json(&keys, props).unwrap().0;
-        for props in [&small, &large, &small] {
-            let op = Operation::insert(&Entity::new(keys.clone(), props.clone())).unwrap();
-            assert_eq!(op.body().unwrap(), expected(props).as_slice());
-        }
-        let nested = Operation::insert(&Entity::new(keys.clone(), Nested(small.clone()))).unwrap();
-        assert_eq!(nested.body().unwrap(), expected(&small).as_slice());
-        // A failed body leaves nothing behind for the next one.
-        let refused = Properties::new().with("Bad Name", 1);
-        assert!(Operation::insert(&Entity::new(keys.clone(), refused)).is_err());
-        let op = Operation::insert(&Entity::new(keys.clone(), small.clone())).unwrap();
-        assert_eq!(op.body().unwrap(), expected(&small).as_slice());
-    }
 
     fn entity(v: i64) -> Entity<Properties> {
         Entity::try_new("p", "r", Properties::new().with("V", v).with("W", "w")).unwrap()

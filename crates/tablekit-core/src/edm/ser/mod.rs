@@ -76,9 +76,32 @@ pub fn to_entity_json<T: Serialize + ?Sized>(
     keys: &Keys,
     value: &T,
 ) -> Result<(Vec<u8>, EntityStats)> {
-    let mut out = Vec::with_capacity(256);
-    let stats = write_entity(&mut out, keys, value)?;
-    Ok((out, stats))
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            scratch.clear();
+            let written = write_entity(&mut scratch, keys, value).map(|s| (scratch.to_vec(), s));
+            // A body near the entity limit is not kept for the thread's lifetime.
+            if scratch.capacity() > SCRATCH_KEPT {
+                *scratch = Vec::new();
+            }
+            written
+        }
+        // Serializing `value` wrote another body on this thread.
+        Err(_) => {
+            let mut out = Vec::new();
+            write_entity(&mut out, keys, value).map(|s| (out, s))
+        }
+    })
+}
+
+/// The largest buffer [`SCRATCH`] keeps between bodies.
+pub(crate) const SCRATCH_KEPT: usize = 64 * 1024;
+
+thread_local! {
+    /// Where [`to_entity_json`] writes a body before copying it out at its exact size:
+    /// written into a vector of its own, a body of a few hundred bytes grew through several
+    /// reallocations and copies, and kept up to twice its size.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn write_entity_inner<T: Serialize + ?Sized>(
@@ -170,5 +193,52 @@ use refuse_scalars;
 impl ser::Error for Error {
     fn custom<T: std::fmt::Display>(msg: T) -> Self {
         Error::encode("", msg.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Operation;
+    use crate::edm::Properties;
+    use crate::entity::Entity;
+
+    /// Properties whose serialization builds another operation on the same thread, as a
+    /// `Serialize` impl may.
+    struct Nested(Properties);
+
+    impl Serialize for Nested {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            let inner = Entity::new(Keys::new("inner", "1").unwrap(), self.0.clone());
+            let op = Operation::insert(&inner).map_err(serde::ser::Error::custom)?;
+            assert!(op.body().is_some());
+            self.0.serialize(s)
+        }
+    }
+
+    #[test]
+    fn bodies_are_their_entity_exactly_after_a_large_one_and_when_built_while_serializing() {
+        let keys = Keys::new("p", "r").unwrap();
+        let small = Properties::new().with("Name", "Ann").with("Age", 41);
+        // A body over the buffer kept between bodies (UTF-8), each string under 64 KiB (UTF-16).
+        let large = (0..4).fold(Properties::new(), |p, i| {
+            p.with(format!("Notes{i}"), "x".repeat(SCRATCH_KEPT / 3))
+        });
+        let expected = |props: &Properties| {
+            let mut body = Vec::new();
+            write_entity(&mut body, &keys, props).unwrap();
+            body
+        };
+        for props in [&small, &large, &small] {
+            let op = Operation::insert(&Entity::new(keys.clone(), props.clone())).unwrap();
+            assert_eq!(op.body().unwrap(), expected(props).as_slice());
+        }
+        let nested = Operation::insert(&Entity::new(keys.clone(), Nested(small.clone()))).unwrap();
+        assert_eq!(nested.body().unwrap(), expected(&small).as_slice());
+        // A failed body leaves nothing behind for the next one.
+        let refused = Properties::new().with("Bad Name", 1);
+        assert!(Operation::insert(&Entity::new(keys.clone(), refused)).is_err());
+        let op = Operation::insert(&Entity::new(keys.clone(), small.clone())).unwrap();
+        assert_eq!(op.body().unwrap(), expected(&small).as_slice());
     }
 }
