@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::governor::{Charge, Governor, Refusal, ThroughputPolicy};
 
@@ -316,10 +316,16 @@ impl Metrics {
         (waited.is_some(), spent)
     }
 
-    /// The answer to a charged request: counts what it served, or adapts to a refusal.
-    pub(crate) fn answered(&self, charge: &Charge, throttled: Option<Refusal>) {
+    /// The answer to a charged request sent at `sent`: counts what it served, or adapts to a
+    /// refusal.
+    pub(crate) fn answered(&self, charge: &Charge, throttled: Option<Refusal>, sent: Instant) {
         match throttled {
-            None => self.served(charge.partition_key(), charge.upfront_cost().into(), false),
+            None => self.count_served(
+                charge.partition_key(),
+                charge.upfront_cost().into(),
+                false,
+                Some(sent),
+            ),
             Some(refusal) => {
                 if self.governor.throttled(charge, refusal) {
                     add(&self.counters.budget_cuts, 1);
@@ -331,9 +337,13 @@ impl Metrics {
     /// Counts `n` entities served in partition `pk` (a partition name, `{table}/{pk}`); `take`: charge them to the budgets too
     /// (query results, known only once returned).
     pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
+        self.count_served(pk, n, take, None);
+    }
+
+    fn count_served(&self, pk: Option<&str>, n: u64, take: bool, sent: Option<Instant>) {
         if n > 0 {
             add(&self.counters.entities_metered, n);
-            self.governor.served(pk, n, take);
+            self.governor.served(pk, n, take, sent);
         }
     }
 

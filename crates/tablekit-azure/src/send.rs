@@ -335,6 +335,8 @@ impl Account {
                 }
                 _ => false,
             };
+            // When it left, for the governor: answers to requests sent before a cut revise it.
+            let sent = Instant::now();
             let result = match (admitted, send_by) {
                 (true, Some(send_by)) => {
                     let send = (send_by, late);
@@ -354,7 +356,7 @@ impl Account {
             let error = match result {
                 Ok(collected) => {
                     telemetry.attempt_sent(Some(collected.status));
-                    metrics.answered(charge, None);
+                    metrics.answered(charge, None, sent);
                     return outcome(Ok(collected), maybe_applied, lands_by, attempts, None);
                 }
                 Err(AttemptError::Refused(error)) => {
@@ -384,10 +386,10 @@ impl Account {
             let throttling = crate::governor::throttling(&error, settings.retry.max_retry_after);
             let hint = throttling.and_then(|refusal| refusal.hint);
             if let Some(refusal) = throttling {
-                metrics.answered(charge, Some(refusal));
+                metrics.answered(charge, Some(refusal), sent);
             } else if error.status().is_some() {
                 // Answered, so the service did the work of reading it.
-                metrics.answered(charge, None);
+                metrics.answered(charge, None, sent);
             }
             match settings.retry.delay(attempts, &error) {
                 Some(delay) => {

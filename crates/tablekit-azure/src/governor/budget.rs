@@ -7,7 +7,7 @@
 //!    service admitted over the meter's window when that is clearly less than what was sent,
 //!    else 5 % below the present one (a straggler of an episode already answered); the rate
 //!    restarts at `decrease` × that. For a partition, answers that arrive during the cut's
-//!    cooldown count too ([`Budget::revise`]). A refusal that ends a probe is judged against
+//!    cooldown to requests sent before it count too ([`Budget::revise`]). A refusal that ends a probe is judged against
 //!    the rate the probe started from and the burst the service could have saved since it
 //!    last refused (a shadow of its bucket, filled at the rate the budget believes it
 //!    sustains), because the probe spends that burst, and what the service admitted
@@ -91,9 +91,12 @@ pub(super) struct Budget {
     saved_at: Instant,
     /// `saved` when the current probe started.
     probe_saved: f64,
-    /// The rate it admitted before the last cut, while answers that arrive after that cut
-    /// may still raise the rate it set ([`Budget::revise`]).
-    revisable: Option<f64>,
+    /// While answers that arrive after the last cut may still raise the rate it set
+    /// ([`Budget::revise`]): the rate it admitted before that cut, and the rate the service
+    /// had admitted over the meter's window when it was made.
+    revisable: Option<(f64, f64)>,
+    /// Entities of the answers counted by [`Budget::revise`] since the last cut.
+    late: f64,
     /// Whether its rate was learned from another partition of its table ([`Budget::adopt`]):
     /// it probes after its own requests, as after a cut.
     adopted: bool,
@@ -142,6 +145,7 @@ impl Budget {
             saved_at: now,
             probe_saved: 0.0,
             revisable: None,
+            late: 0.0,
             adopted: false,
             may_probe: true,
             counted: 0,
@@ -364,7 +368,8 @@ impl Budget {
         self.base = base.clamp(self.floor, self.cap);
         // Only a cut set from what the service admitted can be short of it.
         self.revisable =
-            (limited && probed_from.is_none() && current.is_finite()).then_some(current);
+            (limited && probed_from.is_none() && current.is_finite()).then_some((current, served));
+        self.late = 0.0;
         // Probes that find nothing cost refusals and nothing else: after one, wait longer
         // before the next, until a cut finds the service's rate moved.
         let after = policy.probe_after.as_secs_f64();
@@ -388,23 +393,41 @@ impl Budget {
         true
     }
 
-    /// The service admitted `served` over the window ending at `now`, an answer after the last
-    /// cut. That cut counted the answers received when the refusal came back, and a refusal
-    /// comes back before the admitted requests sent with it: with a few large transactions
-    /// in the window, one missing answer is half the figure (measured: two 100-entity
-    /// transactions admitted and the third refused, and the cut counted one of the two in 3
-    /// of 10 partitions, which then held at half the service's rate). So until the cut's
-    /// cooldown (`window`) ends, what the service admitted sets the rate to return to again,
-    /// when that is higher: `utilization` × it, at most the rate admitted before the cut.
-    /// Returns whether it raised the rate.
-    pub(super) fn revise(&mut self, served: f64, now: Instant, policy: &ThroughputPolicy) -> bool {
-        let Some(before) = self.revisable else {
+    /// The service admitted `n` entities of a request sent at `sent` (`None`: not known),
+    /// answered at `now`, after the last cut. That cut counted the answers received when the
+    /// refusal came back, and a refusal comes back before the admitted requests sent with it:
+    /// with a few large transactions in the window, one missing answer is half the figure
+    /// (measured: two 100-entity transactions admitted and the third refused, and the cut
+    /// counted one of the two in 3 of 10 partitions, which then held at half the service's
+    /// rate). So until the cut's cooldown (`window`) ends, the answers to requests sent
+    /// before the cut are added to what the service had admitted when it was made, and that
+    /// sets the rate to return to again, when it is higher: `utilization` × it, at most the
+    /// rate admitted before the cut.
+    ///
+    /// Answers to requests sent after the cut do not count: they show what the service
+    /// admits of the lower rate, on top of the burst it still held. Counted, they raised one
+    /// partition read alone to over 320 reads/s within the second after its cut, against the
+    /// 200 it serves, and the reads sent above that were refused (27 in that second, each
+    /// waiting out the retry schedule). Returns whether it raised the rate.
+    pub(super) fn revise(
+        &mut self,
+        n: f64,
+        sent: Option<Instant>,
+        now: Instant,
+        policy: &ThroughputPolicy,
+    ) -> bool {
+        let Some((before, at_cut)) = self.revisable else {
             return false;
         };
         let Some((_, at)) = self.cut.filter(|_| self.cooling(now, policy.window)) else {
             self.revisable = None;
             return false;
         };
+        if sent.is_none_or(|sent| sent >= at) {
+            return false;
+        }
+        self.late += n;
+        let served = at_cut + self.late / policy.window.as_secs_f64().max(1e-3);
         let base = (policy.utilization * served.min(before)).clamp(self.floor, self.cap);
         if base <= self.base {
             return false;

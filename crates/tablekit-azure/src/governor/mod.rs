@@ -407,13 +407,13 @@ impl Governor {
     }
 
     /// Counts `n` entities served in partition `pk` (a [`partition_name`]; or the account
-    /// only), and for query
-    /// results also takes them from the budgets (which may go into debt).
-    pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
-        self.served_at(pk, n, take, Instant::now());
+    /// only) by a request sent at `sent` (`None`: not known), and for query results also
+    /// takes them from the budgets (which may go into debt).
+    pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool, sent: Option<Instant>) {
+        self.served_at(pk, n, take, sent, Instant::now());
     }
 
-    fn served_at(&self, pk: Option<&str>, n: u64, take: bool, now: Instant) {
+    fn served_at(&self, pk: Option<&str>, n: u64, take: bool, sent: Option<Instant>, now: Instant) {
         if n == 0 {
             return;
         }
@@ -430,7 +430,7 @@ impl Governor {
             let rate = scope.meter.rate(now);
             // A partition's few large transactions make a cut's figure miss much when an
             // answer comes late; the account's many answers make it miss little.
-            scope.budget.revise(rate, now, policy);
+            scope.budget.revise(n as f64, sent, now, policy);
             note_heat(scope, rate, policy.per_partition, policy.warn_at, Some(pk));
             if take && scope.budget.probing() {
                 state.note_probe(pk, policy, now);
@@ -613,7 +613,13 @@ mod tests {
     /// Partitions `p{i}` of table "t", for each `i` of `ids`, served `n` entities at `at`.
     fn serve_each(g: &Governor, ids: std::ops::Range<u32>, n: u64, at: Instant) {
         for i in ids {
-            g.served_at(Some(&partition_name("t", &format!("p{i}"))), n, false, at);
+            g.served_at(
+                Some(&partition_name("t", &format!("p{i}"))),
+                n,
+                false,
+                Some(at),
+                at,
+            );
         }
     }
 
@@ -652,7 +658,7 @@ mod tests {
         // A partition carrying the whole account's traffic would be blamed without a word;
         // named, the account is.
         let g = Governor::new(policy);
-        g.served_at(Some(&partition_name("t", "p3")), 190, false, t0);
+        g.served_at(Some(&partition_name("t", "p3")), 190, false, Some(t0), t0);
         assert!(g.throttled_at(&refused, said(ThrottleScope::Account), at(t0, 100)));
         assert!(limit(&g, None) < 2_000.0 * 0.95, "the account's, named");
         assert_eq!(limit(&g, Some("t/p3")), 200.0 * 0.95);
@@ -719,7 +725,7 @@ mod tests {
         );
 
         // The service serves the prober 150/s and refuses it: the others take 0.95 × 150.
-        g.served_at(Some(&prober), 150, false, now);
+        g.served_at(Some(&prober), 150, false, Some(now), now);
         let refused = Charge::partition("t", prober.split_once('/').unwrap().1, 5);
         let said = Refusal {
             hint: None,
@@ -747,7 +753,7 @@ mod tests {
         );
         // A lower rate learned later never lowers a partition that was not cut itself.
         let later = now + Duration::from_secs(2);
-        g.served_at(Some(&new), 50, false, later);
+        g.served_at(Some(&new), 50, false, Some(later), later);
         let refused = Charge::partition("t", "p9", 5);
         assert!(g.throttled_at(&refused, said, later));
         assert!(g.lock().partitions[&new].budget.base_rate() < learned);
@@ -788,7 +794,7 @@ mod tests {
             g.ready_in_at("B", "p", 95, Instant::now()).is_zero(),
             "another table's partition"
         );
-        g.served(Some(&partition_name("A", "p")), 40, false);
+        g.served(Some(&partition_name("A", "p")), 40, false, None);
         let (account, hottest) = g.rates(5);
         assert_eq!(account, 40.0);
         assert_eq!(hottest, vec![("A/p".to_owned(), 40.0)]);
@@ -831,16 +837,61 @@ mod tests {
                         .is_zero()
                 );
             }
-            g.served_at(Some(&partition_name("t", pk)), 100, false, ms(5));
+            g.served_at(Some(&partition_name("t", pk)), 100, false, Some(t0), ms(5));
             assert!(g.throttled_at(&Charge::partition("t", pk, 100), said, ms(10)));
             assert!((base(pk) - 95.0).abs() < 1e-9, "{}", base(pk));
         }
         // "p0"'s second answer comes within the cut's cooldown: 0.95 × 200.
-        g.served_at(Some(&partition_name("t", "p0")), 100, false, ms(40));
+        g.served_at(
+            Some(&partition_name("t", "p0")),
+            100,
+            false,
+            Some(t0),
+            ms(40),
+        );
         assert!((base("p0") - 190.0).abs() < 1e-9, "{}", base("p0"));
         // "p1"'s comes after it: a new episode's answer, not the cut's.
-        g.served_at(Some(&partition_name("t", "p1")), 100, false, ms(1_100));
+        g.served_at(
+            Some(&partition_name("t", "p1")),
+            100,
+            false,
+            Some(t0),
+            ms(1_100),
+        );
         assert!((base("p1") - 95.0).abs() < 1e-9, "{}", base("p1"));
+    }
+
+    #[test]
+    fn answers_to_requests_sent_after_a_cut_do_not_raise_it() {
+        // One partition read alone, one entity a read; the service serves 200/s with a second
+        // of burst; tablekit keeps Azure's targets.
+        let g = Governor::new(ThroughputPolicy::default());
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let pk = partition_name("t", "scan");
+        let read = Charge::partition("t", "scan", 1);
+        let said = Refusal {
+            hint: None,
+            scope: ThrottleScope::Partition,
+        };
+        let base = || g.lock().partitions[&pk].budget.base_rate();
+        // The service's burst: 150 reads answered in the first 30 ms, then a refusal.
+        for i in 0..150 {
+            assert!(g.try_admit(&read, t0, true).is_zero());
+            g.served_at(Some(&pk), 1, false, Some(t0), ms(i / 5));
+        }
+        assert!(g.throttled_at(&read, said, ms(30)));
+        let cut = base();
+        assert!((cut - 0.95 * 150.0).abs() < 1e-6, "{cut}");
+        // Through the cut's cooldown the service admits, at its 200/s, the reads sent after
+        // the cut: what it admits of the lower rate says nothing of the rate before.
+        for i in 0..180 {
+            g.served_at(Some(&pk), 1, false, Some(ms(31 + 5 * i)), ms(35 + 5 * i));
+        }
+        assert_eq!(base(), cut, "raised by answers to reads sent after the cut");
+        // An answer to a read sent before the cut, coming late, does count.
+        g.served_at(Some(&pk), 10, false, Some(ms(29)), ms(940));
+        assert!((base() - 0.95 * 160.0).abs() < 1e-6, "{}", base());
     }
 
     #[test]
@@ -849,7 +900,7 @@ mod tests {
         let t0 = Instant::now();
         // 100 partitions served 20 entities each; "p0" had two transactions (200).
         serve_each(&g, 1..100, 20, t0);
-        g.served_at(Some(&partition_name("t", "p0")), 200, false, t0);
+        g.served_at(Some(&partition_name("t", "p0")), 200, false, Some(t0), t0);
         let refused = Charge::partition("t", "p0", 100);
         let at = |ms| t0 + Duration::from_millis(ms);
         assert!(g.throttled_at(&refused, UNSAID, at(100)));
@@ -860,7 +911,13 @@ mod tests {
         );
         assert_eq!(limit(Some("t/p0"), 100), 2_000.0 * 0.95);
         // Refused again 2 s later, still twice as busy as the others: its own.
-        g.served_at(Some(&partition_name("t", "p0")), 200, false, at(2_000));
+        g.served_at(
+            Some(&partition_name("t", "p0")),
+            200,
+            false,
+            Some(at(2_000)),
+            at(2_000),
+        );
         serve_each(&g, 1..100, 20, at(2_000));
         assert!(g.throttled_at(&refused, UNSAID, at(2_100)));
         assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
@@ -874,7 +931,13 @@ mod tests {
         let g = Governor::new(ThroughputPolicy::default());
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        g.served_at(Some(&partition_name("t", "scan")), 250, false, at(0));
+        g.served_at(
+            Some(&partition_name("t", "scan")),
+            250,
+            false,
+            Some(at(0)),
+            at(0),
+        );
         assert!(g.throttled_at(&Charge::partition("t", "scan", 1), UNSAID, at(100)));
         let limit = |pk: Option<&str>| g.lock().limit_at(pk, at(100));
         assert!(

@@ -194,7 +194,13 @@ fn simulate(
                 }
                 let name = partition_name(TABLE, pk);
                 match *answer {
-                    Ok(()) => governor.served_at(Some(&name), u64::from(TRANSACTION), false, now),
+                    Ok(()) => governor.served_at(
+                        Some(&name),
+                        u64::from(TRANSACTION),
+                        false,
+                        Some(*answered_at - ROUND_TRIP),
+                        now,
+                    ),
                     Err(scope) => {
                         let refusal = Refusal { hint: None, scope };
                         governor.throttled_at(
