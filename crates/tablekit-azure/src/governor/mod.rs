@@ -613,14 +613,13 @@ mod tests {
     /// Partitions `p{i}` of table "t", for each `i` of `ids`, served `n` entities at `at`.
     fn serve_each(g: &Governor, ids: std::ops::Range<u32>, n: u64, at: Instant) {
         for i in ids {
-            g.served_at(
-                Some(&partition_name("t", &format!("p{i}"))),
-                n,
-                false,
-                Some(at),
-                at,
-            );
+            serve(g, &format!("p{i}"), n, at);
         }
+    }
+
+    /// `n` entities of table "t"'s partition `pk` served at `at`, by a request sent then.
+    fn serve(g: &Governor, pk: &str, n: u64, at: Instant) {
+        g.served_at(Some(&partition_name("t", pk)), n, false, Some(at), at);
     }
 
     /// A throttling answer that does not name its target.
@@ -658,7 +657,7 @@ mod tests {
         // A partition carrying the whole account's traffic would be blamed without a word;
         // named, the account is.
         let g = Governor::new(policy);
-        g.served_at(Some(&partition_name("t", "p3")), 190, false, Some(t0), t0);
+        serve(&g, "p3", 190, t0);
         assert!(g.throttled_at(&refused, said(ThrottleScope::Account), at(t0, 100)));
         assert!(limit(&g, None) < 2_000.0 * 0.95, "the account's, named");
         assert_eq!(limit(&g, Some("t/p3")), 200.0 * 0.95);
@@ -900,7 +899,7 @@ mod tests {
         let t0 = Instant::now();
         // 100 partitions served 20 entities each; "p0" had two transactions (200).
         serve_each(&g, 1..100, 20, t0);
-        g.served_at(Some(&partition_name("t", "p0")), 200, false, Some(t0), t0);
+        serve(&g, "p0", 200, t0);
         let refused = Charge::partition("t", "p0", 100);
         let at = |ms| t0 + Duration::from_millis(ms);
         assert!(g.throttled_at(&refused, UNSAID, at(100)));
@@ -911,13 +910,7 @@ mod tests {
         );
         assert_eq!(limit(Some("t/p0"), 100), 2_000.0 * 0.95);
         // Refused again 2 s later, still twice as busy as the others: its own.
-        g.served_at(
-            Some(&partition_name("t", "p0")),
-            200,
-            false,
-            Some(at(2_000)),
-            at(2_000),
-        );
+        serve(&g, "p0", 200, at(2_000));
         serve_each(&g, 1..100, 20, at(2_000));
         assert!(g.throttled_at(&refused, UNSAID, at(2_100)));
         assert!(limit(Some("t/p0"), 2_100) < 2_000.0 * 0.95 * 0.5);
@@ -931,13 +924,7 @@ mod tests {
         let g = Governor::new(ThroughputPolicy::default());
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        g.served_at(
-            Some(&partition_name("t", "scan")),
-            250,
-            false,
-            Some(at(0)),
-            at(0),
-        );
+        serve(&g, "scan", 250, at(0));
         assert!(g.throttled_at(&Charge::partition("t", "scan", 1), UNSAID, at(100)));
         let limit = |pk: Option<&str>| g.lock().limit_at(pk, at(100));
         assert!(
