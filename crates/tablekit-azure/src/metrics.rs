@@ -334,8 +334,9 @@ impl Metrics {
         }
     }
 
-    /// Counts `n` entities served in partition `pk` (a partition name, `{table}/{pk}`); `take`: charge them to the budgets too
-    /// (query results, known only once returned).
+    /// Counts `n` entities served in partition `pk` (a partition name, `{table}/{pk}`); `take`:
+    /// charge them to the budgets too (query results, known only once returned). Their
+    /// request's send time is not known, so they do not revise a cut.
     pub(crate) fn served(&self, pk: Option<&str>, n: u64, take: bool) {
         self.count_served(pk, n, take, None);
     }

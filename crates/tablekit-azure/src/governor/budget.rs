@@ -3,18 +3,17 @@
 //! instant, so tests drive the clock.
 //!
 //! The rate goes through a cycle:
-//! 1. **Cut.** A throttling answer sets the rate to return to: `utilization` × the rate the
-//!    service admitted over the meter's window when that is clearly less than what was sent,
-//!    else 5 % below the present one (a straggler of an episode already answered); the rate
-//!    restarts at `decrease` × that. For a partition, answers that arrive during the cut's
-//!    cooldown to requests sent before it count too ([`Budget::revise`]). A refusal that ends a probe is judged against
-//!    the rate the probe started from and the burst the service could have saved since it
-//!    last refused (a shadow of its bucket, filled at the rate the budget believes it
-//!    sustains), because the probe spends that burst, and what the service admitted
-//!    overstates what it sustains: up to [`FOUND_MORE`] × what those two explain, the probe
-//!    found nothing, and the rate to return to is the one it started from; above, the
-//!    service grew, and the rate restarts at the probe's start instead of `decrease` × the
-//!    new one.
+//! 1. **Cut.** A throttling answer sets the rate to return to: `utilization` × the rate the service
+//!    admitted over the meter's window when that is clearly less than what was sent, else 5 % below
+//!    the present one (a straggler of an episode already answered); the rate restarts at `decrease`
+//!    × that. For a partition, answers that arrive during the cut's cooldown to requests sent
+//!    before it count too ([`Budget::revise`]). A refusal that ends a probe is judged against the
+//!    rate the probe started from and the burst the service could have saved since it last refused
+//!    (a shadow of its bucket, filled at the rate the budget believes it sustains), because the
+//!    probe spends that burst, and what the service admitted overstates what it sustains: up to
+//!    [`FOUND_MORE`] × what those two explain, the probe found nothing, and the rate to return to
+//!    is the one it started from; above, the service grew, and the rate restarts at the probe's
+//!    start instead of `decrease` × the new one.
 //! 2. **Ramp.** Over `recovery` the rate climbs linearly back to that rate.
 //! 3. **Hold.** It stays there until it has held requests back for its hold and admitted
 //!    at least [`PROBE_REQUESTS`] requests since the cut. The hold is `probe_after`;
